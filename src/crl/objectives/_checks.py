@@ -1,0 +1,83 @@
+"""Boundary checks shared by the public loss functions.
+
+Every check raises a ``ValueError`` (or ``TypeError``) that names the argument, shows its value and says how to fix
+it, so that bad input never surfaces as a traceback from inside torch or as a silent NaN.
+"""
+
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+Form = Literal["infonce", "dcl", "gcl"]
+Regime = Literal["shared", "independent"]
+Tiling = Literal["auto", "dense", "tiled"]
+Reduction = Literal["mean", "none"]
+
+FORMS: tuple[str, ...] = ("infonce", "dcl", "gcl")
+REGIMES: tuple[str, ...] = ("shared", "independent")
+TILINGS: tuple[str, ...] = ("auto", "dense", "tiled")
+REDUCTIONS: tuple[str, ...] = ("mean", "none")
+
+
+def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not known; use one of {', '.join(map(repr, allowed))}.")
+
+
+def check_embeddings(name: str, x: object, ndim: int) -> Tensor:
+    """Check that ``x`` is a finite floating tensor with ``ndim`` dimensions and at least one row.
+
+    Returns:
+        ``x`` itself (no copy), so the caller can write ``a = check_embeddings("anchors", a, 2)``.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(x).__name__}; convert it with torch.as_tensor."
+        )
+    if not x.is_floating_point():
+        raise ValueError(f"{name} has dtype {x.dtype}; pass floating embeddings (e.g. {name}.float()).")
+    if x.ndim != ndim:
+        raise ValueError(f"{name} has shape {tuple(x.shape)} ({x.ndim} dims); expected {ndim} dims.")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} has shape {tuple(x.shape)}: it holds no rows; pass at least one.")
+    if not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(
+            f"{name} contains {bad} NaN/Inf entries; check the encoder output (or the learning rate) upstream."
+        )
+    return x
+
+
+def check_same_device(tensors: dict[str, Tensor]) -> None:
+    """Raise ``ValueError`` when the named tensors live on different devices."""
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{name} on {dev}" for name, dev in devices.items())
+        raise ValueError(
+            f"inputs are on different devices ({listing}); move them to one device with .to(device)."
+        )
+
+
+def check_same_dtype(tensors: dict[str, Tensor]) -> None:
+    """Raise ``ValueError`` when the named tensors have different dtypes."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        listing = ", ".join(f"{name}: {dt}" for name, dt in dtypes.items())
+        raise ValueError(f"inputs have different dtypes ({listing}); cast them to one dtype first.")
+
+
+def check_tau_value(tau: Tensor) -> None:
+    """Raise ``ValueError`` unless the temperature is a finite positive scalar."""
+    if tau.numel() != 1:
+        raise ValueError(f"tau has shape {tuple(tau.shape)}; pass a scalar temperature.")
+    value = float(tau.detach())
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"tau={value!r} must be a finite number > 0 (typical values: 0.01 to 1).")
+
+
+def upcast(x: Tensor) -> Tensor:
+    """Half-precision inputs (fp16, bf16) are accumulated in float32; float32/float64 pass through."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x

@@ -1,0 +1,344 @@
+"""InfoNCE, DCL and GCL: the contrastive forms of [A] and [B], one-sided or symmetric, shared or independent.
+
+With Delta_ij = s(x_i, y'_ij) - s(x_i, y_i) and scores s(x, y) = <a, c> of the embeddings, the per-anchor values are
+
+    infonce_i = log(1 + sum_j exp(Delta_ij / tau)) = -log softmax of the positive among {positive} + m negatives
+    dcl_i     = log(sum_j exp(Delta_ij / tau))                     (decoupled: positive not in the denominator)
+    gcl_i     = tau * log((1/m) sum_j exp(Delta_ij / tau))         ([A]'s empirical risk L_hat, note the factor tau)
+
+[B]'s R_hat is the mean of ``infonce`` minus log k (k = m); its DCL variant is the mean of ``dcl`` minus log k.
+Every form is a function of two numbers per anchor: the positive's logit s_ii / tau and the log-sum-exp of the
+negatives' logits lse_i = log sum_j exp(s_ij / tau) (see :func:`contrastive_form`); this module is the only place
+that turns those into a loss.
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from crl.objectives._checks import (
+    FORMS,
+    REDUCTIONS,
+    REGIMES,
+    TILINGS,
+    Form,
+    Reduction,
+    Regime,
+    Tiling,
+    check_choice,
+    check_embeddings,
+    check_same_device,
+    check_same_dtype,
+    upcast,
+)
+from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
+from crl.objectives.temperature import TauLike, Temperature, resolve_tau
+from crl.objectives.tiled import dense_logsumexp_both, tiled_logsumexp, tiled_logsumexp_both
+
+TILED_ABOVE_ELEMENTS = 1 << 24
+"""``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
+
+Negatives = Tensor | tuple[Tensor, Tensor] | None
+
+
+def contrastive_form(
+    positive_logits: Tensor, negative_lse: Tensor, *, n_negatives: int, tau: Tensor, form: Form
+) -> Tensor:
+    """Per-anchor loss from the positive's logit ``s_ii / tau`` and ``lse_i = log sum_j exp(s_ij / tau)``.
+
+    ``infonce = logaddexp(s_ii/tau, lse_i) - s_ii/tau``; ``dcl = lse_i - s_ii/tau``;
+    ``gcl = tau * (lse_i - s_ii/tau - log m)``.
+    """
+    if form == "infonce":
+        return torch.logaddexp(positive_logits, negative_lse) - positive_logits
+    if form == "dcl":
+        return negative_lse - positive_logits
+    return tau * (negative_lse - positive_logits - math.log(n_negatives))
+
+
+def _reduce(per_anchor: Tensor, reduction: Reduction) -> Tensor:
+    return per_anchor.mean() if reduction == "mean" else per_anchor
+
+
+def contrastive_loss_from_scores(
+    positive_scores: Tensor,
+    negative_scores: Tensor,
+    *,
+    tau: TauLike,
+    form: Form = "infonce",
+    reduction: Reduction = "mean",
+) -> Tensor:
+    """A contrastive form from precomputed scores (any score function, e.g. a synthetic model's ideal s*).
+
+    Args:
+        positive_scores: (n,) scores s(x_i, y_i).
+        negative_scores: (n, m) scores s(x_i, y'_ij); in the shared regime row i holds s(x_i, y'_j).
+        tau: temperature (float, scalar tensor or :class:`Temperature`).
+        form: "infonce", "dcl" or "gcl" (formulas in the module docstring).
+        reduction: "mean" over anchors, or "none" for the (n,) per-anchor values.
+
+    Raises:
+        ValueError: on shape mismatch, m = 0, NaN/Inf scores, tau <= 0, or an unknown form/reduction.
+
+    Examples:
+        >>> pos, neg = torch.zeros(2), torch.zeros(2, 3)
+        >>> float(contrastive_loss_from_scores(pos, neg, tau=0.5, form="dcl")) == math.log(3)
+        True
+    """
+    check_choice("form", form, FORMS)
+    check_choice("reduction", reduction, REDUCTIONS)
+    pos = upcast(check_embeddings("positive_scores", positive_scores, 1))
+    neg = upcast(check_embeddings("negative_scores", negative_scores, 2))
+    check_same_device({"positive_scores": pos, "negative_scores": neg})
+    if neg.shape[0] != pos.shape[0]:
+        raise ValueError(
+            f"negative_scores has {neg.shape[0]} rows but positive_scores has {pos.shape[0]}; "
+            "pass one row of m negative scores per anchor."
+        )
+    if neg.shape[1] == 0:
+        raise ValueError("negative_scores has m = 0 columns; contrastive losses need at least one negative.")
+    t = resolve_tau(tau).to(device=pos.device, dtype=pos.dtype)
+    lse = torch.logsumexp(neg / t, dim=1)
+    per_anchor = contrastive_form(pos / t, lse, n_negatives=neg.shape[1], tau=t, form=form)
+    return _reduce(per_anchor, reduction)
+
+
+def _check_pair(anchors: Tensor, positives: Tensor) -> tuple[Tensor, Tensor]:
+    a = check_embeddings("anchors", anchors, 2)
+    p = check_embeddings("positives", positives, 2)
+    if a.shape != p.shape:
+        raise ValueError(
+            f"anchors {tuple(a.shape)} and positives {tuple(p.shape)} differ; pass one positive per anchor (n, d)."
+        )
+    return a, p
+
+
+def _check_shared_negatives(name: str, negatives: Tensor, dim: int) -> Tensor:
+    neg = check_embeddings(name, negatives, 2)
+    if neg.shape[1] != dim:
+        raise ValueError(
+            f"{name} has dimension {neg.shape[1]} but the anchors have d = {dim}; embed both alike."
+        )
+    return neg
+
+
+def _check_independent_negatives(negatives: Negatives, n: int, dim: int) -> Tensor:
+    if not isinstance(negatives, Tensor):
+        raise ValueError(
+            "regime='independent' needs negatives of shape (n, m, d), one set of m per anchor; "
+            f"got {type(negatives).__name__}. Use regime='shared' for in-batch or shared negatives."
+        )
+    neg = check_embeddings("negatives", negatives, 3)
+    if neg.shape[0] != n or neg.shape[2] != dim:
+        raise ValueError(
+            f"negatives has shape {tuple(neg.shape)}; regime='independent' needs (n, m, d) = ({n}, m, {dim})."
+        )
+    if neg.shape[1] == 0:
+        raise ValueError("negatives has m = 0 per anchor; contrastive losses need at least one negative.")
+    return neg
+
+
+def _use_tiled(tiling: Tiling, n: int, m: int) -> bool:
+    return tiling == "tiled" or (tiling == "auto" and n * m > TILED_ABOVE_ELEMENTS)
+
+
+def _shared_lse(
+    q: Tensor,
+    c: Tensor,
+    *,
+    exclude_diagonal: bool,
+    want_columns: bool,
+    tiling: Tiling,
+    block_size: int | None,
+) -> tuple[Tensor, Tensor | None]:
+    if not _use_tiled(tiling, q.shape[0], c.shape[0]):
+        return dense_logsumexp_both(q, c, exclude_diagonal=exclude_diagonal, want_columns=want_columns)
+    if want_columns:
+        return tiled_logsumexp_both(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size)
+    return tiled_logsumexp(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size), None
+
+
+def _independent_chunk(a: Tensor, p: Tensor, neg: Tensor, tau: Tensor, form: str, _start: int) -> Tensor:
+    positive_logits = (a * p).sum(dim=1) / tau
+    lse = torch.logsumexp(torch.einsum("nd,nmd->nm", a, neg) / tau, dim=1)
+    return contrastive_form(positive_logits, lse, n_negatives=neg.shape[1], tau=tau, form=form)  # type: ignore[arg-type]
+
+
+def contrastive_loss(
+    anchors: Tensor,
+    positives: Tensor,
+    negatives: Negatives = None,
+    *,
+    tau: TauLike,
+    form: Form = "infonce",
+    symmetric: bool = False,
+    regime: Regime = "shared",
+    tiling: Tiling = "auto",
+    block_size: int | None = None,
+    reduction: Reduction = "mean",
+) -> Tensor:
+    """InfoNCE / DCL / GCL of embeddings with scores s(x, y) = <anchor, candidate>, exactly, for any m.
+
+    Regimes ([A]): ``"shared"`` (SSCRL, CLIP): one set of negatives for all anchors, either ``negatives`` of shape
+    (m, d) or ``None`` meaning the other positives of the batch (m = n - 1). ``"independent"`` (SCRL): ``negatives``
+    of shape (n, m, d), m per anchor. m is never tied to n.
+
+    ``symmetric=True`` (shared regime) returns the mean of the x->y and y->x directions, as CLIP does. With
+    ``negatives=None`` both directions use the batch (y->x ranks x_i among the anchors); explicit shared negatives
+    for both directions are passed as a pair ``(negatives_y (m, d), negatives_x (m', d))``.
+
+    The shared regime computes the n x m scores densely, or, above 2^24 scores or with ``tiling="tiled"``, block by
+    block in O(block) extra memory with the same value and gradients (:mod:`crl.objectives.tiled`). The independent
+    regime is computed in chunks of anchors. fp16/bf16 inputs are accumulated in float32.
+
+    Args:
+        anchors: (n, d) anchor embeddings f(x_i).
+        positives: (n, d) positive embeddings g(y_i).
+        negatives: see above.
+        tau: temperature (float, scalar tensor, or a learnable :class:`Temperature`).
+        form: "infonce", "dcl" or "gcl" (formulas in the module docstring).
+        symmetric: average the two directions (shared regime only).
+        regime: "shared" (SSCRL) or "independent" (SCRL).
+        tiling: "auto", "dense" or "tiled" (shared regime).
+        block_size: rows and columns per block of the tiled kernel, or anchors per chunk (independent regime).
+        reduction: "mean" over anchors or "none" for (n,) per-anchor values.
+
+    Returns:
+        The scalar loss, or the (n,) per-anchor losses.
+
+    Raises:
+        ValueError: on shape, dtype or device mismatch, NaN/Inf embeddings, m = 0, tau <= 0 or not finite, or an
+            unknown form/regime/tiling/reduction; the message names the argument and the fix.
+
+    Examples:
+        >>> a = torch.nn.functional.normalize(torch.randn(8, 4), dim=1)
+        >>> p = torch.nn.functional.normalize(a + 0.1 * torch.randn(8, 4), dim=1)
+        >>> ref = torch.nn.functional.cross_entropy(a @ p.T / 0.1, torch.arange(8))
+        >>> torch.allclose(contrastive_loss(a, p, tau=0.1), ref)
+        True
+    """
+    check_choice("form", form, FORMS)
+    check_choice("regime", regime, REGIMES)
+    check_choice("tiling", tiling, TILINGS)
+    check_choice("reduction", reduction, REDUCTIONS)
+    if block_size is not None and block_size < 1:
+        raise ValueError(f"block_size={block_size!r} must be a positive integer (or None for the default).")
+    a, p = _check_pair(anchors, positives)
+    tensors = {"anchors": a, "positives": p}
+    if isinstance(negatives, Tensor):
+        tensors["negatives"] = negatives
+    elif isinstance(negatives, tuple):
+        tensors.update({"negatives[0]": negatives[0], "negatives[1]": negatives[1]})
+    check_same_dtype(tensors)
+    check_same_device(tensors)
+    t = resolve_tau(tau).to(device=a.device, dtype=upcast(a).dtype)
+    a, p = upcast(a), upcast(p)
+    if regime == "independent":
+        if symmetric:
+            raise ValueError("symmetric=True needs regime='shared' (CLIP's two directions share one batch).")
+        neg = upcast(_check_independent_negatives(negatives, a.shape[0], a.shape[1]))
+        rows = block_size or chunk_rows(a.shape[0], neg.shape[1] * neg.shape[2])
+        per_anchor = per_anchor_in_chunks(_independent_chunk, (a, p, neg), (t, form), rows)  # type: ignore[arg-type]
+        return _reduce(per_anchor, reduction)
+    per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, tiling, block_size)
+    return _reduce(per_anchor, reduction)
+
+
+def _shared_per_anchor(
+    a: Tensor,
+    p: Tensor,
+    negatives: Negatives,
+    t: Tensor,
+    form: Form,
+    symmetric: bool,
+    tiling: Tiling,
+    block_size: int | None,
+) -> Tensor:
+    n, dim = a.shape
+    positive_logits = (a * p).sum(dim=1) / t
+    if negatives is None:
+        if n < 2:
+            raise ValueError(
+                "negatives=None uses the other positives of the batch, so it needs n >= 2 anchors."
+            )
+        row, col = _shared_lse(
+            a / t, p, exclude_diagonal=True, want_columns=symmetric, tiling=tiling, block_size=block_size
+        )
+        forward = contrastive_form(positive_logits, row, n_negatives=n - 1, tau=t, form=form)
+        if col is None:
+            return forward
+        backward = contrastive_form(positive_logits, col, n_negatives=n - 1, tau=t, form=form)
+        return 0.5 * (forward + backward)
+    if isinstance(negatives, tuple):
+        if not symmetric or len(negatives) != 2:
+            raise ValueError(
+                "a pair of negatives (negatives_y, negatives_x) is for symmetric=True only; pass one (m, d) tensor."
+            )
+        neg_y = upcast(_check_shared_negatives("negatives[0]", negatives[0], dim))
+        neg_x = upcast(_check_shared_negatives("negatives[1]", negatives[1], dim))
+        row, _ = _shared_lse(
+            a / t, neg_y, exclude_diagonal=False, want_columns=False, tiling=tiling, block_size=block_size
+        )
+        rev, _ = _shared_lse(
+            p / t, neg_x, exclude_diagonal=False, want_columns=False, tiling=tiling, block_size=block_size
+        )
+        forward = contrastive_form(positive_logits, row, n_negatives=neg_y.shape[0], tau=t, form=form)
+        backward = contrastive_form(positive_logits, rev, n_negatives=neg_x.shape[0], tau=t, form=form)
+        return 0.5 * (forward + backward)
+    if symmetric:
+        raise ValueError(
+            "symmetric=True with explicit shared negatives needs a pair (negatives_y (m, d), negatives_x (m', d)) "
+            "so that the y->x direction has negatives of its own; or pass negatives=None for in-batch negatives."
+        )
+    neg = upcast(_check_shared_negatives("negatives", negatives, dim))
+    row, _ = _shared_lse(
+        a / t, neg, exclude_diagonal=False, want_columns=False, tiling=tiling, block_size=block_size
+    )
+    return contrastive_form(positive_logits, row, n_negatives=neg.shape[0], tau=t, form=form)
+
+
+class ContrastiveLoss(nn.Module):
+    """Module wrapper of :func:`contrastive_loss` that owns its temperature (fixed or a learnable Temperature).
+
+    Examples:
+        >>> loss_fn = ContrastiveLoss(tau=Temperature(0.07), form="infonce", symmetric=True)
+        >>> a = torch.nn.functional.normalize(torch.randn(8, 4), dim=1)
+        >>> bool(loss_fn(a, a).isfinite())
+        True
+    """
+
+    def __init__(
+        self,
+        tau: float | Temperature = 0.07,
+        *,
+        form: Form = "infonce",
+        symmetric: bool = False,
+        regime: Regime = "shared",
+        tiling: Tiling = "auto",
+        block_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        check_choice("form", form, FORMS)
+        check_choice("regime", regime, REGIMES)
+        check_choice("tiling", tiling, TILINGS)
+        resolve_tau(tau)
+        self.tau = tau
+        self.form: Form = form
+        self.symmetric = symmetric
+        self.regime: Regime = regime
+        self.tiling: Tiling = tiling
+        self.block_size = block_size
+
+    def forward(self, anchors: Tensor, positives: Tensor, negatives: Negatives = None) -> Tensor:
+        return contrastive_loss(
+            anchors,
+            positives,
+            negatives,
+            tau=self.tau,
+            form=self.form,
+            symmetric=self.symmetric,
+            regime=self.regime,
+            tiling=self.tiling,
+            block_size=self.block_size,
+        )
