@@ -28,7 +28,9 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
 
 
 def check_embeddings(name: str, x: object, ndim: int) -> Tensor:
-    """Check that ``x`` is a finite floating tensor with ``ndim`` dimensions and at least one row.
+    """Check that ``x`` is a floating tensor with ``ndim`` dimensions and at least one row.
+
+    Finiteness is checked with the other inputs by :func:`check_inputs`, once devices and dtypes agree.
 
     Returns:
         ``x`` itself (no copy), so the caller can write ``a = check_embeddings("anchors", a, 2)``.
@@ -43,30 +45,27 @@ def check_embeddings(name: str, x: object, ndim: int) -> Tensor:
         raise ValueError(f"{name} has shape {tuple(x.shape)} ({x.ndim} dims); expected {ndim} dims.")
     if x.shape[0] == 0:
         raise ValueError(f"{name} has shape {tuple(x.shape)}: it holds no rows; pass at least one.")
-    if not bool(torch.isfinite(x).all()):
-        bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(
-            f"{name} contains {bad} NaN/Inf entries; check the encoder output (or the learning rate) upstream."
-        )
     return x
 
 
-def check_same_device(tensors: dict[str, Tensor]) -> None:
-    """Raise ``ValueError`` when the named tensors live on different devices."""
+def check_inputs(tensors: dict[str, Tensor]) -> None:
+    """Raise ``ValueError`` unless the named tensors share one device and one dtype and are all finite."""
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
         listing = ", ".join(f"{name} on {dev}" for name, dev in devices.items())
         raise ValueError(
             f"inputs are on different devices ({listing}); move them to one device with .to(device)."
         )
-
-
-def check_same_dtype(tensors: dict[str, Tensor]) -> None:
-    """Raise ``ValueError`` when the named tensors have different dtypes."""
     dtypes = {name: t.dtype for name, t in tensors.items()}
     if len(set(dtypes.values())) > 1:
         listing = ", ".join(f"{name}: {dt}" for name, dt in dtypes.items())
         raise ValueError(f"inputs have different dtypes ({listing}); cast them to one dtype first.")
+    for name, t in tensors.items():
+        if not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise ValueError(
+                f"{name} contains {bad} NaN/Inf entries; check the encoder output (or the learning rate) upstream."
+            )
 
 
 def check_tau_value(tau: Tensor) -> None:

@@ -20,24 +20,21 @@ def chunk_rows(n_rows: int, row_cost: int, chunk_elements: int = DEFAULT_CHUNK_E
 
 
 def per_anchor_in_chunks(
-    fn: Callable[..., Tensor],
-    row_tensors: tuple[Tensor, ...],
-    shared: tuple[Tensor, ...],
-    rows_per_chunk: int,
+    fn: Callable[..., Tensor], row_tensors: tuple[Tensor, ...], rows_per_chunk: int
 ) -> Tensor:
-    """Concatenate ``fn(*row_chunk, *shared, row_offset)`` over chunks of the leading dimension of ``row_tensors``.
+    """Concatenate ``fn(*row_chunk, row_offset)`` over chunks of the leading dimension of ``row_tensors``.
 
-    ``fn`` returns one value per row of its chunk. When gradients are needed, each chunk runs under
-    ``torch.utils.checkpoint`` (non-reentrant), so only the chunk's inputs stay alive between passes.
+    ``fn`` returns one value per row of its chunk; tensors it closes over (tau, shared negatives) are fine. With
+    gradients enabled and more than one chunk, each chunk runs under non-reentrant ``torch.utils.checkpoint``, so
+    only the chunk's inputs stay alive between the forward and the backward pass.
     """
     n = row_tensors[0].shape[0]
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (*row_tensors, *shared))
+    recompute = torch.is_grad_enabled() and rows_per_chunk < n
     pieces = []
     for start in range(0, n, rows_per_chunk):
-        stop = min(start + rows_per_chunk, n)
-        chunk = tuple(t[start:stop] for t in row_tensors)
-        if needs_grad and stop - start < n:
-            pieces.append(checkpoint(fn, *chunk, *shared, start, use_reentrant=False))
+        chunk = tuple(t[start : start + rows_per_chunk] for t in row_tensors)
+        if recompute:
+            pieces.append(checkpoint(fn, *chunk, start, use_reentrant=False))
         else:
-            pieces.append(fn(*chunk, *shared, start))
+            pieces.append(fn(*chunk, start))
     return torch.cat(pieces)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl.objectives._checks import REGIMES, Regime, check_choice, check_embeddings, check_same_device, upcast
+from crl.objectives._checks import REGIMES, Regime, check_choice, check_embeddings, check_inputs, upcast
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -69,11 +69,7 @@ def per_anchor_from_scores(
     named = {"anchors": a, "positives": p}
     if negatives is not None:
         named["negatives"] = check_embeddings("negatives", negatives, 3 if regime == "independent" else 2)
-    check_same_device(named)
-    if len({t.dtype for t in named.values()}) > 1:
-        raise ValueError(
-            f"inputs have different dtypes ({ {k: v.dtype for k, v in named.items()} }); cast them alike."
-        )
+    check_inputs(named)
     n, dim = a.shape
     a, p = upcast(a), upcast(p)
     neg = None if negatives is None else upcast(negatives)
@@ -99,14 +95,12 @@ def per_anchor_from_scores(
     rows = chunk or chunk_rows(n, m * (dim if regime == "independent" else 1))
     all_positives = p if neg is None else None
 
-    def run(a_chunk: Tensor, p_chunk: Tensor, *rest: Tensor | int) -> Tensor:
-        start = rest[-1]
-        assert isinstance(start, int)
-        if regime == "independent":
-            chunk_negatives = rest[0]
-            assert isinstance(chunk_negatives, Tensor)
-            return _chunk_values(a_chunk, p_chunk, chunk_negatives, None, fn, start)
+    def shared_chunk(a_chunk: Tensor, p_chunk: Tensor, start: int) -> Tensor:
         return _chunk_values(a_chunk, p_chunk, neg, all_positives, fn, start)
 
-    row_tensors = (a, p) if neg is None or regime == "shared" else (a, p, neg)
-    return per_anchor_in_chunks(run, row_tensors, (), rows)
+    def independent_chunk(a_chunk: Tensor, p_chunk: Tensor, neg_chunk: Tensor, start: int) -> Tensor:
+        return _chunk_values(a_chunk, p_chunk, neg_chunk, None, fn, start)
+
+    if regime == "independent" and neg is not None:
+        return per_anchor_in_chunks(independent_chunk, (a, p, neg), rows)
+    return per_anchor_in_chunks(shared_chunk, (a, p), rows)

@@ -28,8 +28,7 @@ from crl.objectives._checks import (
     Tiling,
     check_choice,
     check_embeddings,
-    check_same_device,
-    check_same_dtype,
+    check_inputs,
     upcast,
 )
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
@@ -88,9 +87,10 @@ def contrastive_loss_from_scores(
     """
     check_choice("form", form, FORMS)
     check_choice("reduction", reduction, REDUCTIONS)
-    pos = upcast(check_embeddings("positive_scores", positive_scores, 1))
-    neg = upcast(check_embeddings("negative_scores", negative_scores, 2))
-    check_same_device({"positive_scores": pos, "negative_scores": neg})
+    pos = check_embeddings("positive_scores", positive_scores, 1)
+    neg = check_embeddings("negative_scores", negative_scores, 2)
+    check_inputs({"positive_scores": pos, "negative_scores": neg})
+    pos, neg = upcast(pos), upcast(neg)
     if neg.shape[0] != pos.shape[0]:
         raise ValueError(
             f"negative_scores has {neg.shape[0]} rows but positive_scores has {pos.shape[0]}; "
@@ -159,10 +159,15 @@ def _shared_lse(
     return tiled_logsumexp(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size), None
 
 
-def _independent_chunk(a: Tensor, p: Tensor, neg: Tensor, tau: Tensor, form: str, _start: int) -> Tensor:
-    positive_logits = (a * p).sum(dim=1) / tau
-    lse = torch.logsumexp(torch.einsum("nd,nmd->nm", a, neg) / tau, dim=1)
-    return contrastive_form(positive_logits, lse, n_negatives=neg.shape[1], tau=tau, form=form)  # type: ignore[arg-type]
+def _independent_per_anchor(a: Tensor, p: Tensor, neg: Tensor, tau: Tensor, form: Form, rows: int) -> Tensor:
+    """SCRL: per-anchor loss with scores s_ij = <a_i, neg_ij>, over checkpointed chunks of ``rows`` anchors."""
+
+    def chunk(a_c: Tensor, p_c: Tensor, neg_c: Tensor, _start: int) -> Tensor:
+        positive_logits = (a_c * p_c).sum(dim=1) / tau
+        lse = torch.logsumexp(torch.einsum("nd,nmd->nm", a_c, neg_c) / tau, dim=1)
+        return contrastive_form(positive_logits, lse, n_negatives=neg_c.shape[1], tau=tau, form=form)
+
+    return per_anchor_in_chunks(chunk, (a, p, neg), rows)
 
 
 def contrastive_loss(
@@ -227,11 +232,19 @@ def contrastive_loss(
     a, p = _check_pair(anchors, positives)
     tensors = {"anchors": a, "positives": p}
     if isinstance(negatives, Tensor):
-        tensors["negatives"] = negatives
+        tensors["negatives"] = check_embeddings("negatives", negatives, 3 if regime == "independent" else 2)
     elif isinstance(negatives, tuple):
-        tensors.update({"negatives[0]": negatives[0], "negatives[1]": negatives[1]})
-    check_same_dtype(tensors)
-    check_same_device(tensors)
+        if len(negatives) != 2:
+            raise ValueError(
+                f"negatives is a tuple of {len(negatives)}; symmetric=True takes a pair (negatives_y, negatives_x)."
+            )
+        tensors["negatives[0]"] = check_embeddings("negatives[0]", negatives[0], 2)
+        tensors["negatives[1]"] = check_embeddings("negatives[1]", negatives[1], 2)
+    elif negatives is not None:
+        raise TypeError(
+            f"negatives must be None, a tensor or a pair of tensors, got {type(negatives).__name__}."
+        )
+    check_inputs(tensors)
     t = resolve_tau(tau).to(device=a.device, dtype=upcast(a).dtype)
     a, p = upcast(a), upcast(p)
     if regime == "independent":
@@ -239,8 +252,7 @@ def contrastive_loss(
             raise ValueError("symmetric=True needs regime='shared' (CLIP's two directions share one batch).")
         neg = upcast(_check_independent_negatives(negatives, a.shape[0], a.shape[1]))
         rows = block_size or chunk_rows(a.shape[0], neg.shape[1] * neg.shape[2])
-        per_anchor = per_anchor_in_chunks(_independent_chunk, (a, p, neg), (t, form), rows)  # type: ignore[arg-type]
-        return _reduce(per_anchor, reduction)
+        return _reduce(_independent_per_anchor(a, p, neg, t, form, rows), reduction)
     per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, tiling, block_size)
     return _reduce(per_anchor, reduction)
 
@@ -271,7 +283,7 @@ def _shared_per_anchor(
         backward = contrastive_form(positive_logits, col, n_negatives=n - 1, tau=t, form=form)
         return 0.5 * (forward + backward)
     if isinstance(negatives, tuple):
-        if not symmetric or len(negatives) != 2:
+        if not symmetric:
             raise ValueError(
                 "a pair of negatives (negatives_y, negatives_x) is for symmetric=True only; pass one (m, d) tensor."
             )

@@ -27,7 +27,7 @@ from crl.objectives._checks import (
     Regime,
     check_choice,
     check_embeddings,
-    check_same_device,
+    check_inputs,
     upcast,
 )
 from crl.objectives._scores import per_anchor_from_scores
@@ -116,9 +116,10 @@ def oce_loss_from_scores(
     """
     check_choice("reduction", reduction, REDUCTIONS)
     rule = _resolve_disutility(disutility)
-    pos = upcast(check_embeddings("positive_scores", positive_scores, 1))
-    neg = upcast(check_embeddings("negative_scores", negative_scores, 2))
-    check_same_device({"positive_scores": pos, "negative_scores": neg})
+    pos = check_embeddings("positive_scores", positive_scores, 1)
+    neg = check_embeddings("negative_scores", negative_scores, 2)
+    check_inputs({"positive_scores": pos, "negative_scores": neg})
+    pos, neg = upcast(pos), upcast(neg)
     if neg.shape[0] != pos.shape[0]:
         raise ValueError(
             f"negative_scores has {neg.shape[0]} rows but positive_scores has {pos.shape[0]}; match n."

@@ -1,0 +1,308 @@
+"""InfoNCE / DCL / GCL against float64 loops, autograd's gradcheck, and the identities the forms must satisfy."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crl.objectives import (
+    ContrastiveLoss,
+    Temperature,
+    contrastive_loss,
+    contrastive_loss_from_scores,
+)
+from tests.objectives.reference import reference_loss, unit
+
+FORMS = ["infonce", "dcl", "gcl"]
+
+
+def _case(regime: str, symmetric: bool, explicit: bool, n: int = 5, m: int = 3, d: int = 4, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    a, p = unit(n, d, g), unit(n, d, g)
+    if not explicit:
+        return a, p, None
+    if regime == "independent":
+        return a, p, unit(n * m, d, g).view(n, m, d)
+    if symmetric:
+        return a, p, (unit(m, d, g), unit(m + 2, d, g))
+    return a, p, unit(m, d, g)
+
+
+CASES = [
+    ("shared", False, False),
+    ("shared", False, True),
+    ("shared", True, False),
+    ("shared", True, True),
+    ("independent", False, True),
+]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize(("regime", "symmetric", "explicit"), CASES)
+@pytest.mark.parametrize("tiling", ["dense", "tiled"])
+@pytest.mark.parametrize("tau", [0.05, 0.5, 2.0])
+def test_matches_float64_loops(form, regime, symmetric, explicit, tiling, tau):
+    """Every form x regime x symmetric equals the explicit loop of THEORY.md section 2 (else a formula is wrong)."""
+    a, p, neg = _case(regime, symmetric, explicit)
+    got = contrastive_loss(
+        a,
+        p,
+        neg,
+        tau=tau,
+        form=form,
+        regime=regime,
+        symmetric=symmetric,
+        tiling=tiling,
+        block_size=2,
+        reduction="none",
+    )
+    want = torch.tensor(
+        reference_loss(a, p, neg, tau=tau, form=form, regime=regime, symmetric=symmetric), dtype=torch.float64
+    )
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        contrastive_loss(a, p, neg, tau=tau, form=form, regime=regime, symmetric=symmetric, tiling=tiling),
+        want.mean(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_from_scores_matches_loops(form):
+    """The score-level entry point computes the same forms as the embedding-level one."""
+    a, p, neg = _case("independent", False, True, seed=3)
+    pos = (a * p).sum(1)
+    negs = torch.einsum("nd,nmd->nm", a, neg)
+    got = contrastive_loss_from_scores(pos, negs, tau=0.3, form=form, reduction="none")
+    want = torch.tensor(
+        reference_loss(a, p, neg, tau=0.3, form=form, regime="independent", symmetric=False),
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_in_batch_infonce_is_clip_cross_entropy():
+    """In-batch InfoNCE is CLIP's cross_entropy(a p^T / tau, arange(n)); symmetric adds the transposed direction."""
+    g = torch.Generator().manual_seed(1)
+    a, p = unit(16, 8, g), unit(16, 8, g)
+    logits = a @ p.T / 0.07
+    labels = torch.arange(16)
+    one_sided = F.cross_entropy(logits, labels)
+    both = 0.5 * (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels))
+    for tiling in ("dense", "tiled"):
+        torch.testing.assert_close(contrastive_loss(a, p, tau=0.07, tiling=tiling, block_size=5), one_sided)
+        torch.testing.assert_close(
+            contrastive_loss(a, p, tau=0.07, symmetric=True, tiling=tiling, block_size=5), both
+        )
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("tiling", ["dense", "tiled"])
+def test_gradcheck(form, tiling):
+    """Analytic gradients (including the tiled backward and tau) agree with finite differences in float64."""
+    g = torch.Generator().manual_seed(2)
+    a, p, neg = unit(4, 3, g), unit(4, 3, g), unit(5, 3, g)
+    tau = torch.tensor(0.4, dtype=torch.float64)
+    for x in (a, p, neg, tau):
+        x.requires_grad_(True)
+
+    def one_sided(a, p, neg, tau):
+        return contrastive_loss(a, p, neg, tau=tau, form=form, tiling=tiling, block_size=2)
+
+    def symmetric(a, p, tau):
+        return contrastive_loss(a, p, tau=tau, form=form, symmetric=True, tiling=tiling, block_size=3)
+
+    assert torch.autograd.gradcheck(one_sided, (a, p, neg, tau))
+    assert torch.autograd.gradcheck(symmetric, (a, p, tau))
+
+
+def test_gradcheck_independent():
+    """The chunked (checkpointed) independent regime differentiates exactly."""
+    g = torch.Generator().manual_seed(4)
+    a, p, neg = unit(5, 3, g), unit(5, 3, g), unit(10, 3, g).view(5, 2, 3)
+    for x in (a, p, neg):
+        x.requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda a, p, neg: contrastive_loss(
+            a, p, neg, tau=0.3, form="infonce", regime="independent", block_size=2
+        ),
+        (a, p, neg),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(2, 7),
+    m=st.integers(1, 6),
+    d=st.integers(1, 5),
+    seed=st.integers(0, 10_000),
+    tau=st.floats(0.05, 5.0),
+    form=st.sampled_from(FORMS),
+)
+def test_permuting_negatives_changes_nothing(n, m, d, seed, tau, form):
+    """The loss is a symmetric function of the negatives (each anchor's set, and the shared set)."""
+    g = torch.Generator().manual_seed(seed)
+    a, p = (
+        torch.randn(n, d, generator=g, dtype=torch.float64),
+        torch.randn(n, d, generator=g, dtype=torch.float64),
+    )
+    shared = torch.randn(m, d, generator=g, dtype=torch.float64)
+    indep = torch.randn(n, m, d, generator=g, dtype=torch.float64)
+    perm = torch.randperm(m, generator=g)
+    torch.testing.assert_close(
+        contrastive_loss(a, p, shared, tau=tau, form=form),
+        contrastive_loss(a, p, shared[perm], tau=tau, form=form),
+    )
+    torch.testing.assert_close(
+        contrastive_loss(a, p, indep, tau=tau, form=form, regime="independent"),
+        contrastive_loss(a, p, indep[:, perm], tau=tau, form=form, regime="independent"),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    m=st.integers(1, 6),
+    seed=st.integers(0, 10_000),
+    shift=st.floats(-50.0, 50.0),
+    form=st.sampled_from(FORMS),
+)
+def test_constant_shift_of_one_anchor_changes_nothing(n, m, seed, shift, form):
+    """Adding a constant to all scores of one anchor (positive and negatives) leaves every form unchanged."""
+    g = torch.Generator().manual_seed(seed)
+    pos = torch.randn(n, generator=g, dtype=torch.float64)
+    neg = torch.randn(n, m, generator=g, dtype=torch.float64)
+    row = seed % n
+    pos2, neg2 = pos.clone(), neg.clone()
+    pos2[row] += shift
+    neg2[row] += shift
+    torch.testing.assert_close(
+        contrastive_loss_from_scores(pos, neg, tau=0.7, form=form, reduction="none"),
+        contrastive_loss_from_scores(pos2, neg2, tau=0.7, form=form, reduction="none"),
+    )
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(2, 7), d=st.integers(1, 5), seed=st.integers(0, 10_000), form=st.sampled_from(FORMS))
+def test_symmetric_is_mean_of_two_directions(n, d, seed, form):
+    """symmetric=True equals the mean of loss(x->y) and loss(y->x), in-batch and with explicit negatives."""
+    g = torch.Generator().manual_seed(seed)
+    a, p = (
+        torch.randn(n, d, generator=g, dtype=torch.float64),
+        torch.randn(n, d, generator=g, dtype=torch.float64),
+    )
+    neg_y, neg_x = (
+        torch.randn(3, d, generator=g, dtype=torch.float64),
+        torch.randn(4, d, generator=g, dtype=torch.float64),
+    )
+    torch.testing.assert_close(
+        contrastive_loss(a, p, tau=0.5, form=form, symmetric=True),
+        0.5 * (contrastive_loss(a, p, tau=0.5, form=form) + contrastive_loss(p, a, tau=0.5, form=form)),
+    )
+    torch.testing.assert_close(
+        contrastive_loss(a, p, (neg_y, neg_x), tau=0.5, form=form, symmetric=True),
+        0.5
+        * (
+            contrastive_loss(a, p, neg_y, tau=0.5, form=form)
+            + contrastive_loss(p, a, neg_x, tau=0.5, form=form)
+        ),
+    )
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    n=st.integers(2, 40),
+    m=st.integers(1, 40),
+    block=st.integers(1, 17),
+    seed=st.integers(0, 10_000),
+    form=st.sampled_from(FORMS),
+    symmetric=st.booleans(),
+)
+def test_tiled_equals_dense_float32(n, m, block, seed, form, symmetric):
+    """Tiled value and gradients equal the dense computation to relative error 1e-5 in float32 (any block size)."""
+    g = torch.Generator().manual_seed(seed)
+    a, p = unit(n, 8, g, torch.float32), unit(n, 8, g, torch.float32)
+    neg = None if symmetric else unit(m, 8, g, torch.float32)
+    results = []
+    for tiling in ("dense", "tiled"):
+        leaves = [x.clone().requires_grad_(True) for x in (a, p)]
+        extra = None if neg is None else neg.clone().requires_grad_(True)
+        loss = contrastive_loss(
+            *leaves, extra, tau=0.1, form=form, symmetric=symmetric, tiling=tiling, block_size=block
+        )
+        grads = torch.autograd.grad(loss, [*leaves] + ([] if extra is None else [extra]))
+        results.append((loss, grads))
+    (l1, g1), (l2, g2) = results
+    torch.testing.assert_close(l2, l1, rtol=1e-5, atol=1e-6)
+    for x, y in zip(g1, g2, strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("tiling", ["dense", "tiled"])
+@pytest.mark.parametrize(("regime", "symmetric", "explicit"), CASES)
+def test_stable_at_tiny_tau(form, tiling, regime, symmetric, explicit):
+    """tau = 1e-3 with unit vectors (logits up to 1000) gives a finite loss and finite gradients."""
+    a, p, neg = _case(regime, symmetric, explicit, n=6, m=5, d=3, seed=7)
+    a32 = a.float().requires_grad_(True)
+    p32 = p.float().requires_grad_(True)
+    neg32 = None if neg is None else tuple(x.float() for x in neg) if isinstance(neg, tuple) else neg.float()
+    loss = contrastive_loss(
+        a32, p32, neg32, tau=1e-3, form=form, regime=regime, symmetric=symmetric, tiling=tiling, block_size=4
+    )
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert torch.isfinite(a32.grad).all() and torch.isfinite(p32.grad).all()
+    want = sum(reference_loss(a, p, neg, tau=1e-3, form=form, regime=regime, symmetric=symmetric)) / 6
+    assert float(loss.detach()) == pytest.approx(want, rel=1e-3, abs=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_accumulates_in_float32(dtype):
+    """fp16/bf16 inputs give a float32 loss equal to the float32 computation on the same (rounded) inputs."""
+    g = torch.Generator().manual_seed(5)
+    a, p = unit(64, 16, g, torch.float32).to(dtype), unit(64, 16, g, torch.float32).to(dtype)
+    for tiling in ("dense", "tiled"):
+        got = contrastive_loss(a, p, tau=0.05, symmetric=True, tiling=tiling, block_size=16)
+        want = contrastive_loss(a.float(), p.float(), tau=0.05, symmetric=True, tiling="dense")
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_learnable_temperature_gets_gradient_and_is_clamped():
+    """A Temperature module is usable by every form; its gradient flows; 1/tau never exceeds max_inverse."""
+    g = torch.Generator().manual_seed(6)
+    a, p = unit(8, 4, g, torch.float32), unit(8, 4, g, torch.float32)
+    for form in FORMS:
+        temp = Temperature(0.07)
+        for tiling in ("dense", "tiled"):
+            temp.zero_grad()
+            contrastive_loss(a, p, tau=temp, form=form, tiling=tiling, block_size=3).backward()
+            assert temp.log_inverse.grad is not None and torch.isfinite(temp.log_inverse.grad)
+    clamped = Temperature(0.07, max_inverse=100.0)
+    with torch.no_grad():
+        clamped.log_inverse.fill_(10.0)
+    assert float(clamped().detach()) == pytest.approx(0.01)
+    fixed = Temperature(0.5, learnable=False)
+    assert not any(True for _ in fixed.parameters())
+
+
+def test_module_wrapper_matches_function():
+    g = torch.Generator().manual_seed(8)
+    a, p = unit(10, 4, g), unit(10, 4, g)
+    module = ContrastiveLoss(tau=0.2, form="dcl", symmetric=True)
+    torch.testing.assert_close(module(a, p), contrastive_loss(a, p, tau=0.2, form="dcl", symmetric=True))
+
+
+def test_gcl_of_equal_scores_is_zero_and_dcl_is_log_m():
+    """Closed form: when all Delta_ij = 0, gcl = 0, dcl = log m and infonce = log(1 + m)."""
+    pos, neg = torch.zeros(3), torch.zeros(3, 7)
+    assert float(contrastive_loss_from_scores(pos, neg, tau=0.3, form="gcl")) == pytest.approx(0.0, abs=1e-7)
+    assert float(contrastive_loss_from_scores(pos, neg, tau=0.3, form="dcl")) == pytest.approx(math.log(7))
+    assert float(contrastive_loss_from_scores(pos, neg, tau=0.3, form="infonce")) == pytest.approx(
+        math.log(8)
+    )
