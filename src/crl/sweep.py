@@ -1,0 +1,411 @@
+"""Resumable grid runs: one SQLite row per (claim, cell, seed), committed as each cell finishes.
+
+A *cell* is one point of an experiment's grid: a JSON-able mapping of parameters (say ``{"m": 64, "tau": 0.5,
+"n_draws": 4000}``) and a seed. :func:`run_cells` computes only the cells that the :class:`SweepStore` does
+not hold yet and commits each result the moment it is ready; if the process is killed, running the same sweep
+again recomputes nothing that was stored and stores nothing twice (the table's UNIQUE constraint on
+``(claim, cell, seed)`` guarantees the latter even against a concurrent writer).
+
+The database is plain SQLite (WAL journal) with JSON text columns, so it reads without crl, e.g.::
+
+    sqlite3 results.sqlite "select json_extract(cell, '$.m'), json_extract(result, '$.gap') from cells"
+    pandas.read_sql("select * from cells where claim = 'C3'", sqlite3.connect("results.sqlite"))
+
+Tables: ``cells(claim, cell, seed, result, run_id, created, wall_s)``; ``runs(run_id, started, finished,
+meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, created)``.
+"""
+
+import hashlib
+import json
+import math
+import multiprocessing
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+JSONDict = dict[str, Any]
+CellFn = Callable[["Cell"], Mapping[str, Any]]
+ProgressHook = Callable[[int, int], None]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cells (
+    id INTEGER PRIMARY KEY,
+    claim TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    created TEXT NOT NULL,
+    wall_s REAL NOT NULL,
+    UNIQUE (claim, cell, seed)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    started TEXT NOT NULL,
+    finished TEXT,
+    meta TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS claim_results (
+    run_id TEXT NOT NULL,
+    claim TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    control_verdict TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created TEXT NOT NULL,
+    PRIMARY KEY (run_id, claim)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid point: its parameters and its seed.
+
+    Everything the result depends on must be in ``params`` (sizes that change with the fidelity included):
+    the store recognises a cell only by ``(claim, key, seed)``.
+
+    Attributes:
+        params: JSON-able parameters (str, int, float, bool, None, lists and string-keyed dicts of these;
+            numpy scalars are converted).
+        seed: the seed from which the cell's function draws all its randomness.
+        key: canonical JSON of ``params`` (sorted keys, no spaces), the cell's identity in the store.
+    """
+
+    params: Mapping[str, Any]
+    seed: int
+    key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
+            raise ValueError(f"seed={self.seed!r} must be an int >= 0 (derive one with derive_seed).")
+        if not isinstance(self.params, Mapping):
+            raise TypeError(f"params must be a mapping of parameter names to values, got {self.params!r}.")
+        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "key", canonical_json(self.params, name="params"))
+
+    def numpy_rng(self) -> np.random.Generator:
+        """A fresh ``numpy.random.Generator`` (PCG64) seeded with the cell's seed."""
+        return np.random.default_rng(self.seed)
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """A stored cell result and where it came from.
+
+    Attributes:
+        claim: the claim id the cell belongs to.
+        cell: the cell.
+        result: the JSON result its function returned.
+        run_id: the run that computed it (may be an earlier, interrupted run).
+        created: ISO 8601 UTC time at which it was stored.
+        wall_s: seconds its function took.
+    """
+
+    claim: str
+    cell: Cell
+    result: JSONDict
+    run_id: str
+    created: str
+    wall_s: float
+
+
+def canonical_json(value: Any, *, name: str = "value") -> str:
+    """``value`` as canonical JSON: sorted keys, ``(",", ":")`` separators, numpy scalars/arrays as lists.
+
+    Raises:
+        TypeError: if something in ``value`` is not JSON-able.
+        ValueError: if it contains NaN or infinity (these are never stored silently).
+    """
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_json_default
+        )
+    except TypeError as error:
+        raise TypeError(
+            f"{name} is not JSON-able ({error}); use str, int, float, bool, None, lists, dicts."
+        ) from None
+    except ValueError as error:
+        raise ValueError(
+            f"{name} contains NaN or infinity ({error}); store finite numbers or None."
+        ) from None
+
+
+def derive_seed(base_seed: int, *keys: Any) -> int:
+    """A seed in [0, 2**63) derived from ``base_seed`` and JSON-able ``keys`` by SHA-256.
+
+    Distinct keys give (with overwhelming probability) independent seeds; the same keys always give the same
+    seed, across processes and Python versions (no ``hash()`` randomisation).
+    """
+    digest = hashlib.sha256(canonical_json([int(base_seed), *keys], name="keys").encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def new_run_id() -> str:
+    """A run id: UTC time to the second plus 6 hex digits, e.g. ``20260101T120000Z-3fa2c1``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+class SweepStore(AbstractContextManager["SweepStore"]):
+    """The SQLite file holding a sweep's cells, runs and claim results (WAL journal, synchronous=FULL).
+
+    Args:
+        path: the database file; created with its parent folder when missing.
+
+    Example:
+        >>> with SweepStore(tmp / "results.sqlite") as store:  # doctest: +SKIP
+        ...     records = run_cells(store, "C3", cells, measure_gap, run_id=new_run_id())
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.executescript(_SCHEMA)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (every write is already committed)."""
+        self._conn.close()
+
+    def put(self, claim: str, cell: Cell, result: Mapping[str, Any], *, run_id: str, wall_s: float) -> bool:
+        """Store one cell's result in its own transaction; False if it was stored already (kept as is)."""
+        payload = canonical_json(dict(result), name=f"result of {claim} cell {cell.key} seed {cell.seed}")
+        with self._transaction():
+            cursor = self._conn.execute(
+                "INSERT INTO cells (claim, cell, seed, result, run_id, created, wall_s)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (claim, cell, seed) DO NOTHING",
+                (claim, cell.key, cell.seed, payload, run_id, _now(), float(wall_s)),
+            )
+        return cursor.rowcount == 1
+
+    def get(self, claim: str, cell: Cell) -> CellRecord | None:
+        """The stored record of ``cell`` under ``claim``, or ``None``."""
+        row = self._conn.execute(
+            "SELECT claim, cell, seed, result, run_id, created, wall_s FROM cells"
+            " WHERE claim = ? AND cell = ? AND seed = ?",
+            (claim, cell.key, cell.seed),
+        ).fetchone()
+        return None if row is None else _record(row)
+
+    def records(self, claim: str) -> list[CellRecord]:
+        """Every stored record of ``claim``, in the order they were stored."""
+        rows = self._conn.execute(
+            "SELECT claim, cell, seed, result, run_id, created, wall_s FROM cells"
+            " WHERE claim = ? ORDER BY id",
+            (claim,),
+        ).fetchall()
+        return [_record(row) for row in rows]
+
+    def stored_keys(self, claim: str) -> set[tuple[str, int]]:
+        """The ``(cell key, seed)`` pairs stored under ``claim``."""
+        rows = self._conn.execute("SELECT cell, seed FROM cells WHERE claim = ?", (claim,)).fetchall()
+        return {(str(key), int(seed)) for key, seed in rows}
+
+    def begin_run(self, run_id: str, meta: Mapping[str, Any]) -> None:
+        """Record that run ``run_id`` started, with JSON-able metadata (fidelity, version, command, ...)."""
+        with self._transaction():
+            self._conn.execute(
+                "INSERT INTO runs (run_id, started, meta) VALUES (?, ?, ?)",
+                (run_id, _now(), canonical_json(dict(meta), name="meta")),
+            )
+
+    def finish_run(self, run_id: str) -> None:
+        """Record the time at which run ``run_id`` finished."""
+        with self._transaction():
+            self._conn.execute("UPDATE runs SET finished = ? WHERE run_id = ?", (_now(), run_id))
+
+    def put_claim_result(
+        self, run_id: str, claim: str, *, verdict: str, control_verdict: str, result: Mapping[str, Any]
+    ) -> None:
+        """Store a claim's outcome in run ``run_id`` (replacing an earlier outcome of the same run)."""
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO claim_results"
+                " (run_id, claim, verdict, control_verdict, result, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    claim,
+                    verdict,
+                    control_verdict,
+                    canonical_json(dict(result), name="result"),
+                    _now(),
+                ),
+            )
+
+    def claim_results(self, run_id: str) -> list[JSONDict]:
+        """The claim outcomes stored for run ``run_id`` (the dicts given to :meth:`put_claim_result`)."""
+        rows = self._conn.execute(
+            "SELECT result FROM claim_results WHERE run_id = ? ORDER BY created", (run_id,)
+        ).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self._conn)
+
+
+class _Transaction(AbstractContextManager["_Transaction"]):
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> "_Transaction":
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+def run_cells(
+    store: SweepStore,
+    claim: str,
+    cells: Sequence[Cell],
+    fn: CellFn,
+    *,
+    run_id: str,
+    workers: int = 1,
+    progress: ProgressHook | None = None,
+) -> list[CellRecord]:
+    """Compute the cells the store lacks, storing each result as it finishes; return all records in order.
+
+    Cells already stored under ``claim`` are not recomputed. Each new result is committed in its own
+    transaction as soon as its cell finishes, so a killed sweep loses at most the cells in flight, and a
+    rerun continues from there. ``fn`` must be deterministic given the cell (draw randomness from
+    ``cell.numpy_rng()`` or ``cell.seed``) and return a JSON-able mapping of finite numbers.
+
+    Args:
+        store: where results live.
+        claim: the claim id the cells belong to.
+        cells: the grid; no two cells may share ``(key, seed)``.
+        fn: computes one cell. With ``workers > 1`` it must be a module-level function (it is sent to
+            ``spawn``-ed worker processes by reference).
+        run_id: recorded with every newly computed cell.
+        workers: 1 runs the cells in this process; more uses a process pool of that size.
+        progress: called as ``progress(done, total)`` once at the start (done = cells already stored) and
+            after each cell.
+
+    Returns:
+        One :class:`CellRecord` per cell, in the order of ``cells``.
+
+    Raises:
+        ValueError: on duplicate cells or ``workers < 1``; whatever ``fn`` raises propagates (cells finished
+            before it stay stored).
+    """
+    if workers < 1:
+        raise ValueError(f"workers={workers!r} must be >= 1 (1 runs the cells in this process).")
+    _check_unique(claim, cells)
+    stored = store.stored_keys(claim)
+    pending = [cell for cell in cells if (cell.key, cell.seed) not in stored]
+    done, total = len(cells) - len(pending), len(cells)
+    if progress is not None:
+        progress(done, total)
+    for cell, result, wall_s in _compute(pending, fn, workers):
+        store.put(claim, cell, result, run_id=run_id, wall_s=wall_s)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    by_ident = {(record.cell.key, record.cell.seed): record for record in store.records(claim)}
+    return [by_ident[(cell.key, cell.seed)] for cell in cells]
+
+
+def _compute(
+    cells: Sequence[Cell], fn: CellFn, workers: int
+) -> Iterator[tuple[Cell, Mapping[str, Any], float]]:
+    """Yield ``(cell, fn(cell), seconds)`` as each cell finishes, in this process or in a pool."""
+    if workers == 1 or len(cells) <= 1:
+        for cell in cells:
+            yield (cell, *_timed(fn, cell))
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(cells)), mp_context=context) as pool:
+        futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
+            pool.submit(_timed, fn, cell): cell for cell in cells
+        }
+        try:
+            remaining = set(futures)
+            while remaining:
+                finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield (futures[future], *future.result())
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _timed(fn: CellFn, cell: Cell) -> tuple[Mapping[str, Any], float]:
+    """``fn(cell)`` and the seconds it took."""
+    start = time.perf_counter()
+    result = fn(cell)
+    if not isinstance(result, Mapping):
+        raise TypeError(
+            f"the cell function returned {type(result).__name__}; return a dict of JSON-able values."
+        )
+    return result, time.perf_counter() - start
+
+
+def _check_unique(claim: str, cells: Sequence[Cell]) -> None:
+    """Raise ``ValueError`` if two cells share ``(key, seed)``."""
+    seen: set[tuple[str, int]] = set()
+    for cell in cells:
+        ident = (cell.key, cell.seed)
+        if ident in seen:
+            raise ValueError(
+                f"{claim}: cell {cell.key} seed {cell.seed} is listed twice; list every cell once."
+            )
+        seen.add(ident)
+
+
+def _record(row: tuple[Any, ...]) -> CellRecord:
+    """A :class:`CellRecord` from a ``cells`` row."""
+    claim, key, seed, result, run_id, created, wall_s = row
+    return CellRecord(
+        claim=str(claim),
+        cell=Cell(json.loads(key), int(seed)),
+        result=json.loads(result),
+        run_id=str(run_id),
+        created=str(created),
+        wall_s=float(wall_s),
+    )
+
+
+def _json_default(value: Any) -> Any:
+    """JSON encoding of numpy scalars and arrays (``TypeError`` for anything else)."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"non-finite number {number!r}")
+        return number
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _now() -> str:
+    """The current UTC time, ISO 8601 with microseconds."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")

@@ -1,0 +1,279 @@
+"""Tests of crl.stats against closed forms, scipy/numpy references and small coverage simulations."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize
+from scipy import stats as scipy_stats
+
+from crl.stats import (
+    bound_violations,
+    loglog_slope,
+    loglog_slope_from_replicates,
+    mean_se,
+    saturation_point,
+)
+
+GRID = np.geomspace(4.0, 512.0, 8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    slope=st.floats(-2.0, 2.0),
+    log_prefactor=st.floats(-3.0, 3.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_ols_point_estimate_equals_scipy_linregress_on_the_logs(
+    slope: float, log_prefactor: float, seed: int
+) -> None:
+    """If this fails, the unweighted log-log point estimate is not ordinary least squares on (log x, log y)."""
+    rng = np.random.default_rng(seed)
+    y = np.exp(log_prefactor) * GRID**slope * np.exp(0.2 * rng.standard_normal(GRID.size))
+    fit = loglog_slope(GRID, y, rng=rng, n_boot=100)
+    reference = scipy_stats.linregress(np.log(GRID), np.log(y))
+    assert fit.slope == pytest.approx(reference.slope, abs=1e-10)
+    assert fit.intercept == pytest.approx(reference.intercept, abs=1e-10)
+    assert fit.slope_se == pytest.approx(reference.stderr, rel=1e-9)
+    assert fit.ci_low <= fit.slope <= fit.ci_high
+
+
+def test_weighted_point_estimate_equals_numpy_polyfit_with_delta_method_weights() -> None:
+    """If this fails, the y_se path does not weight log y by 1/sd(log y) = y/y_se (the delta method)."""
+    rng = np.random.default_rng(0)
+    se = 0.02 * GRID**-0.5 * rng.uniform(0.5, 2.0, GRID.size)
+    y = GRID**-0.5 + se * rng.standard_normal(GRID.size)
+    fit = loglog_slope(GRID, y, se, rng=rng, n_boot=100)
+    slope, intercept = np.polyfit(np.log(GRID), np.log(y), 1, w=y / se)
+    assert fit.slope == pytest.approx(slope, abs=1e-10)
+    assert fit.intercept == pytest.approx(intercept, abs=1e-10)
+
+
+def test_parametric_interval_matches_the_closed_form_weighted_least_squares_error() -> None:
+    """If this fails, the parametric bootstrap does not reproduce Var(b) = 1 / sum w (lx - xbar_w)^2 of WLS."""
+    rng = np.random.default_rng(1)
+    se = 0.03 * GRID**-1.0
+    y = GRID**-1.0 + se * rng.standard_normal(GRID.size)
+    fit = loglog_slope(GRID, y, se, rng=rng, n_boot=20000, inflate_for_misfit=False)
+    w = (y / se) ** 2
+    lx = np.log(GRID)
+    centred = lx - np.sum(w * lx) / np.sum(w)
+    closed_se = 1.0 / math.sqrt(np.sum(w * centred**2))
+    z = scipy_stats.norm.ppf(0.975)
+    assert fit.slope_se == pytest.approx(closed_se, rel=0.03)
+    assert fit.ci_low == pytest.approx(fit.slope - z * closed_se, abs=0.05 * z * closed_se)
+    assert fit.ci_high == pytest.approx(fit.slope + z * closed_se, abs=0.05 * z * closed_se)
+    chi2 = float(np.sum(w * (np.log(y) - fit.intercept - fit.slope * lx) ** 2))
+    assert fit.chi2 == pytest.approx(chi2, rel=1e-9)
+
+
+def _coverage(method: str, trials: int, seed: int) -> float:
+    """Fraction of simulated 1/x power laws whose 95% slope interval contains the true slope -1."""
+    rng = np.random.default_rng(seed)
+    truth = 3.0 / GRID
+    hits = 0
+    for _ in range(trials):
+        if method == "residual":
+            fit = loglog_slope(
+                GRID, truth * np.exp(0.1 * rng.standard_normal(GRID.size)), rng=rng, n_boot=400
+            )
+        elif method == "parametric":
+            se = 0.05 * truth
+            y = truth + se * rng.standard_normal(GRID.size)
+            fit = loglog_slope(GRID, y, se, rng=rng, n_boot=400, inflate_for_misfit=False)
+        else:
+            replicates = [t * rng.exponential(size=60) for t in truth]
+            fit = loglog_slope_from_replicates(
+                GRID, replicates, rng=rng, n_boot=400, inflate_for_misfit=False
+            )
+        hits += fit.contains(-1.0)
+    return hits / trials
+
+
+@pytest.mark.parametrize("method", ["residual", "parametric", "replicates"])
+def test_interval_covers_the_true_slope_at_about_the_nominal_rate(method: str) -> None:
+    """If this fails, the 95% bootstrap interval is badly calibrated (300 trials: binomial sd ~ 1.3%)."""
+    coverage = _coverage(method, trials=300, seed=11)
+    assert 0.90 <= coverage <= 0.99
+
+
+def test_interval_excludes_a_different_true_rate() -> None:
+    """If this fails, the slope test has no power: a 1/sqrt(x) law (a C3-style control) would pass as 1/x."""
+    rng = np.random.default_rng(2)
+    truth = GRID**-0.5
+    se = 0.05 * truth
+    fit = loglog_slope(GRID, truth + se * rng.standard_normal(GRID.size), se, rng=rng, n_boot=2000)
+    assert not fit.contains(-1.0)
+    assert fit.contains(-0.5) or abs(fit.slope + 0.5) < 0.05
+
+
+def test_exact_power_law_gives_the_exact_slope_and_a_degenerate_interval() -> None:
+    """If this fails, noiseless data y = 2 x^-1.5 are not fitted exactly."""
+    fit = loglog_slope(GRID, 2.0 * GRID**-1.5, rng=np.random.default_rng(0), n_boot=200)
+    assert fit.slope == pytest.approx(-1.5, abs=1e-12)
+    assert math.exp(fit.intercept) == pytest.approx(2.0, rel=1e-12)
+    assert fit.ci_low == pytest.approx(-1.5, abs=1e-12)
+    assert fit.ci_high == pytest.approx(-1.5, abs=1e-12)
+    np.testing.assert_allclose(fit.predict(GRID), 2.0 * GRID**-1.5, rtol=1e-12)
+
+
+def test_misfit_widens_the_interval_by_the_scale_factor() -> None:
+    """If this fails, curvature the errors cannot explain (1/x + 5/x^2) is reported as false precision."""
+    truth = 1.0 / GRID + 5.0 / GRID**2
+    se = 0.01 * truth
+    plain = loglog_slope(GRID, truth, se, rng=np.random.default_rng(3), n_boot=2000, inflate_for_misfit=False)
+    wide = loglog_slope(GRID, truth, se, rng=np.random.default_rng(3), n_boot=2000)
+    lx, ly, w = np.log(GRID), np.log(truth), (truth / se) ** 2
+    coef = np.polyfit(lx, ly, 1, w=np.sqrt(w))
+    chi2 = float(np.sum(w * (ly - np.polyval(coef, lx)) ** 2))
+    assert chi2 / (GRID.size - 2) > 1.0
+    assert wide.scale == pytest.approx(math.sqrt(chi2 / (GRID.size - 2)), rel=1e-9)
+    assert wide.ci_width == pytest.approx(wide.scale * plain.ci_width, rel=1e-9)
+    assert plain.scale == 1.0
+
+
+def test_replicate_point_estimate_is_ols_on_the_replicate_means() -> None:
+    """If this fails, the replicate fit is not linregress on (log x, log mean)."""
+    rng = np.random.default_rng(4)
+    replicates = [rng.exponential(1.0 / x, size=30) for x in GRID]
+    fit = loglog_slope_from_replicates(GRID, replicates, rng=rng, n_boot=200)
+    reference = scipy_stats.linregress(np.log(GRID), np.log([r.mean() for r in replicates]))
+    assert fit.slope == pytest.approx(reference.slope, abs=1e-10)
+    assert fit.method == "replicate-bootstrap"
+
+
+def test_replicates_whose_mean_is_not_resolved_from_zero_raise() -> None:
+    """If this fails, resamples with a mean <= 0 are silently dropped en masse and bias the interval."""
+    rng = np.random.default_rng(5)
+    replicates = [rng.exponential(1.0 / x, size=20) for x in GRID[:-1]] + [
+        rng.normal(1e-4, 1.0, size=20) + 0.2
+    ]
+    with pytest.raises(ValueError, match="not resolved"):
+        loglog_slope_from_replicates(GRID, replicates, rng=rng, n_boot=200)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "y_se", "match"),
+    [
+        ([1.0, 2.0], [1.0, 0.5], None, "at least 3"),
+        ([1.0, 2.0, 4.0], [1.0, 0.0, 0.25], None, "y has entries <= 0"),
+        ([0.0, 2.0, 4.0], [1.0, 0.5, 0.25], None, "x has entries <= 0"),
+        ([1.0, 2.0, 4.0], [1.0, 0.5], None, "one y per x"),
+        ([2.0, 2.0, 2.0], [1.0, 0.5, 0.25], None, "distinct"),
+        ([1.0, 2.0, 4.0], [1.0, np.nan, 0.25], None, "NaN"),
+        ([1.0, 2.0, 4.0], [1.0, 0.5, 0.25], [0.1, 0.0, 0.1], "y_se has entries <= 0"),
+        ([1.0, 2.0, 4.0], [1.0, 0.5, 0.25], [0.1, 0.1], "one standard error per point"),
+    ],
+)
+def test_bad_slope_input_raises_a_value_error_naming_the_problem(
+    x: list[float], y: list[float], y_se: list[float] | None, match: str
+) -> None:
+    """If this fails, bad input would surface as a NaN slope or a numpy traceback."""
+    with pytest.raises(ValueError, match=match):
+        loglog_slope(x, y, y_se, rng=np.random.default_rng(0), n_boot=100)
+
+
+@pytest.mark.parametrize(("n_boot", "ci"), [(50, 0.95), (1000, 1.0), (1000, 0.0)])
+def test_bad_bootstrap_settings_raise(n_boot: int, ci: float) -> None:
+    """If this fails, a too-small bootstrap or a meaningless level slips through."""
+    with pytest.raises(ValueError):
+        loglog_slope(GRID, 1.0 / GRID, rng=np.random.default_rng(0), n_boot=n_boot, ci=ci)
+
+
+def test_violation_counting_edge_cases() -> None:
+    """If this fails, equality, +inf bounds, se-sized excesses or rounding (atol) are miscounted."""
+    values = [1.0, 2.0, 3.0, 5.0, 1.0 + 1e-15]
+    bounds = [1.0, np.inf, 2.5, 4.0, 1.0]
+    se = [0.0, 0.0, 0.2, 0.2, 0.0]
+    result = bound_violations(values, bounds, se, k=2.0, atol=1e-12)
+    assert result.count == 2  # 3 > 2.5 and 5 > 4; equality and rounding are not violations
+    assert result.count_beyond_mc_error == 2  # 0.5 > 0.4 and 1.0 > 0.4
+    assert result.max_excess == pytest.approx(1.0)
+    assert result.worst_index == 3
+    assert result.max_z == pytest.approx(5.0)
+    narrower = bound_violations(values, bounds, se, k=3.0, atol=1e-12)
+    assert narrower.count_beyond_mc_error == 1  # only 1.0 > 0.6
+    strict = bound_violations(values, bounds, None)
+    assert strict.count == 3 and strict.count_beyond_mc_error == 3 and strict.max_z is None
+
+
+def test_default_multiple_is_bonferroni_and_controls_the_family_wise_error() -> None:
+    """If this fails, a tight true bound checked at many points would report spurious violations."""
+    n = 500
+    result = bound_violations(np.zeros(n), np.zeros(n), np.ones(n), alpha=0.05)
+    assert result.k == pytest.approx(scipy_stats.norm.ppf(1 - 0.05 / n))
+    assert result.expected_false == pytest.approx(0.05, rel=1e-9)
+    rng = np.random.default_rng(6)
+    trials = 400
+    spurious = sum(
+        not bound_violations(rng.standard_normal(n), np.zeros(n), np.ones(n)).holds for _ in range(trials)
+    )
+    assert spurious / trials <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / trials)
+
+
+@pytest.mark.parametrize(("count", "n"), [(0, 50), (3, 200), (10, 10)])
+def test_rate_upper_bound_is_the_exact_clopper_pearson_bound(count: int, n: int) -> None:
+    """If this fails, the reported upper bound on the violation rate is not the exact binomial one."""
+    values = np.r_[np.ones(count), np.zeros(n - count)]
+    result = bound_violations(values, np.zeros(n), None, ci=0.95)
+    if count == n:
+        assert result.rate_upper == 1.0
+        return
+    expected = optimize.brentq(lambda p: scipy_stats.binom.cdf(count, n, p) - 0.05, 1e-12, 1 - 1e-12)
+    assert result.rate_upper == pytest.approx(expected, rel=1e-6)
+
+
+def test_bad_violation_input_raises() -> None:
+    """If this fails, NaN values, negative errors or mismatched lengths are accepted."""
+    with pytest.raises(ValueError, match="NaN"):
+        bound_violations([np.nan], [1.0])
+    with pytest.raises(ValueError, match="negative"):
+        bound_violations([1.0], [1.0], [-0.1])
+    with pytest.raises(ValueError, match="one bound per value"):
+        bound_violations([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="empty"):
+        bound_violations([], [])
+
+
+def test_saturation_point_recovers_the_closed_form_crossing() -> None:
+    """If this fails, m* is not where |y - plateau| = eps for y = 1 - 0.1 log(1000/x) (crossing 1000 e^-0.5)."""
+    grid = np.geomspace(10.0, 1000.0, 7)
+    y = 1.0 - 0.1 * np.log(1000.0 / grid)
+    found = saturation_point(grid, y, eps=0.05)
+    assert found.plateau == pytest.approx(1.0)
+    assert found.x_star == pytest.approx(1000.0 * math.exp(-0.5), rel=1e-9)
+    assert not found.censored
+    on_grid = saturation_point(grid, y, eps=0.05, interpolate=False)
+    assert on_grid.x_star == pytest.approx(grid[grid >= 1000.0 * math.exp(-0.5)][0])
+
+
+def test_saturation_point_ignores_an_early_dip_into_the_band() -> None:
+    """If this fails, a noisy early point within eps would be taken as saturation although later ones leave."""
+    grid = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    y = np.array([0.5, 0.99, 0.7, 0.995, 1.0])
+    found = saturation_point(grid, y, eps=0.02, interpolate=False)
+    assert found.index == 3 and found.x_star == 8.0
+
+
+def test_saturation_point_flags_censoring_and_rejects_an_unreached_plateau() -> None:
+    """If this fails, a grid that starts saturated is not flagged, or a plateau never reached passes."""
+    grid = np.array([1.0, 2.0, 4.0])
+    assert saturation_point(grid, [0.99, 1.0, 1.0], eps=0.05).censored
+    with pytest.raises(ValueError, match="not within eps"):
+        saturation_point(grid, [0.1, 0.2, 0.3], eps=0.05, plateau=1.0)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        saturation_point([1.0, 1.0, 2.0], [0.1, 0.2, 0.3], eps=0.05)
+
+
+def test_mean_se_and_t_interval_match_scipy() -> None:
+    """If this fails, the replicate mean's standard error or its t interval are off."""
+    values = np.random.default_rng(7).normal(2.0, 3.0, size=12)
+    estimate = mean_se(values)
+    assert estimate.se == pytest.approx(scipy_stats.sem(values), rel=1e-12)
+    low, high = estimate.ci(0.9)
+    ref = scipy_stats.t.interval(0.9, df=11, loc=values.mean(), scale=scipy_stats.sem(values))
+    assert (low, high) == pytest.approx(ref, rel=1e-12)
+    with pytest.raises(ValueError, match="at least 2"):
+        mean_se([1.0])
