@@ -35,7 +35,7 @@ from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
 from crl.objectives.temperature import TauLike, Temperature, resolve_tau
 from crl.objectives.tiled import dense_logsumexp_both, tiled_logsumexp, tiled_logsumexp_both
 
-TILED_ABOVE_ELEMENTS = 1 << 24
+TILED_ABOVE_ELEMENTS = 1 << 22
 """``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
 
 Negatives = Tensor | tuple[Tensor, Tensor] | None
@@ -193,7 +193,7 @@ def contrastive_loss(
     ``negatives=None`` both directions use the batch (y->x ranks x_i among the anchors); explicit shared negatives
     for both directions are passed as a pair ``(negatives_y (m, d), negatives_x (m', d))``.
 
-    The shared regime computes the n x m scores densely, or, above 2^24 scores or with ``tiling="tiled"``, block by
+    The shared regime computes the n x m scores densely, or, above 2^22 scores or with ``tiling="tiled"``, block by
     block in O(block) extra memory with the same value and gradients (:mod:`crl.objectives.tiled`). The independent
     regime is computed in chunks of anchors. fp16/bf16 inputs are accumulated in float32.
 
