@@ -1,0 +1,235 @@
+"""End-to-end tests of `crl verify` on toy claims defined here (a known 1/m process and its controls)."""
+
+import html
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from typer.testing import CliRunner
+
+import crl.verify
+from crl.claims import (
+    Claim,
+    ClaimContext,
+    ClaimResult,
+    Fidelity,
+    Registry,
+    Statistic,
+    loglog_figure,
+    points,
+    verdict_contains,
+)
+from crl.cli import app
+from crl.stats import loglog_slope
+from crl.sweep import Cell
+
+M_GRID = (4, 8, 16, 32, 64, 128, 256)
+
+
+def decay_cell(cell: Cell) -> dict[str, Any]:
+    """Mean and standard error of exponential draws with mean m^-rate (the toy 'error at m')."""
+    draws = cell.numpy_rng().exponential(cell.params["m"] ** -cell.params["rate"], size=cell.params["draws"])
+    return {"mean": float(draws.mean()), "se": float(draws.std(ddof=1) / math.sqrt(draws.size))}
+
+
+class ToyRate(Claim):
+    """Claims that E X_m decays as 1/m; its control is a process decaying as ``m ** -control_rate``."""
+
+    id: ClassVar[str] = "C3"
+    title: ClassVar[str] = "Toy rate 1/m"
+    source: ClassVar[str] = "a test of the claims engine"
+    statement: ClassVar[str] = "E X_m = 1/m for X_m ~ Exp(mean m^-1) <in a toy>"
+    rule: ClassVar[str] = "the log-log slope's 95% bootstrap CI contains -1"
+    control_description: ClassVar[str] = "the same rule on a process with mean m^-1/2"
+    true_rate: ClassVar[float] = 1.0
+    control_rate: ClassVar[float] = 0.5
+
+    def run(self, ctx: ClaimContext) -> ClaimResult:
+        draws = {Fidelity.QUICK: 2000, Fidelity.STANDARD: 8000, Fidelity.FULL: 32000}[ctx.fidelity]
+        arms = {"claim": self.true_rate, "control": self.control_rate}
+        cells = [
+            Cell({"arm": arm, "m": m, "rate": rate, "draws": draws}, ctx.seed_for(arm, m))
+            for arm, rate in arms.items()
+            for m in M_GRID
+        ]
+        records = ctx.run_cells(cells, decay_cell)
+        rows = [{**r.cell.params, **r.result} for r in records]
+        fits = {}
+        for arm in arms:
+            arm_rows = [row for row in rows if row["arm"] == arm]
+            fits[arm] = loglog_slope(
+                [row["m"] for row in arm_rows],
+                [row["mean"] for row in arm_rows],
+                [row["se"] for row in arm_rows],
+                rng=ctx.rng("bootstrap", arm),
+                n_boot=500,
+            )
+        claim_stat = Statistic.from_slope("slope of E X_m vs m", fits["claim"])
+        control_stat = Statistic.from_slope("slope of the control vs m", fits["control"])
+        series = [
+            points(
+                arm,
+                [row["m"] for row in rows if row["arm"] == arm],
+                [row["mean"] for row in rows if row["arm"] == arm],
+                y_err=[1.96 * row["se"] for row in rows if row["arm"] == arm],
+                fit=fits[arm],
+            )
+            for arm in arms
+        ]
+        figure = loglog_figure("slope", "Toy rate", "m", "E X_m", *series, theory_slope=-1.0)
+        return self.result(
+            ctx,
+            verdict=verdict_contains(claim_stat, -1.0),
+            statistics=[claim_stat],
+            control_verdict=verdict_contains(control_stat, -1.0),
+            control_statistics=[control_stat],
+            figures=[figure],
+            table=rows,
+        )
+
+
+class ToyWrongRate(ToyRate):
+    """A claim that should hold but whose process decays as 1/sqrt(m): its verdict must come out FAIL."""
+
+    id: ClassVar[str] = "C5"
+    title: ClassVar[str] = "Toy rate that does not hold"
+    true_rate: ClassVar[float] = 0.5
+    control_rate: ClassVar[float] = 2.0
+
+
+class ToyPassingControl(ToyRate):
+    """A claim whose 'control' has the claimed rate, so the control passes: the rule is not shown to fail."""
+
+    id: ClassVar[str] = "C7"
+    title: ClassVar[str] = "Toy control that passes"
+    control_rate: ClassVar[float] = 1.0
+
+
+class ToyRaises(ToyRate):
+    """A claim whose run raises."""
+
+    id: ClassVar[str] = "C8"
+    title: ClassVar[str] = "Toy claim that raises"
+
+    def run(self, ctx: ClaimContext) -> ClaimResult:
+        raise RuntimeError("toy failure inside run")
+
+
+def _invoke(monkeypatch: pytest.MonkeyPatch, registry: Registry, *args: str) -> Any:
+    """Run `crl verify ARGS` in process with ``registry`` in place of the shipped claims."""
+    monkeypatch.setattr(crl.verify, "default_registry", lambda: registry)
+    return CliRunner().invoke(app, ["verify", *args], catch_exceptions=False)
+
+
+def test_verify_quick_runs_a_true_claim_writes_every_output_and_exits_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, `crl verify --fidelity quick` does not produce the report, figures and SQLite it promises."""
+    out = tmp_path / "v"
+    result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "quick", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output and "FAIL" in result.output  # the claim passes, its control fails
+    assert "All 1 claim(s) hold" in result.output
+    markdown = (out / "report.md").read_text()
+    page = (out / "report.html").read_text()
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        run_id, fidelity = conn.execute(
+            "SELECT run_id, json_extract(meta, '$.fidelity') FROM runs"
+        ).fetchone()
+        n_cells = conn.execute("SELECT count(*) FROM cells WHERE claim = 'C3'").fetchone()[0]
+        stored = json.loads(conn.execute("SELECT result FROM claim_results").fetchone()[0])
+    assert fidelity == "quick" and n_cells == 2 * len(M_GRID)
+    assert stored["verdict"] == "PASS" and stored["control"]["verdict"] == "FAIL"
+    for text, escape in ((markdown, str), (page, html.escape)):
+        assert run_id in text
+        assert escape(ToyRate.rule) in text and escape(ToyRate.control_description) in text
+    assert "![C3 C3_slope](figures/C3_slope.png)" in markdown
+    assert "data:image/png;base64," in page and "&lt;in a toy&gt;" in page
+    assert (out / "figures" / "C3_slope.png").stat().st_size > 10_000
+    assert (out / "tables" / "C3.csv").read_text().splitlines()[0] == "arm,draws,m,rate,mean,se"
+    claim_slope = stored["statistics"][0]
+    assert claim_slope["ci_low"] <= -1.0 <= claim_slope["ci_high"]
+
+
+def test_a_rerun_resumes_from_the_stored_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If this fails, a second `crl verify` into the same folder recomputes cells instead of resuming."""
+    out = tmp_path / "v"
+    registry = Registry.of([ToyRate()])
+    assert _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(out)).exit_code == 0
+    assert _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(out)).exit_code == 0
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        runs = [row[0] for row in conn.execute("SELECT run_id FROM runs ORDER BY started")]
+        cell_runs = {row[0] for row in conn.execute("SELECT run_id FROM cells")}
+        second = json.loads(
+            conn.execute("SELECT result FROM claim_results WHERE run_id = ?", (runs[1],)).fetchone()[0]
+        )
+    assert len(runs) == 2 and cell_runs == {runs[0]}
+    assert second["cell_runs"] == {runs[0]: 2 * len(M_GRID)}
+    assert f"14 resumed from run {runs[0]}" in (out / "report.md").read_text()
+    fresh = _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(out), "--fresh")
+    assert fresh.exit_code == 0
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        assert conn.execute("SELECT count(DISTINCT run_id) FROM cells").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        (ToyWrongRate(), "C5 fails the run: verdict FAIL, expected PASS"),
+        (ToyPassingControl(), "C7 fails the run: negative control PASS, expected FAIL"),
+        (ToyRaises(), "C8 fails the run: verdict ERROR, expected PASS"),
+    ],
+)
+def test_a_claim_that_does_not_hold_makes_the_run_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: Claim, problem: str
+) -> None:
+    """If this fails, a false claim, a control that passes, or a crash would leave the exit status 0."""
+    out = tmp_path / "v"
+    result = _invoke(monkeypatch, Registry.of([ToyRate(), bad]), "--fidelity", "quick", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert problem in " ".join(result.output.split())
+    markdown = (out / "report.md").read_text()
+    assert "C3: Toy rate 1/m" in markdown and "FAILS THE RUN" in markdown
+    if isinstance(bad, ToyRaises):
+        assert "toy failure inside run" in markdown
+
+
+def test_selected_claims_only_run_and_ids_are_case_insensitive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, --claims runs claims that were not asked for (here the failing C5)."""
+    registry = Registry.of([ToyRate(), ToyWrongRate()])
+    result = _invoke(
+        monkeypatch, registry, "--fidelity", "quick", "--claims", "c3", "--out", str(tmp_path / "v")
+    )
+    assert result.exit_code == 0, result.output
+    assert "C5" not in (tmp_path / "v" / "report.md").read_text()
+
+
+def test_unknown_ids_zero_claims_and_bad_fidelity_are_usage_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, a typo in --claims or an empty registry would silently verify nothing."""
+    registry = Registry.of([ToyRate(), ToyWrongRate()])
+    unknown = _invoke(monkeypatch, registry, "--claims", "C3,C42", "--out", str(tmp_path / "a"))
+    assert unknown.exit_code == 2
+    assert "unknown claim id(s) C42; registered claims: C3, C5" in " ".join(unknown.output.split())
+    empty = _invoke(monkeypatch, Registry.of([]), "--out", str(tmp_path / "b"))
+    assert empty.exit_code == 2 and "no claims are registered" in empty.output
+    fidelity = _invoke(monkeypatch, registry, "--fidelity", "fast", "--out", str(tmp_path / "c"))
+    assert fidelity.exit_code == 2 and "quick, standard, full" in fidelity.output
+
+
+def test_a_broken_claim_module_fails_the_run_but_the_others_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, a claim module that cannot be imported would vanish from the run unnoticed."""
+    registry = Registry((ToyRate(),), {"crl.claims.c09_broken": "Traceback ...\nImportError: nope"})
+    result = _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(tmp_path / "v"))
+    assert result.exit_code == 1
+    assert "crl.claims.c09_broken failed to import" in result.output
+    assert "ImportError: nope" in (tmp_path / "v" / "report.md").read_text()
