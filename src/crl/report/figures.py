@@ -27,8 +27,9 @@ _CURVE_STYLE = {
 def render_figure(spec: FigureSpec, path: Path, *, run_id: str) -> Path:
     """Draw ``spec`` to the PNG file ``path`` (parent folders are created) and return ``path``.
 
-    Points that a logarithmic axis cannot show (values <= 0) are left out and counted in the footnote, never
-    dropped silently.
+    The footnote names crl's version and the run; it is also the PNG's ``Description`` metadata. Points that
+    a logarithmic axis cannot show (values <= 0) are left out and counted in the footnote, never dropped
+    silently.
     """
     figure = Figure(figsize=(6.4, 4.6), dpi=110)
     FigureCanvasAgg(figure)
@@ -53,9 +54,7 @@ def render_figure(spec: FigureSpec, path: Path, *, run_id: str) -> Path:
     figure.text(0.01, 0.01, footnote, fontsize=7, color="0.4")
     figure.tight_layout(rect=(0.0, 0.03, 1.0, 1.0))
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(
-        path, format="png", metadata={"Software": f"crl {__version__}", "Description": f"run {run_id}"}
-    )
+    figure.savefig(path, format="png", metadata={"Software": f"crl {__version__}", "Description": footnote})
     return path
 
 

@@ -1,0 +1,137 @@
+"""Tests of the report writer and the figure renderer on hand-built claim results."""
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from crl.claims import (
+    ClaimResult,
+    ControlResult,
+    Fidelity,
+    Statistic,
+    Verdict,
+    bound_figure,
+    curve,
+    loglog_figure,
+    points,
+)
+from crl.report import RunInfo, render_figure, write_report
+from crl.stats import loglog_slope
+
+INFO = RunInfo(
+    run_id="20260101T000000Z-abc123",
+    date="2026-01-01T00:00:00+00:00",
+    crl_version="0.1.0",
+    git_commit="deadbeef",
+    fidelity="quick",
+    budget_s=180.0,
+    seed=0,
+    machine="test machine",
+    software="Python",
+    command="crl verify --fidelity quick",
+    wall_s=1.5,
+)
+
+
+def _result(claim_id: str, verdict: Verdict, control: Verdict, **extra: object) -> ClaimResult:
+    x = np.geomspace(4, 256, 6)
+    fit = loglog_slope(x, 2 / x, 0.02 / x, rng=np.random.default_rng(0), n_boot=200)
+    figure = loglog_figure("rate", "rate", "m", "gap", points("gap", x, 2 / x, fit=fit), theory_slope=-1.0)
+    fields: dict[str, object] = {
+        "claim_id": claim_id,
+        "title": f"title of {claim_id}",
+        "source": "[A] Thm 4.5",
+        "statement": "L(s) - E L_hat(s) = O(1/m) & <bounded>",
+        "rule": "slope CI contains -1",
+        "fidelity": Fidelity.QUICK,
+        "verdict": verdict,
+        "statistics": (Statistic("slope", -1.01, -1.08, -0.95, 0.95, "parametric"),),
+        "control": ControlResult("a 1/sqrt(m) process", control, (Statistic("slope", -0.5, -0.55, -0.45),)),
+        "figures": (figure,),
+        "table": ({"m": 4, "gap": 0.5}, {"m": 8, "gap": 0.25, "note": "x"}),
+        "run_id": INFO.run_id,
+        "cell_runs": {INFO.run_id: 10, "20251231T000000Z-000000": 2},
+        "wall_s": 0.5,
+    }
+    fields.update(extra)
+    return ClaimResult(**fields)  # type: ignore[arg-type]
+
+
+def test_report_states_rule_statistic_ci_verdicts_and_provenance(tmp_path: Path) -> None:
+    """If this fails, a report section lacks the rule, the CI, a verdict, the control, or the runs it came from."""
+    files = write_report(tmp_path, [_result("C3", Verdict.PASS, Verdict.FAIL)], INFO)
+    markdown = files.markdown.read_text()
+    for text in (
+        "# crl verify: run 20260101T000000Z-abc123",
+        "0.1.0 (git deadbeef)",
+        "quick (budget 180 s; this run took 1.5 s)",
+        "> slope CI contains -1",
+        "| slope | -1.01 | [-1.08, -0.95] | 0.95 | parametric |",
+        "**Verdict:** PASS (expected PASS); outcome: holds",
+        "**Negative control:** a 1/sqrt(m) process",
+        "**Control verdict:** FAIL (expected FAIL)",
+        "![C3 C3_rate](figures/C3_rate.png)",
+        "12 cells: 10 computed in this run, 2 resumed from run 20251231T000000Z-000000",
+        "All 1 claim(s) hold",
+    ):
+        assert text in markdown
+    page = files.html.read_text()
+    assert "&lt;bounded&gt;" in page and "<bounded>" not in page
+    assert not re.search(r'src="(?!data:image/png;base64,)', page), (
+        "the HTML must not reference external files"
+    )
+    assert files.figures == (tmp_path / "figures" / "C3_rate.png",)
+    with files.tables[0].open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows == [{"m": "4", "gap": "0.5", "note": ""}, {"m": "8", "gap": "0.25", "note": "x"}]
+
+
+def test_report_marks_failures_and_shows_errors(tmp_path: Path) -> None:
+    """If this fails, a failing claim or a crashed one looks like a success in the report."""
+    crashed = _result(
+        "C8", Verdict.ERROR, Verdict.ERROR, figures=(), table=(), statistics=(), notes="run raised:\nBoom"
+    )
+    files = write_report(tmp_path, [_result("C3", Verdict.PASS, Verdict.PASS), crashed], INFO)
+    markdown = files.markdown.read_text()
+    assert "2 of 2 claim(s) fail the run" in markdown
+    assert "C3 (negative control PASS, expected FAIL)" in markdown
+    assert "run raised:\nBoom" in markdown
+    assert 'class="fails"' in files.html.read_text()
+
+
+def test_duplicate_figure_names_are_refused(tmp_path: Path) -> None:
+    """If this fails, one figure of a claim would silently overwrite another."""
+    result = _result("C3", Verdict.PASS, Verdict.FAIL)
+    twice = _result("C3", Verdict.PASS, Verdict.FAIL, figures=result.figures * 2)
+    with pytest.raises(ValueError, match="several figures named"):
+        write_report(tmp_path, [twice], INFO)
+
+
+def test_figures_are_png_stamped_with_the_run_and_count_hidden_points(tmp_path: Path) -> None:
+    """If this fails, a figure cannot be traced to its run, or log axes drop non-positive points silently."""
+    x = np.linspace(0.0, 2.0, 9)
+    spec = bound_figure(
+        "bound",
+        "calibration",
+        "L - L*",
+        "E* - E",
+        points("random s", x, np.sqrt(x) / 2),
+        bound=curve("sqrt(2x/tau)", x, np.sqrt(2 * x)),
+        log_x=True,
+        log_y=True,
+    )
+    path = render_figure(spec, tmp_path / "f" / "bound.png", run_id="run-xyz")
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size[0] > 400
+        assert "run run-xyz" in image.info["Description"]
+        assert "2 value(s) <= 0 not shown" in image.info["Description"]
+    linear = render_figure(
+        bound_figure("lin", "t", "x", "y", points("p", x, x), bound=curve("b", x, 2 * x)),
+        tmp_path / "lin.png",
+        run_id="r",
+    )
+    assert linear.stat().st_size > 5_000
