@@ -31,6 +31,9 @@ lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+verify: venv
+	$(PY) -m crl verify --fidelity standard --out runs/verify
+
 bench: venv
 	$(PY) benchmarks/objectives.py
 
