@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -199,7 +200,20 @@ def _run_claims(
             results.append(result)
             progress.update(cells, visible=False)
             progress.advance(overall)
+            progress.console.print(_claim_line(result))
     return results
+
+
+def _claim_line(result: ClaimResult) -> str:
+    """One log line per finished claim (also where no live progress bar is shown, as in CI logs)."""
+    line = (
+        f"{result.claim_id} {result.title}: [{_STYLE[result.verdict]}]{result.verdict}[/], control "
+        f"[{_STYLE[result.control.verdict]}]{result.control.verdict}[/] ({result.wall_s or 0.0:.1f} s)"
+    )
+    if result.verdict is Verdict.ERROR:
+        error = result.notes.rstrip().splitlines()[-1]
+        line += f"\n  {escape(error)} (traceback in the report)"
+    return line
 
 
 def _run_one(claim: Claim, ctx: ClaimContext) -> ClaimResult:

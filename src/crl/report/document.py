@@ -296,7 +296,7 @@ body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; 
 table { border-collapse: collapse; margin: 0.5rem 0; }
 td, th { border: 1px solid #ccc; padding: 0.25rem 0.5rem; }
 th { background: #f3f3f3; text-align: left; }
-blockquote { border-left: 4px solid #888; margin: 0; padding-left: 1rem; }
+blockquote { border-left: 4px solid #888; margin: 0; padding-left: 1rem; white-space: pre-line; }
 pre { background: #f6f6f6; padding: 0.5rem; overflow-x: auto; }
 img { max-width: 100%; }
 .PASS, .holds { color: #11772d; font-weight: bold; }
