@@ -1,0 +1,46 @@
+"""Paired data sets: real images (Fashion-MNIST, digits), pair makers, torch-only augmentations, arrays.
+
+Nothing here downloads anything: Fashion-MNIST comes from the Debian package ``dataset-fashion-mnist`` and the
+digits ship inside scikit-learn.
+"""
+
+from crl.data.arrays import GenerateNegatives, PairedArrays, load_paired_npz
+from crl.data.augment import (
+    ImageAugmentation,
+    gaussian_noise,
+    horizontal_flip,
+    random_erasing,
+    random_horizontal_flip,
+    random_resized_crop,
+    random_shift,
+)
+from crl.data.digits import DIGITS_CLASSES, load_digits
+from crl.data.fashion_mnist import FASHION_MNIST_CLASSES, FASHION_MNIST_ROOT, load_fashion_mnist
+from crl.data.idx import read_idx
+from crl.data.images import ImageSet
+from crl.data.pairs import PairSampler, SyntheticPairs, TwoViewPairs, halves_pairs, split_halves
+
+__all__ = [
+    "DIGITS_CLASSES",
+    "FASHION_MNIST_CLASSES",
+    "FASHION_MNIST_ROOT",
+    "GenerateNegatives",
+    "ImageAugmentation",
+    "ImageSet",
+    "PairSampler",
+    "PairedArrays",
+    "SyntheticPairs",
+    "TwoViewPairs",
+    "gaussian_noise",
+    "halves_pairs",
+    "horizontal_flip",
+    "load_digits",
+    "load_fashion_mnist",
+    "load_paired_npz",
+    "random_erasing",
+    "random_horizontal_flip",
+    "random_resized_crop",
+    "random_shift",
+    "read_idx",
+    "split_halves",
+]
