@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from crl import __version__
 from crl.claims.base import Curve, FigureSpec, Points
 
+_LEGEND_INSIDE_MAX = 5
 _CURVE_STYLE = {
     "bound": {"color": "tab:red", "linestyle": "-"},
     "theory": {"color": "0.35", "linestyle": "-."},
@@ -27,7 +28,8 @@ _CURVE_STYLE = {
 def render_figure(spec: FigureSpec, path: Path, *, run_id: str) -> Path:
     """Draw ``spec`` to the PNG file ``path`` (parent folders are created) and return ``path``.
 
-    The footnote names crl's version and the run; it is also the PNG's ``Description`` metadata. Points that
+    A legend of more than five entries goes to the right of the axes, so that it covers no data. The
+    footnote names crl's version and the run; it is also the PNG's ``Description`` metadata. Points that
     a logarithmic axis cannot show (values <= 0) are left out and counted in the footnote, never dropped
     silently.
     """
@@ -47,14 +49,19 @@ def render_figure(spec: FigureSpec, path: Path, *, run_id: str) -> Path:
     axes.set_ylabel(spec.y_label)
     axes.set_title(spec.title, fontsize=11)
     axes.grid(alpha=0.3, which="both")
-    axes.legend(fontsize=8)
+    if len(axes.get_legend_handles_labels()[0]) > _LEGEND_INSIDE_MAX:
+        figure.set_size_inches(10.0, 4.8)
+        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    else:
+        axes.legend(fontsize=8)
     footnote = f"crl {__version__}, run {run_id}"
     if hidden:
         footnote += f"; {hidden} value(s) <= 0 not shown on the log axes"
     figure.text(0.01, 0.01, footnote, fontsize=7, color="0.4")
     figure.tight_layout(rect=(0.0, 0.03, 1.0, 1.0))
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", metadata={"Software": f"crl {__version__}", "Description": footnote})
+    metadata = {"Software": f"crl {__version__}", "Description": footnote}
+    figure.savefig(path, format="png", bbox_inches="tight", metadata=metadata)
     return path
 
 
