@@ -80,13 +80,19 @@ def test_each_cell_is_computed_once_and_reruns_compute_nothing(tmp_path: Path) -
 
 
 def test_store_holds_one_row_per_cell_and_reads_without_crl(tmp_path: Path) -> None:
-    """If this fails, the UNIQUE constraint is missing or the file is not plain SQLite with JSON text."""
+    """If this fails, a stored cell is overwritten or duplicated, or the file is not plain SQLite with JSON."""
     path = tmp_path / "r.sqlite"
     cell = Cell({"i": 2}, seed=5)
     with SweepStore(path) as store:
         assert store.put("C1", cell, {"v": 1.5}, run_id="a", wall_s=0.1)
         assert not store.put("C1", cell, {"v": 9.0}, run_id="b", wall_s=0.1)
         assert store.put("C2", cell, {"v": 2.5}, run_id="a", wall_s=0.1)
+        kept = store.get("C1", cell)
+        assert kept is not None and (kept.result, kept.run_id) == ({"v": 1.5}, "a")
+        assert store.get("C1", Cell({"i": 3}, seed=5)) is None
+        store.put_claim_result("a", "C1", verdict="PASS", control_verdict="FAIL", result={"claim_id": "C1"})
+        store.put_claim_result("a", "C1", verdict="FAIL", control_verdict="FAIL", result={"claim_id": "C1*"})
+        assert store.claim_results("a") == [{"claim_id": "C1*"}]
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
             "SELECT claim, json_extract(cell, '$.i'), seed, json_extract(result, '$.v'), run_id FROM cells ORDER BY id"
