@@ -33,7 +33,7 @@ from crl.objectives._checks import (
 )
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
 from crl.objectives.temperature import TauLike, Temperature, resolve_tau
-from crl.objectives.tiled import dense_logsumexp_both, tiled_logsumexp, tiled_logsumexp_both
+from crl.objectives.tiled import GradientForecast, dense_logsumexp_both, tiled_logsumexp, tiled_logsumexp_both
 
 TILED_ABOVE_ELEMENTS = 1 << 22
 """``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
@@ -151,12 +151,30 @@ def _shared_lse(
     want_columns: bool,
     tiling: Tiling,
     block_size: int | None,
+    forecast: GradientForecast | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     if not _use_tiled(tiling, q.shape[0], c.shape[0]):
         return dense_logsumexp_both(q, c, exclude_diagonal=exclude_diagonal, want_columns=want_columns)
     if want_columns:
         return tiled_logsumexp_both(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size)
-    return tiled_logsumexp(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size), None
+    lse = tiled_logsumexp(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size, forecast=forecast)
+    return lse, None
+
+
+def _mean_gradient_forecast(
+    positive_logits: Tensor, n_negatives: int, tau: Tensor, form: Form
+) -> GradientForecast:
+    """d form_i / d lse_i for rows r0:r1: what a mean over anchors sends to the row log-sum-exps, up to a scalar."""
+    pos, t = positive_logits.detach(), tau.detach()
+
+    def forecast(lse: Tensor, r0: int, r1: int) -> Tensor:
+        with torch.enable_grad():
+            x = lse.detach().requires_grad_(True)
+            value = contrastive_form(pos[r0:r1], x, n_negatives=n_negatives, tau=t, form=form).sum()
+            (grad,) = torch.autograd.grad(value, x)
+        return grad
+
+    return forecast
 
 
 def _independent_per_anchor(a: Tensor, p: Tensor, neg: Tensor, tau: Tensor, form: Form, rows: int) -> Tensor:
@@ -253,7 +271,8 @@ def contrastive_loss(
         neg = upcast(_check_independent_negatives(negatives, a.shape[0], a.shape[1]))
         rows = block_size or chunk_rows(a.shape[0], neg.shape[1] * neg.shape[2])
         return _reduce(_independent_per_anchor(a, p, neg, t, form, rows), reduction)
-    per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, tiling, block_size)
+    forecast = reduction == "mean" and torch.is_grad_enabled()
+    per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, tiling, block_size, forecast)
     return _reduce(per_anchor, reduction)
 
 
@@ -266,16 +285,28 @@ def _shared_per_anchor(
     symmetric: bool,
     tiling: Tiling,
     block_size: int | None,
+    forecast: bool,
 ) -> Tensor:
+    """Per-anchor loss in the shared regime; ``forecast`` lets the tiled kernel precompute a mean's gradients."""
     n, dim = a.shape
     positive_logits = (a * p).sum(dim=1) / t
+
+    def hint(n_negatives: int) -> GradientForecast | None:
+        return _mean_gradient_forecast(positive_logits, n_negatives, t, form) if forecast else None
+
     if negatives is None:
         if n < 2:
             raise ValueError(
                 "negatives=None uses the other positives of the batch, so it needs n >= 2 anchors."
             )
         row, col = _shared_lse(
-            a / t, p, exclude_diagonal=True, want_columns=symmetric, tiling=tiling, block_size=block_size
+            a / t,
+            p,
+            exclude_diagonal=True,
+            want_columns=symmetric,
+            tiling=tiling,
+            block_size=block_size,
+            forecast=hint(n - 1),
         )
         forward = contrastive_form(positive_logits, row, n_negatives=n - 1, tau=t, form=form)
         if col is None:
@@ -290,10 +321,22 @@ def _shared_per_anchor(
         neg_y = upcast(_check_shared_negatives("negatives[0]", negatives[0], dim))
         neg_x = upcast(_check_shared_negatives("negatives[1]", negatives[1], dim))
         row, _ = _shared_lse(
-            a / t, neg_y, exclude_diagonal=False, want_columns=False, tiling=tiling, block_size=block_size
+            a / t,
+            neg_y,
+            exclude_diagonal=False,
+            want_columns=False,
+            tiling=tiling,
+            block_size=block_size,
+            forecast=hint(neg_y.shape[0]),
         )
         rev, _ = _shared_lse(
-            p / t, neg_x, exclude_diagonal=False, want_columns=False, tiling=tiling, block_size=block_size
+            p / t,
+            neg_x,
+            exclude_diagonal=False,
+            want_columns=False,
+            tiling=tiling,
+            block_size=block_size,
+            forecast=hint(neg_x.shape[0]),
         )
         forward = contrastive_form(positive_logits, row, n_negatives=neg_y.shape[0], tau=t, form=form)
         backward = contrastive_form(positive_logits, rev, n_negatives=neg_x.shape[0], tau=t, form=form)
@@ -305,7 +348,13 @@ def _shared_per_anchor(
         )
     neg = upcast(_check_shared_negatives("negatives", negatives, dim))
     row, _ = _shared_lse(
-        a / t, neg, exclude_diagonal=False, want_columns=False, tiling=tiling, block_size=block_size
+        a / t,
+        neg,
+        exclude_diagonal=False,
+        want_columns=False,
+        tiling=tiling,
+        block_size=block_size,
+        forecast=hint(neg.shape[0]),
     )
     return contrastive_form(positive_logits, row, n_negatives=neg.shape[0], tau=t, form=form)
 

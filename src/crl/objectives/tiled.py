@@ -14,10 +14,12 @@ of the symmetric loss share them.
 """
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 DEFAULT_BLOCK_ROWS = 2048
 DEFAULT_BLOCK_COLS = 4096
@@ -27,69 +29,212 @@ def _blocks(size: int, step: int) -> list[tuple[int, int]]:
     return [(start, min(start + step, size)) for start in range(0, size, step)]
 
 
-def _block_logits(q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, exclude_diagonal: bool) -> Tensor:
-    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T, with S_ii = -inf when ``exclude_diagonal``."""
-    block = q[r0:r1] @ c[c0:c1].T
+class _Workspace:
+    """Two reusable (rows x cols) buffers: fresh multi-MiB tensors each block would cost a page fault per page."""
+
+    def __init__(self, rows: int, cols: int, like: Tensor, two: bool) -> None:
+        self._first = torch.empty(rows * cols, dtype=like.dtype, device=like.device)
+        self._second = torch.empty(rows * cols if two else 0, dtype=like.dtype, device=like.device)
+
+    def first(self, rows: int, cols: int) -> Tensor:
+        return self._first[: rows * cols].view(rows, cols)
+
+    def second(self, rows: int, cols: int) -> Tensor:
+        return self._second[: rows * cols].view(rows, cols)
+
+
+def _block_logits(
+    q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, exclude_diagonal: bool, out: Tensor
+) -> Tensor:
+    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, with S_ii = -inf when ``exclude_diagonal``."""
+    torch.mm(q[r0:r1], c[c0:c1].T, out=out)
     if exclude_diagonal:
-        block.diagonal(r0 - c0).fill_(-math.inf)
-    return block
+        out.diagonal(r0 - c0).fill_(-math.inf)
+    return out
+
+
+def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
+    """lse <- logaddexp(lse, log sum exp(block) along ``dim``), overwriting ``block`` (one max, sub, exp, sum pass)."""
+    top = block.amax(dim=dim, keepdim=True).nan_to_num_(neginf=0.0)
+    block.sub_(top).exp_()
+    total = block.sum(dim=dim).log_().add_(top.squeeze(dim))
+    torch.logaddexp(lse, total, out=lse)
+
+
+def _fold_gradient(lse: Tensor, grad: Tensor) -> tuple[Tensor, Tensor | None]:
+    """Write g_i exp(S_ij - lse_i) as exp(S_ij - (lse_i - log g_i)) when every g_i > 0 (the usual case: a mean of
+    contrastive losses), saving one pass over each block; otherwise return the scale g to multiply by."""
+    if bool((grad > 0).all()):
+        return lse - grad.log(), None
+    return lse, grad
+
+
+GradientForecast = Callable[[Tensor, int, int], Tensor]
+"""Maps (row log-sum-exps of rows r0:r1, r0, r1) to the gradient that the loss will send to them, up to a scalar."""
+
+
+def _forward_blocks(
+    q: Tensor, c: Tensor, exclude_diagonal: bool, want_columns: bool, block_rows: int, block_cols: int
+) -> tuple[Tensor, Tensor]:
+    """Row (and column) log-sum-exps, one (rows x cols) block at a time."""
+    n, m = q.shape[0], c.shape[0]
+    row_lse = torch.full((n,), -math.inf, dtype=q.dtype, device=q.device)
+    col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=q.dtype, device=q.device)
+    work = _Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
+    for r0, r1 in _blocks(n, block_rows):
+        for c0, c1 in _blocks(m, block_cols):
+            block = _block_logits(q, c, r0, r1, c0, c1, exclude_diagonal, work.first(r1 - r0, c1 - c0))
+            if want_columns:
+                copy = work.second(r1 - r0, c1 - c0)
+                copy.copy_(block)
+                _accumulate_lse(copy, 0, col_lse[c0:c1])
+            _accumulate_lse(block, 1, row_lse[r0:r1])
+    return row_lse, col_lse
+
+
+def _forward_stripes(
+    q: Tensor,
+    c: Tensor,
+    exclude_diagonal: bool,
+    stripe_rows: int,
+    forecast: GradientForecast,
+    needs: tuple[bool, bool],
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """Row log-sum-exps over stripes of full rows, and the gradients for the forecast row weights g, in 3 GEMMs.
+
+    A stripe holds every column, so its lse_i are final at once: with E_ij = exp(S_ij - max_i) and
+    z_i = sum_j E_ij, the weights are W_ij = g_i E_ij / z_i, and dq = W c, dc = W^T q need no second pass.
+    """
+    n, m = q.shape[0], c.shape[0]
+    row_lse = torch.empty(n, dtype=q.dtype, device=q.device)
+    grad_q = torch.empty_like(q) if needs[0] else None
+    grad_c = torch.zeros_like(c) if needs[1] else None
+    forecasts = torch.empty(n, dtype=q.dtype, device=q.device)
+    work = _Workspace(min(n, stripe_rows), m, q, False)
+    for r0, r1 in _blocks(n, stripe_rows):
+        block = _block_logits(q, c, r0, r1, 0, m, exclude_diagonal, work.first(r1 - r0, m))
+        top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
+        total = block.sub_(top).exp_().sum(dim=1)
+        torch.add(total.log(), top.squeeze(1), out=row_lse[r0:r1])
+        forecasts[r0:r1] = forecast(row_lse[r0:r1], r0, r1)
+        scale = (forecasts[r0:r1] / total)[:, None]
+        if grad_q is not None:
+            torch.mm(block, c, out=grad_q[r0:r1]).mul_(scale)
+        if grad_c is not None:
+            grad_c.addmm_(block.T, q[r0:r1] * scale)
+    return row_lse, forecasts, grad_q, grad_c
+
+
+def _proportion(grad: Tensor, forecast: Tensor) -> Tensor | None:
+    """The scalar u with grad = u * forecast (to 1e-6 of max|grad|), or None when the loss sent something else."""
+    norm = forecast.dot(forecast)
+    if not bool(norm > 0):
+        return None
+    u = grad.dot(forecast) / norm
+    tolerance = 1e-6 * float(grad.abs().max())
+    return u if float((grad - u * forecast).abs().max()) <= tolerance else None
+
+
+def _backward_blocks(
+    q: Tensor,
+    c: Tensor,
+    row_lse: Tensor,
+    col_lse: Tensor,
+    grad_row: Tensor,
+    grad_col: Tensor,
+    exclude_diagonal: bool,
+    blocks: tuple[int, int],
+    needs: tuple[bool, bool],
+) -> tuple[Tensor | None, Tensor | None]:
+    """Recompute each block and accumulate dq = W c and dc = W^T q (see the module docstring)."""
+    block_rows, block_cols = blocks
+    columns = col_lse.numel() > 0
+    n, m = q.shape[0], c.shape[0]
+    grad_q = torch.zeros_like(q) if needs[0] else None
+    grad_c = torch.zeros_like(c) if needs[1] else None
+    work = _Workspace(min(n, block_rows), min(m, block_cols), q, columns)
+    row_shift, row_scale = _fold_gradient(row_lse, grad_row)
+    col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
+    for r0, r1 in _blocks(n, block_rows):
+        for c0, c1 in _blocks(m, block_cols):
+            weights = _block_logits(q, c, r0, r1, c0, c1, exclude_diagonal, work.first(r1 - r0, c1 - c0))
+            by_column = None
+            if columns:
+                by_column = torch.sub(
+                    weights, col_shift[None, c0:c1], out=work.second(r1 - r0, c1 - c0)
+                ).exp_()
+                if col_scale is not None:
+                    by_column.mul_(col_scale[None, c0:c1])
+            weights.sub_(row_shift[r0:r1, None]).exp_()
+            if row_scale is not None:
+                weights.mul_(row_scale[r0:r1, None])
+            if by_column is not None:
+                weights.add_(by_column)
+            if grad_q is not None:
+                grad_q[r0:r1].addmm_(weights, c[c0:c1])
+            if grad_c is not None:
+                grad_c[c0:c1].addmm_(weights.T, q[r0:r1])
+    return grad_q, grad_c
 
 
 class _TiledLogSumExp(torch.autograd.Function):
-    """Row and (optionally) column log-sum-exp of q c^T computed in blocks; see the module docstring."""
+    """Row and (optionally) column log-sum-exp of q c^T computed in blocks; see the module docstring.
+
+    With a gradient ``forecast`` (one-sided losses reduced by a mean), the forward pass runs over stripes of full rows
+    and also computes the gradients for the forecast weights (3 GEMMs in all). The backward pass uses them, scaled,
+    when the incoming gradient is proportional to the forecast, and otherwise recomputes exactly.
+    """
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx,
+        ctx: Any,
         q: Tensor,
         c: Tensor,
         exclude_diagonal: bool,
         want_columns: bool,
         block_rows: int,
         block_cols: int,
+        forecast: GradientForecast | None,
     ) -> tuple[Tensor, Tensor]:
-        n, m = q.shape[0], c.shape[0]
-        row_lse = torch.full((n,), -math.inf, dtype=q.dtype, device=q.device)
-        col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=q.dtype, device=q.device)
-        for r0, r1 in _blocks(n, block_rows):
-            for c0, c1 in _blocks(m, block_cols):
-                block = _block_logits(q, c, r0, r1, c0, c1, exclude_diagonal)
-                torch.logaddexp(row_lse[r0:r1], torch.logsumexp(block, dim=1), out=row_lse[r0:r1])
-                if want_columns:
-                    torch.logaddexp(col_lse[c0:c1], torch.logsumexp(block, dim=0), out=col_lse[c0:c1])
+        needs = (bool(ctx.needs_input_grad[0]), bool(ctx.needs_input_grad[1]))
+        stripe_rows = (block_rows * block_cols) // c.shape[0]
+        empty = q.new_empty(0)
+        if forecast is not None and not want_columns and stripe_rows >= 1 and any(needs):
+            row_lse, forecasts, grad_q, grad_c = _forward_stripes(
+                q, c, exclude_diagonal, stripe_rows, forecast, needs
+            )
+            col_lse = empty
+            ctx.forecast = (forecasts, grad_q, grad_c)
+        else:
+            row_lse, col_lse = _forward_blocks(q, c, exclude_diagonal, want_columns, block_rows, block_cols)
+            ctx.forecast = None
         ctx.save_for_backward(q, c, row_lse, col_lse)
-        ctx.exclude_diagonal = exclude_diagonal  # type: ignore[attr-defined]
-        ctx.blocks = (block_rows, block_cols)  # type: ignore[attr-defined]
+        ctx.exclude_diagonal = exclude_diagonal
+        ctx.blocks = (block_rows, block_cols)
         return row_lse, col_lse
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: FunctionCtx, grad_row: Tensor, grad_col: Tensor) -> tuple[Tensor | None, ...]:
-        q, c, row_lse, col_lse = ctx.saved_tensors  # type: ignore[attr-defined]
-        exclude_diagonal: bool = ctx.exclude_diagonal  # type: ignore[attr-defined]
-        block_rows, block_cols = ctx.blocks  # type: ignore[attr-defined]
-        need_q, need_c = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
-        grad_q = torch.zeros_like(q) if need_q else None
-        grad_c = torch.zeros_like(c) if need_c else None
-        for r0, r1 in _blocks(q.shape[0], block_rows):
-            for c0, c1 in _blocks(c.shape[0], block_cols):
-                logits = _block_logits(q, c, r0, r1, c0, c1, exclude_diagonal)
-                weights = _block_weights(logits, row_lse[r0:r1], grad_row[r0:r1], col_lse, grad_col, c0, c1)
-                if grad_q is not None:
-                    grad_q[r0:r1].addmm_(weights, c[c0:c1])
-                if grad_c is not None:
-                    grad_c[c0:c1].addmm_(weights.T, q[r0:r1])
-        return grad_q, grad_c, None, None, None, None
-
-
-def _block_weights(
-    logits: Tensor, row_lse: Tensor, grad_row: Tensor, col_lse: Tensor, grad_col: Tensor, c0: int, c1: int
-) -> Tensor:
-    """W = g_i exp(S_ij - lse_i) + h_j exp(S_ij - lse_j) for one block, reusing the logits' memory when it can."""
-    if col_lse.numel() == 0:
-        return logits.sub_(row_lse[:, None]).exp_().mul_(grad_row[:, None])
-    by_column = (logits - col_lse[None, c0:c1]).exp_().mul_(grad_col[None, c0:c1])
-    return logits.sub_(row_lse[:, None]).exp_().mul_(grad_row[:, None]).add_(by_column)
+    def backward(ctx: Any, grad_row: Tensor, grad_col: Tensor) -> tuple[Tensor | None, ...]:
+        q, c, row_lse, col_lse = ctx.saved_tensors
+        needs = (bool(ctx.needs_input_grad[0]), bool(ctx.needs_input_grad[1]))
+        if ctx.forecast is not None:
+            forecasts, grad_q, grad_c = ctx.forecast
+            u = _proportion(grad_row, forecasts)
+            if u is not None:
+                return (
+                    grad_q * u if grad_q is not None and needs[0] else None,
+                    grad_c * u if grad_c is not None and needs[1] else None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+        grad_q, grad_c = _backward_blocks(
+            q, c, row_lse, col_lse, grad_row, grad_col, ctx.exclude_diagonal, ctx.blocks, needs
+        )
+        return grad_q, grad_c, None, None, None, None, None
 
 
 def _block_sizes(block_size: int | None) -> tuple[int, int]:
@@ -99,7 +244,12 @@ def _block_sizes(block_size: int | None) -> tuple[int, int]:
 
 
 def tiled_logsumexp(
-    queries: Tensor, candidates: Tensor, *, exclude_diagonal: bool = False, block_size: int | None = None
+    queries: Tensor,
+    candidates: Tensor,
+    *,
+    exclude_diagonal: bool = False,
+    block_size: int | None = None,
+    forecast: GradientForecast | None = None,
 ) -> Tensor:
     """Row log-sum-exp ``lse_i = log sum_j exp(<q_i, c_j>)`` of the n x m logits, in O(block) extra memory.
 
@@ -108,12 +258,16 @@ def tiled_logsumexp(
         candidates: (m, d) candidates (negatives, or the batch's positives).
         exclude_diagonal: leave out j = i (in-batch negatives: the positive is not its own negative; needs n = m).
         block_size: rows and columns per block (default 2048 x 4096).
+        forecast: optional ``(lse[r0:r1], r0, r1) -> g[r0:r1]``, the gradient the loss will send to the row
+            log-sum-exps up to one scalar factor (a mean of per-anchor losses). With it, the gradients are computed
+            in the forward pass over stripes of full rows (3 GEMMs instead of 4); a backward pass that receives
+            anything else falls back to the exact recomputation.
 
     Returns:
         (n,) tensor, differentiable in both inputs; equal to ``torch.logsumexp(q @ c.T, 1)`` up to rounding.
     """
     rows, cols = _block_sizes(block_size)
-    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, exclude_diagonal, False, rows, cols)
+    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, exclude_diagonal, False, rows, cols, forecast)
     return row_lse
 
 
@@ -126,7 +280,7 @@ def tiled_logsumexp_both(
         ``(row_lse (n,), col_lse (m,))`` with ``row_lse_i = log sum_j exp S_ij`` and ``col_lse_j = log sum_i exp S_ij``.
     """
     rows, cols = _block_sizes(block_size)
-    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, exclude_diagonal, True, rows, cols)
+    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, exclude_diagonal, True, rows, cols, None)
     return row_lse, col_lse
 
 
