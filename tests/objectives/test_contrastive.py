@@ -308,15 +308,15 @@ def test_gcl_of_equal_scores_is_zero_and_dcl_is_log_m():
     )
 
 
-@pytest.mark.parametrize("exclude_diagonal", [False, True])
-def test_forecast_gradients_and_fallback_are_exact(exclude_diagonal):
+@pytest.mark.parametrize("exclude_offset", [None, 0, 3])
+def test_forecast_gradients_and_fallback_are_exact(exclude_offset):
     """The forward-pass gradients (forecast) are used only when the loss sends a proportional gradient; any other
     upstream gradient falls back to the exact recomputation. Both must match the dense reference."""
     from crl.objectives.tiled import dense_logsumexp_both, tiled_logsumexp
 
     g = torch.Generator().manual_seed(9)
-    q, c = 5 * unit(12, 4, g), unit(12, 4, g)
-    weights = torch.rand(12, generator=g, dtype=torch.float64) - 0.3
+    q, c = 5 * unit(9, 4, g), unit(12, 4, g)
+    weights = torch.rand(9, generator=g, dtype=torch.float64) - 0.3
 
     def ones(lse, r0, r1):
         return torch.ones_like(lse)
@@ -326,9 +326,9 @@ def test_forecast_gradients_and_fallback_are_exact(exclude_diagonal):
         for method in ("tiled", "dense"):
             qq, cc = q.clone().requires_grad_(True), c.clone().requires_grad_(True)
             if method == "tiled":
-                lse = tiled_logsumexp(qq, cc, exclude_diagonal=exclude_diagonal, block_size=5, forecast=ones)
+                lse = tiled_logsumexp(qq, cc, exclude_offset=exclude_offset, block_size=5, forecast=ones)
             else:
-                lse, _ = dense_logsumexp_both(qq, cc, exclude_diagonal=exclude_diagonal, want_columns=False)
+                lse, _ = dense_logsumexp_both(qq, cc, exclude_offset=exclude_offset, want_columns=False)
             grads.append(torch.autograd.grad(upstream(lse), (qq, cc)))
         for got, want in zip(*grads, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
@@ -344,3 +344,40 @@ def test_gradcheck_through_forecast_stripes():
     assert torch.autograd.gradcheck(
         lambda a, p: contrastive_loss(a, p, tau=0.3, tiling="tiled", block_size=3), (a, p)
     )
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("tiling", ["dense", "tiled"])
+def test_positive_offset_reproduces_a_gathered_batch(form, symmetric, tiling):
+    """Rank r of K sees the gathered batch (all positives, all anchors) with its positives at row r*n: its per-anchor
+    losses are rows r*n..(r+1)*n-1 of the in-batch loss of the whole batch (what distributed training relies on)."""
+    g = torch.Generator().manual_seed(11)
+    n, ranks = 4, 3
+    a_all, p_all = unit(n * ranks, 5, g), unit(n * ranks, 5, g)
+    whole = contrastive_loss(a_all, p_all, tau=0.2, form=form, symmetric=symmetric, reduction="none")
+    for r in range(ranks):
+        rows = slice(r * n, (r + 1) * n)
+        negatives = (p_all, a_all) if symmetric else p_all
+        got = contrastive_loss(
+            a_all[rows],
+            p_all[rows],
+            negatives,
+            tau=0.2,
+            form=form,
+            symmetric=symmetric,
+            positive_offset=r * n,
+            tiling=tiling,
+            block_size=3,
+            reduction="none",
+        )
+        torch.testing.assert_close(got, whole[rows])
+
+
+def test_positive_offset_errors():
+    g = torch.Generator().manual_seed(12)
+    a, p = unit(4, 3, g), unit(4, 3, g)
+    with pytest.raises(ValueError, match=r"positive_offset=2 must satisfy"):
+        contrastive_loss(a, p, unit(5, 3, g), tau=0.1, positive_offset=2)
+    with pytest.raises(ValueError, match=r"positive_offset needs explicit negatives"):
+        contrastive_loss(a, p, tau=0.1, positive_offset=0)

@@ -147,17 +147,17 @@ def _shared_lse(
     q: Tensor,
     c: Tensor,
     *,
-    exclude_diagonal: bool,
+    exclude_offset: int | None,
     want_columns: bool,
     tiling: Tiling,
     block_size: int | None,
     forecast: GradientForecast | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     if not _use_tiled(tiling, q.shape[0], c.shape[0]):
-        return dense_logsumexp_both(q, c, exclude_diagonal=exclude_diagonal, want_columns=want_columns)
+        return dense_logsumexp_both(q, c, exclude_offset=exclude_offset, want_columns=want_columns)
     if want_columns:
-        return tiled_logsumexp_both(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size)
-    lse = tiled_logsumexp(q, c, exclude_diagonal=exclude_diagonal, block_size=block_size, forecast=forecast)
+        return tiled_logsumexp_both(q, c, exclude_offset=exclude_offset, block_size=block_size)
+    lse = tiled_logsumexp(q, c, exclude_offset=exclude_offset, block_size=block_size, forecast=forecast)
     return lse, None
 
 
@@ -199,6 +199,7 @@ def contrastive_loss(
     regime: Regime = "shared",
     tiling: Tiling = "auto",
     block_size: int | None = None,
+    positive_offset: int | None = None,
     reduction: Reduction = "mean",
 ) -> Tensor:
     """InfoNCE / DCL / GCL of embeddings with scores s(x, y) = <anchor, candidate>, exactly, for any m.
@@ -209,7 +210,10 @@ def contrastive_loss(
 
     ``symmetric=True`` (shared regime) returns the mean of the x->y and y->x directions, as CLIP does. With
     ``negatives=None`` both directions use the batch (y->x ranks x_i among the anchors); explicit shared negatives
-    for both directions are passed as a pair ``(negatives_y (m, d), negatives_x (m', d))``.
+    for both directions are passed as a pair ``(negatives_y (m, d), negatives_x (m', d))``. When the shared negatives
+    contain this batch's own positives (a batch gathered from several ranks: all positives, and for the y->x direction
+    all anchors), ``positive_offset`` says where: row ``positive_offset + i`` is anchor i's positive and is left out
+    of its negatives (m = M - 1), exactly as ``negatives=None`` leaves out the diagonal.
 
     The shared regime computes the n x m scores densely, or, above 2^22 scores or with ``tiling="tiled"``, block by
     block in O(block) extra memory with the same value and gradients (:mod:`crl.objectives.tiled`). The independent
@@ -225,6 +229,7 @@ def contrastive_loss(
         regime: "shared" (SSCRL) or "independent" (SCRL).
         tiling: "auto", "dense" or "tiled" (shared regime).
         block_size: rows and columns per block of the tiled kernel, or anchors per chunk (independent regime).
+        positive_offset: row of anchor 0's positive inside explicit shared negatives (gathered batches).
         reduction: "mean" over anchors or "none" for (n,) per-anchor values.
 
     Returns:
@@ -266,14 +271,60 @@ def contrastive_loss(
     t = resolve_tau(tau).to(device=a.device, dtype=upcast(a).dtype)
     a, p = upcast(a), upcast(p)
     if regime == "independent":
-        if symmetric:
-            raise ValueError("symmetric=True needs regime='shared' (CLIP's two directions share one batch).")
+        if symmetric or positive_offset is not None:
+            raise ValueError(
+                "symmetric=True and positive_offset need regime='shared' (they describe one batch's negatives)."
+            )
         neg = upcast(_check_independent_negatives(negatives, a.shape[0], a.shape[1]))
         rows = block_size or chunk_rows(a.shape[0], neg.shape[1] * neg.shape[2])
         return _reduce(_independent_per_anchor(a, p, neg, t, form, rows), reduction)
+    if positive_offset is not None and negatives is None:
+        _check_offset(positive_offset, a.shape[0], [])
     forecast = reduction == "mean" and torch.is_grad_enabled()
-    per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, tiling, block_size, forecast)
+    options = (tiling, block_size, forecast)
+    per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, positive_offset, options)
     return _reduce(per_anchor, reduction)
+
+
+def _one_direction(
+    queries: Tensor,
+    candidates: Tensor,
+    positive_logits: Tensor,
+    offset: int | None,
+    t: Tensor,
+    form: Form,
+    tiling: Tiling,
+    block_size: int | None,
+    forecast: bool,
+) -> Tensor:
+    """Per-query loss against shared candidates; with ``offset`` the candidate at row offset + i is query i's
+    positive and is left out of its negatives (m = M - 1)."""
+    m = candidates.shape[0] - (offset is not None)
+    hint = _mean_gradient_forecast(positive_logits, m, t, form) if forecast else None
+    lse, _ = _shared_lse(
+        queries / t,
+        candidates,
+        exclude_offset=offset,
+        want_columns=False,
+        tiling=tiling,
+        block_size=block_size,
+        forecast=hint,
+    )
+    return contrastive_form(positive_logits, lse, n_negatives=m, tau=t, form=form)
+
+
+def _check_offset(positive_offset: int | None, n: int, sizes: list[int]) -> None:
+    if positive_offset is None:
+        return
+    if not sizes:
+        raise ValueError(
+            "positive_offset needs explicit negatives that contain the batch's positives; pass them."
+        )
+    if positive_offset < 0 or any(positive_offset + n > size for size in sizes) or min(sizes) < 2:
+        raise ValueError(
+            f"positive_offset={positive_offset!r} must satisfy 0 <= offset and offset + n <= M, with n = {n} "
+            f"anchors and M = {sizes} negatives (rows offset..offset+n-1 are this batch's positives)."
+        )
 
 
 def _shared_per_anchor(
@@ -283,34 +334,26 @@ def _shared_per_anchor(
     t: Tensor,
     form: Form,
     symmetric: bool,
-    tiling: Tiling,
-    block_size: int | None,
-    forecast: bool,
+    positive_offset: int | None,
+    options: tuple[Tiling, int | None, bool],
 ) -> Tensor:
-    """Per-anchor loss in the shared regime; ``forecast`` lets the tiled kernel precompute a mean's gradients."""
+    """Per-anchor loss in the shared regime. ``options`` = (tiling, block_size, forecast), where ``forecast`` lets
+    the tiled kernel precompute the gradients of a mean (one-sided directions)."""
+    tiling, block_size, forecast = options
     n, dim = a.shape
     positive_logits = (a * p).sum(dim=1) / t
-
-    def hint(n_negatives: int) -> GradientForecast | None:
-        return _mean_gradient_forecast(positive_logits, n_negatives, t, form) if forecast else None
-
     if negatives is None:
         if n < 2:
             raise ValueError(
                 "negatives=None uses the other positives of the batch, so it needs n >= 2 anchors."
             )
+        if not symmetric:
+            return _one_direction(a, p, positive_logits, 0, t, form, tiling, block_size, forecast)
         row, col = _shared_lse(
-            a / t,
-            p,
-            exclude_diagonal=True,
-            want_columns=symmetric,
-            tiling=tiling,
-            block_size=block_size,
-            forecast=hint(n - 1),
+            a / t, p, exclude_offset=0, want_columns=True, tiling=tiling, block_size=block_size
         )
+        assert col is not None
         forward = contrastive_form(positive_logits, row, n_negatives=n - 1, tau=t, form=form)
-        if col is None:
-            return forward
         backward = contrastive_form(positive_logits, col, n_negatives=n - 1, tau=t, form=form)
         return 0.5 * (forward + backward)
     if isinstance(negatives, tuple):
@@ -320,26 +363,13 @@ def _shared_per_anchor(
             )
         neg_y = upcast(_check_shared_negatives("negatives[0]", negatives[0], dim))
         neg_x = upcast(_check_shared_negatives("negatives[1]", negatives[1], dim))
-        row, _ = _shared_lse(
-            a / t,
-            neg_y,
-            exclude_diagonal=False,
-            want_columns=False,
-            tiling=tiling,
-            block_size=block_size,
-            forecast=hint(neg_y.shape[0]),
+        _check_offset(positive_offset, n, [neg_y.shape[0], neg_x.shape[0]])
+        forward = _one_direction(
+            a, neg_y, positive_logits, positive_offset, t, form, tiling, block_size, forecast
         )
-        rev, _ = _shared_lse(
-            p / t,
-            neg_x,
-            exclude_diagonal=False,
-            want_columns=False,
-            tiling=tiling,
-            block_size=block_size,
-            forecast=hint(neg_x.shape[0]),
+        backward = _one_direction(
+            p, neg_x, positive_logits, positive_offset, t, form, tiling, block_size, forecast
         )
-        forward = contrastive_form(positive_logits, row, n_negatives=neg_y.shape[0], tau=t, form=form)
-        backward = contrastive_form(positive_logits, rev, n_negatives=neg_x.shape[0], tau=t, form=form)
         return 0.5 * (forward + backward)
     if symmetric:
         raise ValueError(
@@ -347,16 +377,8 @@ def _shared_per_anchor(
             "so that the y->x direction has negatives of its own; or pass negatives=None for in-batch negatives."
         )
     neg = upcast(_check_shared_negatives("negatives", negatives, dim))
-    row, _ = _shared_lse(
-        a / t,
-        neg,
-        exclude_diagonal=False,
-        want_columns=False,
-        tiling=tiling,
-        block_size=block_size,
-        forecast=hint(neg.shape[0]),
-    )
-    return contrastive_form(positive_logits, row, n_negatives=neg.shape[0], tau=t, form=form)
+    _check_offset(positive_offset, n, [neg.shape[0]])
+    return _one_direction(a, neg, positive_logits, positive_offset, t, form, tiling, block_size, forecast)
 
 
 class ContrastiveLoss(nn.Module):

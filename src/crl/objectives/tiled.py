@@ -44,12 +44,12 @@ class _Workspace:
 
 
 def _block_logits(
-    q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, exclude_diagonal: bool, out: Tensor
+    q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, exclude_offset: int | None, out: Tensor
 ) -> Tensor:
-    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, with S_ii = -inf when ``exclude_diagonal``."""
+    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, with S_{i, i + offset} = -inf when excluding."""
     torch.mm(q[r0:r1], c[c0:c1].T, out=out)
-    if exclude_diagonal:
-        out.diagonal(r0 - c0).fill_(-math.inf)
+    if exclude_offset is not None:
+        out.diagonal(r0 + exclude_offset - c0).fill_(-math.inf)
     return out
 
 
@@ -74,7 +74,7 @@ GradientForecast = Callable[[Tensor, int, int], Tensor]
 
 
 def _forward_blocks(
-    q: Tensor, c: Tensor, exclude_diagonal: bool, want_columns: bool, block_rows: int, block_cols: int
+    q: Tensor, c: Tensor, exclude_offset: int | None, want_columns: bool, block_rows: int, block_cols: int
 ) -> tuple[Tensor, Tensor]:
     """Row (and column) log-sum-exps, one (rows x cols) block at a time."""
     n, m = q.shape[0], c.shape[0]
@@ -83,7 +83,7 @@ def _forward_blocks(
     work = _Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
     for r0, r1 in _blocks(n, block_rows):
         for c0, c1 in _blocks(m, block_cols):
-            block = _block_logits(q, c, r0, r1, c0, c1, exclude_diagonal, work.first(r1 - r0, c1 - c0))
+            block = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
             if want_columns:
                 copy = work.second(r1 - r0, c1 - c0)
                 copy.copy_(block)
@@ -95,7 +95,7 @@ def _forward_blocks(
 def _forward_stripes(
     q: Tensor,
     c: Tensor,
-    exclude_diagonal: bool,
+    exclude_offset: int | None,
     stripe_rows: int,
     forecast: GradientForecast,
     needs: tuple[bool, bool],
@@ -112,7 +112,7 @@ def _forward_stripes(
     forecasts = torch.empty(n, dtype=q.dtype, device=q.device)
     work = _Workspace(min(n, stripe_rows), m, q, False)
     for r0, r1 in _blocks(n, stripe_rows):
-        block = _block_logits(q, c, r0, r1, 0, m, exclude_diagonal, work.first(r1 - r0, m))
+        block = _block_logits(q, c, r0, r1, 0, m, exclude_offset, work.first(r1 - r0, m))
         top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
         total = block.sub_(top).exp_().sum(dim=1)
         torch.add(total.log(), top.squeeze(1), out=row_lse[r0:r1])
@@ -142,7 +142,7 @@ def _backward_blocks(
     col_lse: Tensor,
     grad_row: Tensor,
     grad_col: Tensor,
-    exclude_diagonal: bool,
+    exclude_offset: int | None,
     blocks: tuple[int, int],
     needs: tuple[bool, bool],
 ) -> tuple[Tensor | None, Tensor | None]:
@@ -157,7 +157,7 @@ def _backward_blocks(
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
     for r0, r1 in _blocks(n, block_rows):
         for c0, c1 in _blocks(m, block_cols):
-            weights = _block_logits(q, c, r0, r1, c0, c1, exclude_diagonal, work.first(r1 - r0, c1 - c0))
+            weights = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
             by_column = None
             if columns:
                 by_column = torch.sub(
@@ -190,7 +190,7 @@ class _TiledLogSumExp(torch.autograd.Function):
         ctx: Any,
         q: Tensor,
         c: Tensor,
-        exclude_diagonal: bool,
+        exclude_offset: int | None,
         want_columns: bool,
         block_rows: int,
         block_cols: int,
@@ -201,15 +201,15 @@ class _TiledLogSumExp(torch.autograd.Function):
         empty = q.new_empty(0)
         if forecast is not None and not want_columns and stripe_rows >= 1 and any(needs):
             row_lse, forecasts, grad_q, grad_c = _forward_stripes(
-                q, c, exclude_diagonal, stripe_rows, forecast, needs
+                q, c, exclude_offset, stripe_rows, forecast, needs
             )
             col_lse = empty
             ctx.forecast = (forecasts, grad_q, grad_c)
         else:
-            row_lse, col_lse = _forward_blocks(q, c, exclude_diagonal, want_columns, block_rows, block_cols)
+            row_lse, col_lse = _forward_blocks(q, c, exclude_offset, want_columns, block_rows, block_cols)
             ctx.forecast = None
         ctx.save_for_backward(q, c, row_lse, col_lse)
-        ctx.exclude_diagonal = exclude_diagonal
+        ctx.exclude_offset = exclude_offset
         ctx.blocks = (block_rows, block_cols)
         return row_lse, col_lse
 
@@ -232,7 +232,7 @@ class _TiledLogSumExp(torch.autograd.Function):
                     None,
                 )
         grad_q, grad_c = _backward_blocks(
-            q, c, row_lse, col_lse, grad_row, grad_col, ctx.exclude_diagonal, ctx.blocks, needs
+            q, c, row_lse, col_lse, grad_row, grad_col, ctx.exclude_offset, ctx.blocks, needs
         )
         return grad_q, grad_c, None, None, None, None, None
 
@@ -247,7 +247,7 @@ def tiled_logsumexp(
     queries: Tensor,
     candidates: Tensor,
     *,
-    exclude_diagonal: bool = False,
+    exclude_offset: int | None = None,
     block_size: int | None = None,
     forecast: GradientForecast | None = None,
 ) -> Tensor:
@@ -256,7 +256,8 @@ def tiled_logsumexp(
     Args:
         queries: (n, d) queries, already scaled by 1/tau.
         candidates: (m, d) candidates (negatives, or the batch's positives).
-        exclude_diagonal: leave out j = i (in-batch negatives: the positive is not its own negative; needs n = m).
+        exclude_offset: leave out j = i + offset: the positive of query i when the candidates hold the batch's
+            positives from row ``offset`` on (in-batch: 0; a batch gathered from several ranks: this rank's first row).
         block_size: rows and columns per block (default 2048 x 4096).
         forecast: optional ``(lse[r0:r1], r0, r1) -> g[r0:r1]``, the gradient the loss will send to the row
             log-sum-exps up to one scalar factor (a mean of per-anchor losses). With it, the gradients are computed
@@ -267,12 +268,12 @@ def tiled_logsumexp(
         (n,) tensor, differentiable in both inputs; equal to ``torch.logsumexp(q @ c.T, 1)`` up to rounding.
     """
     rows, cols = _block_sizes(block_size)
-    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, exclude_diagonal, False, rows, cols, forecast)
+    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, exclude_offset, False, rows, cols, forecast)
     return row_lse
 
 
 def tiled_logsumexp_both(
-    queries: Tensor, candidates: Tensor, *, exclude_diagonal: bool = False, block_size: int | None = None
+    queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None, block_size: int | None = None
 ) -> tuple[Tensor, Tensor]:
     """Row and column log-sum-exps of the same logits S = q c^T, sharing every block (symmetric CLIP loss).
 
@@ -280,18 +281,19 @@ def tiled_logsumexp_both(
         ``(row_lse (n,), col_lse (m,))`` with ``row_lse_i = log sum_j exp S_ij`` and ``col_lse_j = log sum_i exp S_ij``.
     """
     rows, cols = _block_sizes(block_size)
-    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, exclude_diagonal, True, rows, cols, None)
+    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, exclude_offset, True, rows, cols, None)
     return row_lse, col_lse
 
 
 def dense_logsumexp_both(
-    queries: Tensor, candidates: Tensor, *, exclude_diagonal: bool = False, want_columns: bool = True
+    queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None, want_columns: bool = True
 ) -> tuple[Tensor, Tensor | None]:
     """The plain reference: materialise S = q c^T (n x m) and take its row (and column) log-sum-exps."""
     logits = queries @ candidates.T
-    if exclude_diagonal:
-        eye = torch.eye(logits.shape[0], logits.shape[1], dtype=torch.bool, device=logits.device)
-        logits = logits.masked_fill(eye, -math.inf)
+    if exclude_offset is not None:
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        own = torch.arange(logits.shape[1], device=logits.device)[None, :] == (rows + exclude_offset)[:, None]
+        logits = logits.masked_fill(own, -math.inf)
     row_lse = torch.logsumexp(logits, dim=1)
     col_lse = torch.logsumexp(logits, dim=0) if want_columns else None
     return row_lse, col_lse
