@@ -1,0 +1,257 @@
+"""vMF positives with uniform anchors on S^{d-1} (THEORY.md section 6.1), and the sphere samplers.
+
+Model ``VMFUniform(d, kappa)``: x ~ pi = uniform(S^{d-1}), y ~ M(x, .) = vMF(x, kappa), p- = uniform (= pi = the
+law of y). Against the uniform probability on the sphere, ``p+_x(y) = exp(kappa <x, y>) / C_d(kappa)`` with
+``C_d(kappa) = Gamma(d/2) (2/kappa)^{d/2-1} I_{d/2-1}(kappa)``, so
+
+- ``s*(x, y) = tau kappa <x, y> - tau log C_d(kappa)`` (the constant is a g(x); with phi = id, Q = M iff tau = 1/kappa),
+- ``L* = -tau (kappa A_d(kappa) - log C_d(kappa))``, ``A_d = I_{d/2}/I_{d/2-1}``,
+- ``E* = P[<x,y> > <x,y'>]``: d = 3 gives ``(1 + A_3(kappa))/2``; any d, one adaptive quadrature over
+  theta = angle(x, y) of the Beta CDF of <x, y'> (error estimate <= 1e-8 enforced),
+- ``dM/dpi (z, z') = exp(kappa <z, z'>)/C_d(kappa)``, ``E|dM/dpi|^2 = C_d(2 kappa)/C_d(kappa)^2``
+  (d = 3: kappa coth kappa).
+"""
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from scipy import integrate, special
+from torch import Tensor
+
+from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
+from crl.synthetic.base import (
+    QUADRATURE_TOLERANCE,
+    ExactModel,
+    check_count,
+    check_dim,
+    check_dtype,
+    check_generator,
+    check_points,
+    check_positive,
+    check_shape,
+)
+
+_QUAD_LIMIT = 400
+"""Subintervals allowed to scipy's adaptive quadrature."""
+
+
+def sample_uniform_sphere(
+    shape: Sequence[int], dim: int, generator: torch.Generator, dtype: torch.dtype = torch.float64
+) -> Tensor:
+    """Uniform points on S^{dim-1}: standard normals divided by their norm. Shape ``tuple(shape) + (dim,)``."""
+    gauss = torch.randn(
+        (*check_shape(shape), dim),
+        generator=check_generator(generator),
+        dtype=torch.float64,
+        device=generator.device,
+    )
+    return (gauss / gauss.norm(dim=-1, keepdim=True)).to(dtype)
+
+
+def _sample_symmetric_beta(n: int, dof: int, generator: torch.Generator) -> Tensor:
+    """n draws of Beta(dof/2, dof/2) as ``X/(X+Y)`` with X, Y ~ chi2(dof) built from normals."""
+    gauss = torch.randn((2, n, dof), generator=generator, dtype=torch.float64, device=generator.device)
+    chi2 = gauss.square().sum(dim=-1)
+    return chi2[0] / (chi2[0] + chi2[1])
+
+
+def _sample_vmf_cosine(kappa: Tensor, dim: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Wood's (1994) rejection sampler for w = <mu, y>, y ~ vMF(mu, kappa) on S^{dim-1}; one w per kappa.
+
+    Proposal ``w = (1 - (1+b) z)/(1 - (1-b) z)``, z ~ Beta((d-1)/2, (d-1)/2), accepted when
+    ``kappa w + (d-1) log(1 - x0 w) - c >= log u``, ``b = (d-1)/(2 kappa + sqrt(4 kappa^2 + (d-1)^2))``,
+    ``x0 = (1-b)/(1+b)``, ``c = kappa x0 + (d-1) log(1 - x0^2)``. Written with ``1 - w = 2bz/(1-(1-b)z)`` and
+    ``1 - x0 = 2b/(1+b)`` so that nothing cancels at large kappa.
+
+    Returns:
+        ``(w, sqrt(1 - w^2))``, each of kappa's shape (n,), float64.
+    """
+    n = kappa.shape[0]
+    dof = dim - 1
+    b = dof / (2.0 * kappa + torch.sqrt(4.0 * kappa.square() + dof * dof))
+    one_minus_x0 = 2.0 * b / (1.0 + b)
+    x0 = 1.0 - one_minus_x0
+    log_one_minus_x0_sq = torch.log(4.0 * b) - 2.0 * torch.log1p(b)
+    w = torch.empty(n, dtype=torch.float64, device=kappa.device)
+    root = torch.empty(n, dtype=torch.float64, device=kappa.device)
+    pending = torch.arange(n, device=kappa.device)
+    while pending.numel() > 0:
+        b_p, x0_p, k_p = b[pending], x0[pending], kappa[pending]
+        z = _sample_symmetric_beta(pending.numel(), dof, generator)
+        denominator = 1.0 - (1.0 - b_p) * z
+        one_minus_w = 2.0 * b_p * z / denominator
+        one_minus_x0_w = one_minus_x0[pending] + x0_p * one_minus_w
+        log_accept = k_p * (one_minus_x0[pending] - one_minus_w) + dof * (
+            torch.log(one_minus_x0_w) - log_one_minus_x0_sq[pending]
+        )
+        u = torch.rand(pending.numel(), generator=generator, dtype=torch.float64, device=kappa.device)
+        accept = log_accept >= torch.log(u)
+        chosen = pending[accept]
+        w[chosen] = (1.0 - one_minus_w)[accept]
+        root[chosen] = (2.0 * torch.sqrt(b_p * z * (1.0 - z)) / denominator)[accept]
+        pending = pending[~accept]
+    return w, root
+
+
+def sample_vmf(
+    mean: Tensor, kappa: float | Tensor, generator: torch.Generator, dtype: torch.dtype = torch.float64
+) -> Tensor:
+    """One draw of vMF(mean_i, kappa_i) on S^{d-1} per row of ``mean`` (Wood 1994, exact rejection sampler).
+
+    ``y = w mean + sqrt(1 - w^2) v`` with w from Wood's sampler and v uniform on the unit sphere of mean's
+    orthogonal complement (a normal vector projected and normalised).
+
+    Args:
+        mean: unit mean directions, shape (n, d), d >= 2, on the generator's device.
+        kappa: concentration > 0, a float or a tensor of shape (n,).
+        generator: the source of randomness.
+        dtype: dtype of the result (the draw itself is float64).
+
+    Returns:
+        Tensor (n, d) of unit vectors.
+    """
+    check_generator(generator)
+    if mean.ndim != 2 or mean.shape[1] < 2:
+        raise ValueError(f"mean must have shape (n, d) with d >= 2, got shape {tuple(mean.shape)}")
+    n, dim = mean.shape
+    mu = mean.to(torch.float64)
+    kappas = torch.as_tensor(kappa, dtype=torch.float64, device=mu.device).expand(n).contiguous()
+    if not bool(torch.all(kappas > 0)):
+        raise ValueError(f"kappa must be > 0 everywhere, got min kappa={float(kappas.min())}")
+    w, root = _sample_vmf_cosine(kappas, dim, generator)
+    tangent = torch.randn((n, dim), generator=generator, dtype=torch.float64, device=mu.device)
+    tangent = tangent - (tangent * mu).sum(dim=-1, keepdim=True) * mu
+    tangent = tangent / tangent.norm(dim=-1, keepdim=True)
+    y = w[:, None] * mu + root[:, None] * tangent
+    return (y / y.norm(dim=-1, keepdim=True)).to(dtype)
+
+
+def vmf_log_density(mean: Tensor, y: Tensor, kappa: float, log_normaliser: float) -> Tensor:
+    """``kappa <mean, y> - log C_d(kappa)``: log vMF density against the uniform probability on the sphere."""
+    return kappa * (mean * y).sum(dim=-1) - log_normaliser
+
+
+def vmf_uniform_optimal_auc(dim: int, kappa: float) -> tuple[float, float]:
+    """``E* = P[<x, y> > <x, y'>]`` for y ~ vMF(x, kappa), y' uniform on S^{dim-1}, by adaptive quadrature.
+
+    With theta = angle(x, y) (density ∝ exp(kappa cos theta) sin^{d-2} theta) and ``cos^2(theta'/2)``
+    ~ Beta((d-1)/2, (d-1)/2) for the uniform y', ``1 - E* = E_theta[I_{sin^2(theta/2)}((d-1)/2, (d-1)/2)]``
+    (I the regularised incomplete Beta). scipy's QUADPACK integrates the smooth integrand on [0, pi],
+    split at the mode and a few widths around it.
+
+    Returns:
+        ``(E*, error estimate)``.
+    """
+    half_dof = 0.5 * (dim - 1)
+    log_norm = float(log_vmf_normaliser(dim, kappa)) - kappa + float(special.betaln(half_dof, 0.5))
+
+    def integrand(theta: float) -> float:
+        sin = math.sin(theta)
+        if sin <= 0.0:
+            return 0.0
+        log_density = kappa * (math.cos(theta) - 1.0) + (dim - 2) * math.log(sin) - log_norm
+        return math.exp(log_density) * float(special.betainc(half_dof, half_dof, math.sin(0.5 * theta) ** 2))
+
+    cos_mode = (math.sqrt((dim - 2.0) ** 2 + 4.0 * kappa * kappa) - (dim - 2.0)) / (2.0 * kappa)
+    mode = math.acos(min(1.0, cos_mode))
+    width = 1.0 / math.sqrt(kappa + dim)
+    points = sorted({p for p in (mode + k * width for k in (-4, -1, 1, 4, 12)) if 0.0 < p < math.pi})
+    value, error = integrate.quad(
+        integrand, 0.0, math.pi, points=points, epsabs=1e-14, epsrel=1e-13, limit=_QUAD_LIMIT
+    )
+    return 1.0 - value, error
+
+
+class VMFUniform(ExactModel):
+    """vMF(x, kappa) positives for uniform anchors on S^{d-1}; negatives uniform (THEORY.md section 6.1).
+
+    Args:
+        dim: d >= 2.
+        kappa: concentration > 0 of the positive kernel M(x, .) = vMF(x, kappa).
+        dtype: dtype of sampled tensors.
+
+    Raises:
+        ValueError: d < 2, kappa <= 0 (or not finite), or a non-floating dtype.
+
+    Examples:
+        >>> model = VMFUniform(3, kappa=5.0)
+        >>> x, y = model.sample(4, torch.Generator().manual_seed(0))
+        >>> model.log_ratio(x[:, None, :], y[None, :, :]).shape
+        torch.Size([4, 4])
+    """
+
+    def __init__(self, dim: int, kappa: float, dtype: torch.dtype = torch.float64) -> None:
+        self._dim = check_dim("dim", dim, 2)
+        self.kappa = check_positive("kappa", kappa)
+        self._dtype = check_dtype(dtype)
+        self.log_normaliser = float(log_vmf_normaliser(dim, self.kappa))
+        """log C_d(kappa)."""
+
+    def __repr__(self) -> str:
+        return f"VMFUniform(dim={self.dim}, kappa={self.kappa})"
+
+    @property
+    def base_measure(self) -> str:
+        """The uniform probability measure on S^{d-1}."""
+        return f"uniform probability measure on the unit sphere S^{self.dim - 1}"
+
+    @property
+    def negative_law(self) -> str:
+        """p- is uniform on the sphere, which is both the anchor law and the positives' marginal."""
+        return "uniform on the sphere (= the anchor law pi = the positives' marginal)"
+
+    @property
+    def negatives_from_anchor_law(self) -> bool:
+        """p- = pi: yes."""
+        return True
+
+    @property
+    def negatives_from_positive_marginal(self) -> bool:
+        """p- = law of y: yes (vMF noise on uniform anchors is uniform)."""
+        return True
+
+    def sample_anchors(self, n: int, generator: torch.Generator) -> Tensor:
+        """n uniform anchors on S^{d-1}, shape (n, d)."""
+        return sample_uniform_sphere((check_count(n),), self.dim, generator, self.dtype)
+
+    def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:
+        """y_i ~ vMF(x_i, kappa) for each row of x (n, d); x must be unit vectors."""
+        check_points("x", x, self.dim)
+        return sample_vmf(x.reshape(-1, self.dim), self.kappa, generator, self.dtype).reshape(x.shape)
+
+    def sample_negatives(self, shape: Sequence[int], generator: torch.Generator) -> Tensor:
+        """Uniform negatives on S^{d-1}, shape ``tuple(shape) + (d,)``."""
+        return sample_uniform_sphere(shape, self.dim, generator, self.dtype)
+
+    def log_positive_density(self, x: Tensor, y: Tensor) -> Tensor:
+        """``kappa <x, y> - log C_d(kappa)`` against the uniform probability on the sphere."""
+        check_points("x", x, self.dim)
+        check_points("y", y, self.dim)
+        return vmf_log_density(x, y, self.kappa, self.log_normaliser)
+
+    def log_negative_density(self, y: Tensor) -> Tensor:
+        """0: p- is the base measure itself."""
+        check_points("y", y, self.dim)
+        return torch.zeros(y.shape[:-1], dtype=y.dtype, device=y.device)
+
+    def mean_kl(self) -> float:
+        """``KL(vMF(x, kappa) || uniform) = kappa A_d(kappa) - log C_d(kappa)`` (the same for every x)."""
+        return self.kappa * float(vmf_mean_resultant_length(self.dim, self.kappa)) - self.log_normaliser
+
+    def optimal_auc(self) -> float:
+        """``E* = P[<x,y> > <x,y'>]``; quadrature with error estimate <= 1e-8 (d = 3: (1 + A_3(kappa))/2)."""
+        value, error = vmf_uniform_optimal_auc(self.dim, self.kappa)
+        if error > QUADRATURE_TOLERANCE:
+            raise RuntimeError(f"E* quadrature error estimate {error:.2e} exceeds {QUADRATURE_TOLERANCE}")
+        return value
+
+    def anchor_density_ratio(self, z: Tensor, z2: Tensor) -> Tensor:
+        """``dM(z, .)/dpi (z2) = exp(kappa <z, z2>) / C_d(kappa)`` (pi uniform)."""
+        return torch.exp(self.log_positive_density(z, z2))
+
+    def density_ratio_second_moment(self) -> float:
+        """``E|dM/dpi|^2 = C_d(2 kappa) / C_d(kappa)^2`` (d = 3: kappa coth kappa)."""
+        log_value = float(log_vmf_normaliser(self.dim, 2.0 * self.kappa)) - 2.0 * self.log_normaliser
+        return float(np.exp(log_value))
