@@ -139,7 +139,7 @@ def test_verify_quick_runs_a_true_claim_writes_every_output_and_exits_zero(
         run_id, fidelity = conn.execute(
             "SELECT run_id, json_extract(meta, '$.fidelity') FROM runs"
         ).fetchone()
-        n_cells = conn.execute("SELECT count(*) FROM cells WHERE claim = 'C3'").fetchone()[0]
+        n_cells = conn.execute("SELECT count(*) FROM cells WHERE claim LIKE 'C3@%'").fetchone()[0]
         stored = json.loads(conn.execute("SELECT result FROM claim_results").fetchone()[0])
     assert fidelity == "quick" and n_cells == 2 * len(M_GRID)
     assert stored["verdict"] == "PASS" and stored["control"]["verdict"] == "FAIL"

@@ -9,7 +9,7 @@ again recomputes nothing that was stored and stores nothing twice (the table's U
 The database is plain SQLite (WAL journal) with JSON text columns, so it reads without crl, e.g.::
 
     sqlite3 results.sqlite "select json_extract(cell, '$.m'), json_extract(result, '$.gap') from cells"
-    pandas.read_sql("select * from cells where claim = 'C3'", sqlite3.connect("results.sqlite"))
+    pandas.read_sql("select * from cells where claim like 'C3@%'", sqlite3.connect("results.sqlite"))
 
 Tables: ``cells(claim, cell, seed, result, run_id, created, wall_s)``; ``runs(run_id, started, finished,
 meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, created)``.

@@ -8,10 +8,13 @@ its figures as :class:`FigureSpec` data, which the report draws (claims never im
 """
 
 import enum
+import functools
+import hashlib
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -19,6 +22,21 @@ from numpy.typing import ArrayLike
 
 from crl.stats import MeanSE, SlopeFit, ViolationCount
 from crl.sweep import Cell, CellFn, CellRecord, ProgressHook, SweepStore, derive_seed, run_cells
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """SHA-256 (first 16 hex digits) of every Python source file of the installed crl package.
+
+    Stored cells are namespaced by it, so a rerun reuses only cells computed by exactly this code: an interrupted
+    run resumes, but a changed estimator or claim never silently reuses results of the old one.
+    """
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class Fidelity(enum.StrEnum):
@@ -328,11 +346,12 @@ class ClaimContext:
         """Compute (or load) the claim's cells with :func:`crl.sweep.run_cells`; records in ``cells`` order.
 
         Claim and control cells share the claim's namespace in the store, so their params must differ (e.g.
-        ``{"arm": "control", ...}``).
+        ``{"arm": "control", ...}``). The namespace is ``"<claim id>@<code fingerprint>"`` (see
+        :func:`code_fingerprint`): cells computed by other code are never reused.
         """
         records = run_cells(
             self.store,
-            self.claim_id,
+            f"{self.claim_id}@{code_fingerprint()}",
             cells,
             fn,
             run_id=self.run_id,
