@@ -122,10 +122,11 @@ class SmallCNN(nn.Module):
     embeddings do not depend on each other and data-parallel training equals single-process training.
 
     Args:
-        image_shape: (H, W) of the inputs; inputs are (n, H, W) or (n, 1, H, W).
+        image_shape: (H, W) of the inputs; inputs are (n, C, H, W), or (n, H, W) when C = 1.
         out_features: embedding dimension d.
         channels: convolution widths, one pooling stage each.
         hidden: width of the fully connected layer.
+        in_channels: C, the input channels (1 for grey-scale).
         generator: source of the initial weights.
 
     Examples:
@@ -140,17 +141,18 @@ class SmallCNN(nn.Module):
         out_features: int,
         channels: Sequence[int] = (32, 64),
         hidden: int = 128,
+        in_channels: int = 1,
         *,
         generator: torch.Generator,
     ) -> None:
         super().__init__()
         height, width = image_shape
+        _check_positive_int("in_channels", in_channels)
         _check_positive_int("out_features", out_features)
         _check_positive_int("hidden", hidden)
         if not channels:
             raise ValueError("channels must list at least one convolution width, got an empty sequence")
         stages: list[nn.Module] = []
-        in_channels = 1
         for c in channels:
             _check_positive_int("channel width", c)
             stages += [nn.Conv2d(in_channels, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
@@ -172,7 +174,7 @@ class SmallCNN(nn.Module):
         init_parameters(self, generator)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Embed a batch of images (n, H, W) or (n, 1, H, W) -> (n, out_features)."""
+        """Embed a batch of images (n, C, H, W) (or (n, H, W) when C = 1) -> (n, out_features)."""
         if x.dim() == 3:
             x = x.unsqueeze(1)
         return self.head(self.features(x))

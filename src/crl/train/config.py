@@ -64,6 +64,35 @@ class DataConfig(_Section):
     batch_size: int = Field(
         default=256, ge=2, description="Pairs per step on each process (the global batch is K times this)."
     )
+    crop_scale_min: float = Field(
+        default=0.6,
+        gt=0,
+        le=1,
+        description="Augment: random resized crop keeps an area fraction in [this, 1].",
+    )
+    max_shift: int = Field(
+        default=0, ge=0, description="Augment: random integer shift of up to this many pixels."
+    )
+    flip_p: float = Field(default=0.5, ge=0, le=1, description="Augment: probability of a horizontal flip.")
+    erase_p: float = Field(default=0.25, ge=0, le=1, description="Augment: probability of random erasing.")
+    noise_std: float = Field(default=0.05, ge=0, description="Augment: std of added Gaussian pixel noise.")
+    truth: Literal["vmf", "gaussian"] = Field(
+        default="vmf",
+        description="Synthetic ground truth (source = 'synthetic'): vMF kernel with uniform anchors on the sphere "
+        "S^{dim-1}, or the Gaussian two-tower model (THEORY.md section 6).",
+    )
+    dim: int = Field(default=8, ge=2, description="Synthetic: dimension d of x and y.")
+    kappa: float = Field(default=10.0, gt=0, description="Synthetic vMF: concentration kappa of M(z, .).")
+    rho: float = Field(
+        default=0.8, gt=-1, lt=1, description="Synthetic Gaussian: correlation rho of y with x."
+    )
+    n_heldout: int = Field(default=10000, ge=2, description="Synthetic: held-out pairs drawn for evaluation.")
+
+    @model_validator(mode="after")
+    def _synthetic_needs_n(self) -> DataConfig:
+        if self.source == "synthetic" and self.n_train == 0:
+            raise ValueError("source = 'synthetic' needs n_train >= 1 (the number of training pairs to draw)")
+        return self
 
 
 class ModelConfig(_Section):
@@ -214,7 +243,7 @@ class RunConfig(_Section):
 
 
 class EvalConfig(_Section):
-    """``[eval]``: held-out evaluation by ``crl eval`` (and at the end of training when ``at_end``)."""
+    """``[eval]``: held-out evaluation by ``crl eval``."""
 
     seed: int = Field(
         default=1234, ge=0, description="Seed of the fixed generator that makes the held-out views."
@@ -231,9 +260,6 @@ class EvalConfig(_Section):
     )
     probe_max_iter: int = Field(default=200, ge=1, description="Iterations of the logistic-regression probe.")
     batch_size: int = Field(default=1024, ge=1, description="Images per forward pass when embedding.")
-    at_end: bool = Field(
-        default=False, description="Evaluate at the end of training and put the figures in the result."
-    )
 
 
 class TrainConfig(_Section):

@@ -50,6 +50,7 @@ def gathered_in_batch_loss(
         symmetric: average the x->y and y->x directions.
     """
     n, total = anchors.shape[0], gathered_positives.shape[0]
+    tau = tau.to(device=anchors.device, dtype=anchors.dtype)
     if total < 2:
         raise ValueError("in-batch negatives need a global batch of at least 2 pairs")
     own = torch.zeros(n, total, dtype=torch.bool, device=anchors.device)

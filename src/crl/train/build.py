@@ -1,0 +1,116 @@
+"""From a config to the objects of a run: model, optimiser, learning-rate schedule, generators.
+
+Shared by the trainer and by ``crl eval`` (which rebuilds the model of a checkpoint from its saved config).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature
+from crl.train.config import LossConfig, ModelConfig, OptimConfig
+
+__all__ = ["WarmupCosine", "build_model", "build_optimizer", "build_schedule", "derive_generator"]
+
+
+def derive_generator(seed: int, stream: str, rank: int = 0) -> torch.Generator:
+    """An independent CPU generator for one named random stream of one rank.
+
+    The seed comes from numpy's SeedSequence([seed, crc32(stream), rank]): streams and ranks never share a seed, and
+    the same (seed, stream, rank) always gives the same generator.
+    """
+    state = np.random.SeedSequence([seed, zlib.crc32(stream.encode("utf-8")), rank]).generate_state(
+        2, dtype=np.uint32
+    )
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
+    if config.encoder == "mlp":
+        return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
+    if len(input_shape) not in (2, 3):
+        raise ValueError(
+            f"model.encoder = 'cnn' needs image inputs (C, H, W) or (H, W), but the data gives shape {input_shape}; "
+            "use model.encoder = 'mlp'"
+        )
+    in_channels = input_shape[0] if len(input_shape) == 3 else 1
+    return SmallCNN(
+        (input_shape[-2], input_shape[-1]),
+        config.embedding_dim,
+        config.channels,
+        config.cnn_hidden,
+        in_channels,
+        generator=generator,
+    )
+
+
+def build_model(
+    model: ModelConfig,
+    loss: LossConfig,
+    anchor_shape: tuple[int, ...],
+    positive_shape: tuple[int, ...],
+    generator: torch.Generator,
+) -> DualEncoder:
+    """The dual encoder of the config, with weights drawn from ``generator``.
+
+    ``towers = "shared"`` needs anchors and positives of one shape.
+    """
+    if model.towers == "shared" and anchor_shape != positive_shape:
+        raise ValueError(
+            f"model.towers = 'shared' needs anchors and positives of one shape, got {anchor_shape} and "
+            f"{positive_shape}; use model.towers = 'two'"
+        )
+    anchor = Encoder(_backbone(model, anchor_shape, generator), normalize=model.normalize)
+    positive = (
+        None
+        if model.towers == "shared"
+        else Encoder(_backbone(model, positive_shape, generator), normalize=model.normalize)
+    )
+    temperature = Temperature(loss.tau, learnable=loss.learnable_tau, max_inverse=loss.max_inverse_tau)
+    return DualEncoder(anchor, positive, temperature)
+
+
+def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
+    """AdamW with decoupled weight decay on weight matrices and kernels only (not biases, not tau)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2))
+
+
+@dataclass
+class WarmupCosine:
+    """Learning-rate factor at step t (t = 0 for the first optimiser step).
+
+    ``f(t) = (t + 1) / W`` for t < W (linear warm-up), then
+    ``f(t) = r + (1 - r) (1 + cos(pi min(1, (t - W) / max(1, T - W)))) / 2`` (cosine decay to r at t = T),
+    with W = warmup_steps, T = total_steps, r = min_lr_ratio.
+    """
+
+    warmup_steps: int
+    total_steps: int
+    min_lr_ratio: float
+
+    def __call__(self, step: int) -> float:
+        """The factor f(step) that multiplies the peak learning rate."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_schedule(
+    optimizer: torch.optim.Optimizer, config: OptimConfig
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Warm-up + cosine (:class:`WarmupCosine`) as a LambdaLR, whose state_dict is JSON-serialisable."""
+    factor = WarmupCosine(config.warmup_steps, config.total_steps, config.min_lr_ratio)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,119 @@
+"""From ``[data]`` to pair sources: the training pairs, the held-out pairs and the labelled inputs for kNN/probes.
+
+- Fashion-MNIST / digits with ``pairs = "augment"``: :class:`crl.data.TwoViewPairs` (fresh views every call);
+  held-out pairs are one fixed draw of two views per test image (generator seeded by ``eval.seed``).
+- ``pairs = "halves"``: :func:`crl.data.halves_pairs` (left half -> right half).
+- ``source = "synthetic"``: :class:`crl.data.SyntheticPairs` from a :mod:`crl.synthetic` truth; negatives are
+  then drawn from p- itself.
+
+Class-level evaluation embeds the *anchor view* of each labelled image with f: the clean image for two views,
+its left half for halves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from crl.data import (
+    ImageAugmentation,
+    ImageSet,
+    PairedArrays,
+    SyntheticPairs,
+    TwoViewPairs,
+    halves_pairs,
+    load_digits,
+    load_fashion_mnist,
+    split_halves,
+)
+from crl.train.build import derive_generator
+from crl.train.config import DataConfig, TrainConfig
+from crl.train.source import PairSource
+
+__all__ = ["LabelledInputs", "build_source", "heldout_pairs", "labelled_inputs"]
+
+Split = Literal["train", "test"]
+
+
+@dataclass(frozen=True)
+class LabelledInputs:
+    """Anchor-side inputs with class labels, for kNN and linear-probe accuracy."""
+
+    inputs: Tensor
+    labels: Tensor
+    n_classes: int
+
+
+def _images(config: DataConfig, split: Split) -> ImageSet:
+    fashion = config.source == "fashion_mnist"
+    images = load_fashion_mnist(split, root=config.root) if fashion else load_digits(split)
+    if split == "train" and config.n_train > 0:
+        if config.n_train > len(images):
+            raise ValueError(
+                f"data.n_train = {config.n_train} exceeds the {len(images)} training images of "
+                f"{config.source!r}; use at most {len(images)} (or 0 for all)"
+            )
+        images = images.subset(slice(0, config.n_train))
+    return images
+
+
+def _augmentation(config: DataConfig) -> ImageAugmentation:
+    return ImageAugmentation(
+        crop_scale=(config.crop_scale_min, 1.0),
+        max_shift=config.max_shift,
+        flip_p=config.flip_p,
+        erase_p=config.erase_p,
+        noise_std=config.noise_std,
+    )
+
+
+def _truth(config: DataConfig) -> object:
+    if config.truth == "vmf":
+        from crl.synthetic.vmf import VMFUniform
+
+        return VMFUniform(config.dim, config.kappa)
+    from crl.synthetic.gaussian import GaussianTwoTower
+
+    return GaussianTwoTower(config.dim, config.rho)
+
+
+def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> PairSource:
+    """The training pair source of ``[data]`` (``split="test"`` gives the held-out images' source).
+
+    Synthetic training pairs are drawn once from the "data" stream of ``seed``.
+    """
+    if config.source == "synthetic":
+        count = config.n_train if split == "train" else config.n_heldout
+        stream = "data" if split == "train" else "heldout"
+        return SyntheticPairs(_truth(config), count, derive_generator(seed, stream), dtype=torch.float32)  # type: ignore[arg-type]
+    images = _images(config, split)
+    if config.pairs == "halves":
+        return halves_pairs(images)
+    return TwoViewPairs(images, _augmentation(config))
+
+
+def heldout_pairs(config: TrainConfig) -> PairedArrays:
+    """The fixed held-out pairs: two views of each test image drawn with the ``eval.seed`` generator, the
+    halves of each test image, or n_heldout fresh synthetic pairs."""
+    if config.data.source == "synthetic":
+        source = build_source(config.data, seed=config.eval.seed, split="test")
+        assert isinstance(source, PairedArrays)
+        return source
+    images = _images(config.data, "test")
+    if config.data.pairs == "halves":
+        return halves_pairs(images)
+    views = TwoViewPairs(images, _augmentation(config.data))
+    return views.materialise(derive_generator(config.eval.seed, "heldout-views"))
+
+
+def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
+    """Anchor-view inputs and labels of a split (``None`` for synthetic data, which has no classes)."""
+    if config.source == "synthetic":
+        return None
+    images = _images(config, split)
+    pixels = images.images if config.pairs == "augment" else split_halves(images.images)[0]
+    inputs = pixels.squeeze(1) if pixels.shape[1] == 1 else pixels
+    return LabelledInputs(inputs, images.labels, len(images.class_names))

@@ -1,0 +1,85 @@
+"""The step loss: routing of every negatives kind to the objectives, and the gathered in-batch loss.
+
+References: the float64 loops of tests/objectives/reference.py (written from THEORY.md, not from crl).
+"""
+
+import pytest
+import torch
+
+from crl.negatives import EmbeddedBatch, Negatives
+from crl.train.loss import batch_loss, gathered_in_batch_loss
+from tests.objectives.reference import reference_loss
+
+
+def _unit(rows: int, d: int, g: torch.Generator) -> torch.Tensor:
+    return torch.nn.functional.normalize(torch.randn(rows, d, generator=g, dtype=torch.float64), dim=1)
+
+
+@pytest.mark.parametrize("form", ["infonce", "dcl", "gcl"])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_gathered_loss_averaged_over_ranks_is_the_global_in_batch_loss(form: str, symmetric: bool) -> None:
+    """Slices of a K=3 global batch, scored against all 3n candidates, must average to the global loss.
+
+    If this failed, a rank would see a wrong candidate set (own positive as a negative, or a missing rank).
+    """
+    g = torch.Generator().manual_seed(0)
+    n, world, tau = 4, 3, 0.3
+    a, p = _unit(n * world, 5, g), _unit(n * world, 5, g)
+    per_rank = [
+        gathered_in_batch_loss(
+            a[r * n : (r + 1) * n],
+            p[r * n : (r + 1) * n],
+            a,
+            p,
+            r * n,
+            tau=torch.tensor(tau, dtype=torch.float64),
+            form=form,
+            symmetric=symmetric,
+        )
+        for r in range(world)
+    ]
+    expected = sum(reference_loss(a, p, None, tau=tau, form=form, regime="shared", symmetric=symmetric))
+    assert abs(float(sum(per_rank)) / world - expected / (n * world)) < 1e-12
+
+
+def test_batch_loss_routes_each_kind_to_its_regime() -> None:
+    """In-batch, shared (one- and two-sided) and independent negatives must each give their loop reference."""
+    g = torch.Generator().manual_seed(1)
+    n, m, tau = 4, 3, 0.5
+    a, p = _unit(n, 3, g), _unit(n, 3, g)
+    neg_y, neg_x, independent = _unit(m, 3, g), _unit(m, 3, g), _unit(n * m, 3, g).view(n, m, 3)
+    batch = EmbeddedBatch(a, p)
+    t = torch.tensor(tau, dtype=torch.float64)
+    cases = [
+        (Negatives("shared", "in_batch"), None, "shared", False),
+        (Negatives("shared", "embeddings", y=neg_y), neg_y, "shared", False),
+        (Negatives("shared", "embeddings", y=neg_y, x=neg_x), (neg_y, neg_x), "shared", True),
+        (Negatives("independent", "embeddings", y=independent), independent, "independent", False),
+    ]
+    for negatives, reference_negatives, regime, symmetric in cases:
+        value = batch_loss(batch, negatives, tau=t, form="infonce", symmetric=symmetric)
+        expected = reference_loss(
+            a, p, reference_negatives, tau=tau, form="infonce", regime=regime, symmetric=symmetric
+        )
+        assert abs(float(value) - sum(expected) / n) < 1e-12
+
+
+def test_batch_loss_refuses_unembedded_or_one_sided_negatives() -> None:
+    """Indices are not embeddings, and a symmetric loss without x' negatives is undefined: both must raise."""
+    batch = EmbeddedBatch(torch.randn(3, 2), torch.randn(3, 2))
+    with pytest.raises(ValueError, match="embed_negatives"):
+        batch_loss(
+            batch,
+            Negatives("shared", "indices", y=torch.arange(3)),
+            tau=torch.tensor(0.1),
+            form="dcl",
+            symmetric=False,
+        )
+    with pytest.raises(ValueError, match="anchor-side"):
+        batch_loss(
+            batch,
+            Negatives("shared", "embeddings", y=torch.randn(4, 2)),
+            tau=torch.tensor(0.1),
+            form="dcl",
+            symmetric=True,
+        )
