@@ -44,3 +44,30 @@ def verify(
         fidelity=fidelity, claims=claims, out=out, seed=seed, workers=workers, fresh=fresh
     )
     raise typer.Exit(status)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Argument(help="TOML config (see configs/fashion_sscrl.toml).")],
+) -> None:
+    """Train a contrastive encoder; resumes from the newest checkpoint of the run folder.
+
+    Distributed: torchrun --nproc_per_node=K -m crl train CONFIG (gloo on CPU, nccl on CUDA).
+    """
+    from crl.train.commands import train_command
+
+    raise typer.Exit(train_command(config))
+
+
+@app.command("eval")
+def evaluate(
+    checkpoint: Annotated[
+        Path, typer.Argument(help="A checkpoint (step-*.safetensors) or a run folder (its newest checkpoint).")
+    ],
+    out: Annotated[Path | None, typer.Option(help="Where to write the JSON (default: RUN_DIR/eval.json).")] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+) -> None:
+    """Held-out retrieval (recall@k, MRR, nDCG@10, MAP, AUC) and kNN / linear-probe accuracy of a checkpoint."""
+    from crl.evaluate import eval_command
+
+    raise typer.Exit(eval_command(checkpoint, out=out, device=device))
