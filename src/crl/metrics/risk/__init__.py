@@ -1,3 +1,47 @@
+"""Risk estimates: [A]'s contrastive risks and AUC (contrastive, auc, exact, finite) and [B]'s kernel (kernel).
+
+Every estimate of an expectation returns a value with its Monte-Carlo standard error
+(:class:`Estimate`); every loss value comes from :mod:`crl.objectives`.
+"""
+
+from crl.metrics.risk.auc import auc, auc_gap
+from crl.metrics.risk.contrastive import (
+    empirical_risk_draws,
+    empirical_risk_per_anchor,
+    excess_risk,
+    excess_risk_terms,
+    expected_empirical_risk,
+    inner_gap,
+    inner_gap_draws,
+    kl_to_ideal,
+    log_partition,
+    population_risk,
+    population_risk_terms,
+    sampled_log_partition,
+)
+from crl.metrics.risk.estimate import Estimate, ScoreFn, estimate_from_draws
+from crl.metrics.risk.exact import (
+    FeatureScore,
+    IsotropicGaussian,
+    NegativeLaw,
+    UniformSphere,
+    feature_log_partition,
+    feature_score_cdf,
+    ideal_feature_score,
+    negative_law_of,
+    resolve_negative_law,
+)
+from crl.metrics.risk.finite import (
+    FiniteLaw,
+    finite_auc,
+    finite_kl_to_ideal,
+    finite_law_of,
+    finite_log_partition,
+    finite_optimal_auc,
+    finite_optimal_risk,
+    finite_population_risk,
+    score_table,
+)
 from crl.metrics.risk.kernel import (
     GapCoefficients,
     GapDraws,
@@ -19,19 +63,54 @@ from crl.metrics.risk.kernel import (
 )
 
 __all__ = [
+    "Estimate",
+    "FeatureScore",
+    "FiniteLaw",
     "GapCoefficients",
     "GapDraws",
+    "IsotropicGaussian",
     "KernelDivergences",
+    "NegativeLaw",
+    "ScoreFn",
+    "UniformSphere",
     "asymptotic_gap_coefficients",
+    "auc",
+    "auc_gap",
     "contrastive_risk_draws",
     "cross_entropy_gap_bounds",
+    "empirical_risk_draws",
+    "empirical_risk_per_anchor",
+    "estimate_from_draws",
+    "excess_risk",
+    "excess_risk_terms",
+    "expected_empirical_risk",
+    "feature_log_partition",
+    "feature_score_cdf",
+    "finite_auc",
+    "finite_kl_to_ideal",
+    "finite_law_of",
+    "finite_log_partition",
+    "finite_optimal_auc",
+    "finite_optimal_risk",
+    "finite_population_risk",
+    "ideal_feature_score",
     "ideal_search_bound",
     "ideal_search_cross_entropy",
     "ideal_search_gap",
+    "inner_gap",
+    "inner_gap_draws",
     "integrated_cross_entropy_gap",
     "kernel_divergences",
+    "kl_to_ideal",
     "learned_log_density_ratio",
     "learned_log_partition",
+    "log_partition",
+    "negative_law_of",
+    "population_risk",
+    "population_risk_terms",
+    "resolve_negative_law",
+    "sampled_log_partition",
+    "score_table",
     "temperature_bound",
     "uniform_sphere_quadrature",
     "vmf_identity_cross_entropy",

@@ -1,0 +1,142 @@
+"""What every risk estimate returns, and the checks shared by the estimators of [A]'s quantities.
+
+An :class:`Estimate` is a Monte-Carlo mean with its standard error ``sd / sqrt(n_samples)`` over independent
+draws (``se = 0`` for an exact computation). Score functions are plain callables ``s(x, y)`` that broadcast
+over leading dimensions: ``score_fn(x[:, None, :], y[None, :, :])`` is the (n, m) matrix of scores of n
+anchors against m candidates, as the synthetic models' ``log_ratio`` does.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from scipy import stats as scipy_stats
+from torch import Tensor
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+"""A score s(x, y): maps broadcastable (..., d) tensors x and y to the (...) tensor of scores."""
+
+Form = Literal["infonce", "dcl", "gcl"]
+Regime = Literal["shared", "independent"]
+FORMS: tuple[str, ...] = ("infonce", "dcl", "gcl")
+REGIMES: tuple[str, ...] = ("shared", "independent")
+
+CHUNK_ELEMENTS = 1 << 22
+"""Largest number of floats (anchors x negatives x d) one chunk of an estimator materialises."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A Monte-Carlo estimate: ``value`` with standard error ``se`` from ``n_samples`` independent draws.
+
+    Attributes:
+        value: the point estimate (the mean of the draws).
+        se: its standard error ``sd(draws, ddof=1) / sqrt(n_samples)``; 0.0 for an exact computation.
+        n_samples: number of independent draws averaged (1 for an exact computation).
+    """
+
+    value: float
+    se: float
+    n_samples: int
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Normal interval ``value -/+ z_{(1+level)/2} se``.
+
+        Raises:
+            ValueError: if ``level`` is not in (0, 1).
+        """
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level={level!r} must be in (0, 1), e.g. 0.95.")
+        half = float(scipy_stats.norm.ppf(0.5 + level / 2.0)) * self.se
+        return self.value - half, self.value + half
+
+
+def estimate_from_draws(draws: Tensor) -> Estimate:
+    """Mean and standard error ``sd / sqrt(n)`` of independent draws (float64).
+
+    Args:
+        draws: 1-D tensor of at least two finite draws.
+
+    Raises:
+        ValueError: if fewer than two draws are given or any is NaN/Inf.
+    """
+    values = draws.detach().to(torch.float64).reshape(-1)
+    if values.numel() < 2:
+        raise ValueError(f"draws has {values.numel()} entries; pass at least 2 to estimate a standard error.")
+    if not bool(torch.isfinite(values).all()):
+        bad = int((~torch.isfinite(values)).sum())
+        raise ValueError(
+            f"draws contains {bad} NaN/Inf values; the score or the model produced non-finite terms."
+        )
+    n = values.numel()
+    return Estimate(float(values.mean()), float(values.std(unbiased=True)) / math.sqrt(n), n)
+
+
+def check_tau(tau: float) -> float:
+    """A temperature: a finite float > 0 (``ValueError`` naming tau otherwise)."""
+    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau <= 0:
+        raise ValueError(f"tau={tau!r} must be a finite number > 0, e.g. tau=0.5.")
+    return float(tau)
+
+
+def check_count(name: str, value: int, minimum: int) -> int:
+    """An integer ``>= minimum`` named ``name`` (``ValueError`` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}.")
+    return value
+
+
+def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed`` (``ValueError`` listing them otherwise)."""
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not known; use one of {', '.join(map(repr, allowed))}.")
+    return value
+
+
+def check_generator(generator: torch.Generator) -> torch.Generator:
+    """A ``torch.Generator`` (``TypeError`` otherwise: library code never uses the global RNG)."""
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator, got {type(generator).__name__}; "
+            "pass torch.Generator().manual_seed(seed)."
+        )
+    return generator
+
+
+def evaluate_scores(score_fn: ScoreFn, x: Tensor, y: Tensor, name: str = "score_fn") -> Tensor:
+    """``score_fn(x, y)`` in float64, checked to be finite and of the broadcast shape of x and y minus d.
+
+    Raises:
+        ValueError: if the scores have the wrong shape or contain NaN/Inf.
+    """
+    expected = np.broadcast_shapes(tuple(x.shape[:-1]), tuple(y.shape[:-1]))
+    scores = score_fn(x, y)
+    if not isinstance(scores, Tensor) or tuple(scores.shape) != tuple(expected):
+        shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+        raise ValueError(
+            f"{name} returned {shape} for x {tuple(x.shape)} and y {tuple(y.shape)}; it must broadcast over "
+            f"leading dimensions and return shape {tuple(expected)} (one score per pair)."
+        )
+    scores = scores.detach().to(torch.float64)
+    if not bool(torch.isfinite(scores).all()):
+        raise ValueError(f"{name} returned NaN/Inf scores; [A]'s risks need finite scores s(x, y).")
+    return scores
+
+
+def anchor_chunks(n: int, per_anchor: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` ranges of anchors so that each chunk holds at most ~CHUNK_ELEMENTS floats."""
+    rows = max(1, CHUNK_ELEMENTS // max(1, per_anchor))
+    return [(start, min(n, start + rows)) for start in range(0, n, rows)]
+
+
+def limit_form(form: str) -> Literal["gcl", "dcl"]:
+    """The form whose m -> infinity limit a form has after centring: "gcl" for gcl, "dcl" for dcl and infonce.
+
+    ``infonce - log m`` and ``dcl - log m`` both tend to ``log Z_s(x) - s(x, y)/tau`` ([B]'s CE); ``gcl`` tends to
+    ``tau log Z_s(x) - s(x, y)`` ([A]'s L).
+    """
+    check_choice("form", form, FORMS)
+    return "gcl" if form == "gcl" else "dcl"
