@@ -175,7 +175,7 @@ def retrieval_metrics(
         >>> retrieval_metrics(z, z, positive_index=torch.arange(100)).recall_at_k[1].mean
         1.0
     """
-    if queries.dim() >= 1 and queries.shape[0] < 2:
+    if isinstance(queries, Tensor) and queries.dim() == 2 and queries.shape[0] < 2:
         raise ValueError(
             f"queries: got {queries.shape[0]} query; a standard error needs at least 2. "
             "Use retrieval_per_query for a single query."
