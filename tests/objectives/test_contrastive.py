@@ -381,3 +381,18 @@ def test_positive_offset_errors():
         contrastive_loss(a, p, unit(5, 3, g), tau=0.1, positive_offset=2)
     with pytest.raises(ValueError, match=r"positive_offset needs explicit negatives"):
         contrastive_loss(a, p, tau=0.1, positive_offset=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_column_sums_far_below_the_block_maximum_are_exact(dtype):
+    """The symmetric forward gets column sums from one exp pass; columns whose entries all lie ~100 below the block's
+    largest logit would underflow there and must be recomputed exactly (else the y->x loss would be -inf/NaN)."""
+    from crl.objectives.tiled import dense_logsumexp_both, tiled_logsumexp_both
+
+    q = torch.tensor([[10.0, 0.0], [0.0, -5.0], [1.0, 1.0]], dtype=dtype)
+    c = torch.tensor([[10.0, 0.0], [0.0, 10.0], [-3.0, 2.0]], dtype=dtype)
+    for offset in (None, 0):
+        want_row, want_col = dense_logsumexp_both(q, c, exclude_offset=offset)
+        got_row, got_col = tiled_logsumexp_both(q, c, exclude_offset=offset, block_size=3)
+        torch.testing.assert_close(got_row, want_row)
+        torch.testing.assert_close(got_col, want_col)

@@ -61,6 +61,31 @@ def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
     torch.logaddexp(lse, total, out=lse)
 
 
+_NEGLIGIBLE_TOTAL = math.exp(-60.0)
+"""Column sums below this (relative to the block's largest row maximum) are recomputed exactly."""
+
+
+def _accumulate_both_lse(
+    block: Tensor, row_lse: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]
+) -> None:
+    """Row and column log-sum-exps of one block from a single exp pass.
+
+    With E_ij = exp(S_ij - top_i) (top_i the row maximum) and K = max_i top_i, the column sums are
+    sum_i exp(S_ij) = e^K sum_i E_ij exp(top_i - K): one matrix-vector product instead of a second exp pass. Rows
+    whose top_i lies far below K underflow there; a column whose sum comes out below e^-60 (where that could matter)
+    is redone exactly from ``recompute()`` (the block's logits again).
+    """
+    top = block.amax(dim=1).nan_to_num_(neginf=0.0)
+    block.sub_(top[:, None]).exp_()
+    peak = top.max()
+    col_total = torch.mv(block.T, (top - peak).exp_())
+    torch.logaddexp(row_lse, block.sum(dim=1).log_().add_(top), out=row_lse)
+    if bool((col_total >= _NEGLIGIBLE_TOTAL).all()):
+        torch.logaddexp(col_lse, col_total.log_().add_(peak), out=col_lse)
+    else:
+        _accumulate_lse(recompute(), 0, col_lse)
+
+
 def _fold_gradient(lse: Tensor, grad: Tensor) -> tuple[Tensor, Tensor | None]:
     """Write g_i exp(S_ij - lse_i) as exp(S_ij - (lse_i - log g_i)) when every g_i > 0 (the usual case: a mean of
     contrastive losses), saving one pass over each block; otherwise return the scale g to multiply by."""
@@ -84,11 +109,17 @@ def _forward_blocks(
     for r0, r1 in _blocks(n, block_rows):
         for c0, c1 in _blocks(m, block_cols):
             block = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
-            if want_columns:
-                copy = work.second(r1 - r0, c1 - c0)
-                copy.copy_(block)
-                _accumulate_lse(copy, 0, col_lse[c0:c1])
-            _accumulate_lse(block, 1, row_lse[r0:r1])
+            if not want_columns:
+                _accumulate_lse(block, 1, row_lse[r0:r1])
+                continue
+            spare = work.second(r1 - r0, c1 - c0)
+
+            def recompute(
+                r0: int = r0, r1: int = r1, c0: int = c0, c1: int = c1, spare: Tensor = spare
+            ) -> Tensor:
+                return _block_logits(q, c, r0, r1, c0, c1, exclude_offset, spare)
+
+            _accumulate_both_lse(block, row_lse[r0:r1], col_lse[c0:c1], recompute)
     return row_lse, col_lse
 
 
