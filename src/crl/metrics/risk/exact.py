@@ -64,8 +64,8 @@ class FeatureScore:
             raise ValueError(f"curvature={self.curvature!r} must be a finite number (0 for a linear score).")
 
     def __call__(self, x: Tensor, y: Tensor) -> Tensor:
-        """``<f(x), y> - (c/2)|y|^2``, broadcasting over leading dimensions."""
-        value = (self.features(x) * y).sum(dim=-1)
+        """``<f(x), y> - (c/2)|y|^2``, broadcasting over leading dimensions (einsum: no (..., d) product tensor)."""
+        value = torch.einsum("...d,...d->...", self.features(x), y)
         if self.curvature != 0.0:
             value = value - 0.5 * self.curvature * y.square().sum(dim=-1)
         return value
