@@ -24,7 +24,7 @@ from scipy import special
 from crl.synthetic._special import (
     FloatArray,
     clenshaw_curtis_cumulative,
-    gini_auc,
+    gini_auc_from_log,
     log_vmf_normaliser,
     polar_angle_rule,
 )
@@ -178,7 +178,7 @@ def _azimuth_rule(dim: int, n: int) -> tuple[FloatArray, FloatArray]:
 
 
 def grid_optimal_auc(model: AxialMixture, n: int, n_anchor: int) -> float:
-    """E* for any axial model, as ``E_x [1/2 + 1/4 E_{Y, Y' ~ p-} |r_x(Y) - r_x(Y')|]`` (see :func:`gini_auc`).
+    """E* for any axial model, as ``E_x [1/2 + 1/4 E_{Y, Y' ~ p-} |r_x(Y) - r_x(Y')|]`` (see :func:`gini_auc_from_log`).
 
     For each of ``n_anchor`` Gauss–Legendre anchor nodes c, the sphere is discretised by the product of n polar
     nodes theta and n azimuth nodes phi around e (quadrature masses times p-), and the mean absolute difference
@@ -198,7 +198,7 @@ def grid_optimal_auc(model: AxialMixture, n: int, n_anchor: int) -> float:
     for index, c in enumerate(c_nodes):
         inner = c * t[:, None] + math.sqrt(max(1.0 - c * c, 0.0)) * radial
         log_ratio = model.kappa * inner - log_c - log_negative[:, None]
-        per_anchor[index] = gini_auc(np.exp(log_ratio).ravel(), mass)
+        per_anchor[index] = gini_auc_from_log(log_ratio.ravel(), mass)
     return float(anchor_weights @ per_anchor)
 
 

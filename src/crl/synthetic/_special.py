@@ -14,11 +14,9 @@ from scipy import special
 
 FloatArray = NDArray[np.float64]
 
-_SMALL_KAPPA = 1.0
-"""Below this kappa, log C_d is summed from its 0F1 series with log1p (no cancellation at kappa -> 0)."""
-
-_SERIES_TERMS_SMALL = 40
-"""Terms of the 0F1 series used below ``_SMALL_KAPPA``: the 40th term is < 0.25^40 / 40! ~ 1e-72."""
+_SERIES_TERMS = 40
+"""Terms of the 0F1 series of C_d used where kappa^2 <= max(2, 2d): each term is at most 1/j! of the first,
+so the 40th is below 1e-47 (and the sum has no cancellation at kappa -> 0 or against lgamma(d/2) at large d)."""
 
 _IVE_UNDERFLOW = 1e-290
 """Where ``scipy.special.ive`` falls below this, log I_nu is summed from its power series in log space."""
@@ -63,13 +61,16 @@ def log_bessel_ive(nu: float, x: ArrayLike) -> FloatArray:
     return np.asarray(out, dtype=np.float64)
 
 
-def _log_vmf_normaliser_small(d: int, kappa: FloatArray) -> FloatArray:
-    """``log C_d(kappa)`` from the 0F1 series ``sum_j (kappa^2/4)^j Gamma(d/2) / (j! Gamma(d/2 + j))`` (kappa <= 1)."""
+def _log_vmf_normaliser_series(d: int, kappa: FloatArray) -> FloatArray:
+    """``log C_d(kappa)`` from the 0F1 series ``sum_j (kappa^2/4)^j Gamma(d/2) / (j! Gamma(d/2 + j))``.
+
+    Term j+1 over term j is ``kappa^2 / (4 (j+1) (d/2 + j)) <= 1/(j+1)`` when kappa^2 <= max(2, 2d).
+    """
     quarter_k2 = 0.25 * kappa * kappa
     half_d = 0.5 * d
     term = np.ones_like(kappa)
     total = np.zeros_like(kappa)
-    for j in range(_SERIES_TERMS_SMALL):
+    for j in range(_SERIES_TERMS):
         term = term * quarter_k2 / ((j + 1.0) * (half_d + j))
         total = total + term
     return np.asarray(np.log1p(total), dtype=np.float64)
@@ -87,13 +88,13 @@ def log_vmf_normaliser(d: int, kappa: ArrayLike) -> FloatArray:
         kappa: concentrations, ``kappa >= 0`` (any shape).
 
     Returns:
-        float64 array of kappa's shape. Accurate to a few ulps of max(1, |log C_d|): the 0F1 series with
-        log1p below kappa = 1, scipy's exponentially scaled Bessel function above.
+        float64 array of kappa's shape, to a few ulps: the 0F1 series with log1p where
+        kappa^2 <= max(2, 2d), scipy's exponentially scaled Bessel function above.
     """
     ks = np.asarray(kappa, dtype=np.float64)
     out = np.empty_like(ks)
-    small = ks <= _SMALL_KAPPA
-    out[small] = _log_vmf_normaliser_small(d, ks[small])
+    small = ks * ks <= max(2.0, 2.0 * d)
+    out[small] = _log_vmf_normaliser_series(d, ks[small])
     large = ~small
     if np.any(large):
         k_large = ks[large]
@@ -158,19 +159,32 @@ def gini_auc(ratio: FloatArray, mass: FloatArray) -> float:
     ``1/2 sum_ij m_i m_j |r_i - r_j|``. Computed in O(N log N) by sorting.
 
     Args:
-        ratio: r_i >= 0, shape (N,).
+        ratio: r_i >= 0, shape (N,), with ``sum_i m_i r_i = 1``.
         mass: m_i >= 0 with sum 1, shape (N,).
 
     Returns:
         The AUC as a float.
     """
+    return 0.5 + 0.5 * _half_mean_difference(ratio, mass)
+
+
+def gini_auc_from_log(log_ratio: FloatArray, mass: FloatArray) -> float:
+    """:func:`gini_auc` from ``log r`` without overflow: r is scaled by exp(-max log r) and the sum rescaled."""
+    shift = float(np.max(log_ratio))
+    scaled = _half_mean_difference(np.exp(log_ratio - shift), mass)
+    if scaled <= 0.0:
+        return 0.5
+    return 0.5 + 0.5 * math.exp(math.log(scaled) + shift)
+
+
+def _half_mean_difference(ratio: FloatArray, mass: FloatArray) -> float:
+    """``1/2 sum_ij m_i m_j |r_i - r_j| = sum_j m_j sum_{i: r_i < r_j} m_i (r_j - r_i)`` by sorting r."""
     order = np.argsort(ratio, kind="stable")
     r = ratio[order]
     m = mass[order]
     cum_mass = np.cumsum(m) - m
     cum_moment = np.cumsum(m * r) - m * r
-    half_mean_difference = float(np.sum(m * (r * cum_mass - cum_moment)))
-    return 0.5 + 0.5 * half_mean_difference
+    return float(np.sum(m * (r * cum_mass - cum_moment)))
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,0 +1,201 @@
+"""VMFUniform and the sphere samplers: closed forms vs quadrature vs Monte Carlo (THEORY.md section 6.1)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import integrate, special
+
+from crl.synthetic import VMFUniform, sample_uniform_sphere, sample_vmf
+from crl.synthetic._special import vmf_mean_resultant_length
+from crl.synthetic.vmf import vmf_uniform_optimal_auc
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _coth(x: float) -> float:
+    return 1.0 / math.tanh(x)
+
+
+@pytest.mark.parametrize(("d", "kappa"), [(2, 0.5), (2, 8.0), (3, 4.0), (3, 1e5), (10, 3.0), (64, 40.0)])
+def test_vmf_sampler_has_mean_resultant_length_a_d(d: int, kappa: float) -> None:
+    """E<mu, y> = A_d(kappa) for Wood's sampler, within 4 standard errors; a biased rejection step breaks it."""
+    n = 20000
+    mean = sample_uniform_sphere((n,), d, _generator(0))
+    y = sample_vmf(mean, kappa, _generator(1))
+    cosines = (y * mean).sum(-1)
+    assert torch.allclose(y.norm(dim=-1), torch.ones(n, dtype=torch.float64), atol=1e-12)
+    standard_error = float(cosines.std()) / math.sqrt(n)
+    assert (
+        abs(float(cosines.mean()) - float(vmf_mean_resultant_length(d, kappa))) < 4 * standard_error + 1e-12
+    )
+
+
+def test_vmf_sampler_cosine_law_matches_the_exact_cdf() -> None:
+    """In d = 3, <mu, y> has CDF (e^{k u} - e^{-k}) / (e^k - e^{-k}): Kolmogorov–Smirnov distance small."""
+    kappa, n = 3.0, 20000
+    mean = torch.zeros(n, 3, dtype=torch.float64)
+    mean[:, 2] = 1.0
+    cosines = np.sort(sample_vmf(mean, kappa, _generator(2))[:, 2].numpy())
+    exact = (np.exp(kappa * cosines) - math.exp(-kappa)) / (math.exp(kappa) - math.exp(-kappa))
+    empirical = np.arange(1, n + 1) / n
+    assert np.max(np.abs(exact - empirical)) < 1.63 / math.sqrt(n)  # KS 1% critical value
+
+
+def test_vmf_sampler_tangent_direction_is_isotropic() -> None:
+    """The component of y orthogonal to mu is uniform on the orthogonal sphere: its mean is ~0."""
+    n = 20000
+    mean = torch.zeros(n, 4, dtype=torch.float64)
+    mean[:, 0] = 1.0
+    y = sample_vmf(mean, 2.0, _generator(3))
+    tangent_mean = y[:, 1:].mean(0)
+    assert float(tangent_mean.abs().max()) < 4 * float(y[:, 1:].std(0).max()) / math.sqrt(n)
+
+
+def test_per_row_kappa_and_determinism() -> None:
+    """A per-row kappa tensor is honoured row by row; the same seed gives the same draw."""
+    n = 8000
+    mean = torch.zeros(2 * n, 3, dtype=torch.float64)
+    mean[:, 0] = 1.0
+    kappa = torch.cat([torch.full((n,), 1.0), torch.full((n,), 20.0)]).double()
+    y = sample_vmf(mean, kappa, _generator(4))
+    assert float(y[:n, 0].mean()) == pytest.approx(_coth(1.0) - 1.0, abs=0.02)
+    assert float(y[n:, 0].mean()) == pytest.approx(_coth(20.0) - 1 / 20.0, abs=0.005)
+    assert torch.equal(y, sample_vmf(mean, kappa, _generator(4)))
+
+
+def test_uniform_sampler_is_isotropic() -> None:
+    """Uniform points have mean 0 and second moment I/d."""
+    points = sample_uniform_sphere((40000,), 5, _generator(5))
+    assert float(points.mean(0).abs().max()) < 0.02
+    second = points.T @ points / points.shape[0]
+    assert torch.allclose(second, torch.eye(5, dtype=torch.float64) / 5, atol=0.01)
+
+
+def _cosine_density_quad(d: int, function: object) -> float:
+    """∫ f(u) dnu(u), nu the law of <mu, u> for u uniform on S^{d-1} (density ∝ (1-u^2)^{(d-3)/2})."""
+    log_beta = special.betaln(0.5 * (d - 1), 0.5)
+    value, _ = integrate.quad(
+        lambda theta: function(math.cos(theta)) * math.sin(theta) ** (d - 2) * math.exp(-log_beta),  # type: ignore[operator]
+        0.0,
+        math.pi,
+        epsabs=1e-13,
+        limit=200,
+    )
+    return value
+
+
+@pytest.mark.parametrize("d", [2, 3, 6])
+def test_positive_density_integrates_to_one_and_its_kl_is_mean_kl(d: int) -> None:
+    """∫ p+_x du = 1 and ∫ p+_x log(p+_x/p-) du = kappa A_d - log C_d, by quadrature over u = <x, y>."""
+    model = VMFUniform(d, kappa=3.0)
+    direction = torch.zeros(d, dtype=torch.float64)
+    direction[0] = 1.0
+
+    def log_ratio_at(u: float) -> float:
+        y = torch.zeros(d, dtype=torch.float64)
+        y[0], y[1] = u, math.sqrt(max(1.0 - u * u, 0.0))
+        return float(model.log_ratio(direction, y))
+
+    assert _cosine_density_quad(d, lambda u: math.exp(log_ratio_at(u))) == pytest.approx(1.0, abs=1e-10)
+    kl = _cosine_density_quad(d, lambda u: math.exp(log_ratio_at(u)) * log_ratio_at(u))
+    assert model.mean_kl() == pytest.approx(kl, abs=1e-9)
+
+
+def test_closed_forms_in_d3() -> None:
+    """d = 3: L* = -tau (k A_3 - log(sinh k / k)), E* = (1 + A_3)/2, E|dM/dpi|^2 = k coth k (THEORY.md 6.1)."""
+    for kappa in (0.2, 2.0, 15.0, 300.0):
+        model = VMFUniform(3, kappa)
+        a3 = _coth(kappa) - 1.0 / kappa
+        log_c3 = kappa + math.log1p(-math.exp(-2 * kappa)) - math.log(2 * kappa)
+        assert model.optimal_risk(0.5) == pytest.approx(-0.5 * (kappa * a3 - log_c3), rel=1e-12)
+        assert model.optimal_auc() == pytest.approx((1.0 + a3) / 2.0, abs=1e-12)
+        assert model.density_ratio_second_moment() == pytest.approx(kappa * _coth(kappa), rel=1e-12)
+
+
+@pytest.mark.parametrize(("d", "kappa"), [(2, 2.5), (7, 6.0)])
+def test_optimal_auc_quadrature_is_accurate_in_other_dimensions(d: int, kappa: float) -> None:
+    """E* in d = 2 and d = 7 against an independent double integral P[<x,y> > <x,y'>] over both angles."""
+    model = VMFUniform(d, kappa)
+    log_beta = special.betaln(0.5 * (d - 1), 0.5)
+
+    def positive(theta: float) -> float:
+        return math.exp(kappa * math.cos(theta) - model.log_normaliser - log_beta) * math.sin(theta) ** (
+            d - 2
+        )
+
+    def uniform(theta: float) -> float:
+        return math.exp(-log_beta) * math.sin(theta) ** (d - 2)
+
+    value, _ = integrate.dblquad(
+        lambda t2, t1: positive(t1) * uniform(t2), 0.0, math.pi, lambda t1: t1, math.pi, epsabs=1e-11
+    )
+    assert model.optimal_auc() == pytest.approx(value, abs=1e-9)
+    _, reported_error = vmf_uniform_optimal_auc(d, kappa)
+    assert reported_error < 1e-8
+
+
+@pytest.mark.parametrize(("d", "kappa"), [(3, 4.0), (5, 10.0)])
+def test_monte_carlo_agrees_with_exact_values(d: int, kappa: float) -> None:
+    """MC estimates of E log_ratio (= mean KL), E* (pairs), E dM/dpi(x, y) (= E|dM/dpi|^2), E_{p-} e^{log_ratio} = 1."""
+    model = VMFUniform(d, kappa)
+    n = 40000
+    generator = _generator(6)
+    x, y = model.sample(n, generator)
+    negatives = model.sample_negatives((n,), generator)
+    log_ratio = model.log_ratio(x, y)
+    wins = (log_ratio > model.log_ratio(x, negatives)).double()
+    ratio_at_positive = model.anchor_density_ratio(x, y)
+    ratio_at_negative = torch.exp(model.log_ratio(x, negatives))
+    for sample, exact in (
+        (log_ratio, model.mean_kl()),
+        (wins, model.optimal_auc()),
+        (ratio_at_positive, model.density_ratio_second_moment()),
+        (ratio_at_negative, 1.0),
+    ):
+        standard_error = float(sample.std()) / math.sqrt(n)
+        assert abs(float(sample.mean()) - exact) < 4.5 * standard_error
+
+
+def test_ideal_score_is_tau_kappa_inner_product_up_to_a_constant() -> None:
+    """s* = tau kappa <x, y> - tau log C_d(kappa): the constant g(x) does not depend on y (THEORY.md 6.1)."""
+    model = VMFUniform(4, kappa=5.0)
+    x, y = model.sample(50, _generator(7))
+    difference = model.ideal_score(x[:, None], y[None], tau=0.3) - 0.3 * 5.0 * x @ y.T
+    assert torch.allclose(difference, torch.full_like(difference, -0.3 * model.log_normaliser), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"dim": 1, "kappa": 1.0}, "dim"),
+        ({"dim": 3, "kappa": 0.0}, "kappa"),
+        ({"dim": 3, "kappa": -2.0}, "kappa"),
+        ({"dim": 3, "kappa": math.inf}, "kappa"),
+        ({"dim": 3, "kappa": 1.0, "dtype": torch.int64}, "dtype"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(kwargs: dict[str, object], name: str) -> None:
+    """Invalid d, kappa, dtype are refused with the argument's name in the message."""
+    with pytest.raises(ValueError, match=name):
+        VMFUniform(**kwargs)  # type: ignore[arg-type]
+
+
+def test_bad_sampling_arguments() -> None:
+    """Sizes, shapes, tau, generators and point shapes are validated."""
+    model = VMFUniform(3, 2.0)
+    with pytest.raises(ValueError, match="n"):
+        model.sample(-1, _generator(0))
+    with pytest.raises(ValueError, match="shape"):
+        model.sample_negatives((2, -1), _generator(0))
+    with pytest.raises(TypeError, match="generator"):
+        model.sample(3, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tau"):
+        model.optimal_risk(0.0)
+    with pytest.raises(ValueError, match="last dimension"):
+        model.log_ratio(torch.zeros(2, 4, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="kappa"):
+        sample_vmf(torch.eye(3, dtype=torch.float64), 0.0, _generator(0))
