@@ -90,7 +90,9 @@ def make_model(name: str) -> GroundTruth:
     return DiscreteLatent([3, 4, 5], class_weights=[0.5, 0.3, 0.2])
 
 
-def random_feature_score(truth: GroundTruth, index: int, generator: torch.Generator) -> FeatureScore:
+def random_feature_score(
+    truth: GroundTruth, index: int, generator: torch.Generator, tau: float = TAU
+) -> FeatureScore:
     """A random score for a continuous model: cycles through four kinds by ``index``.
 
     0: a random linear map ``x -> a G x`` (G standard normal, a log-uniform in [0.1, 10] times tau);
@@ -99,10 +101,10 @@ def random_feature_score(truth: GroundTruth, index: int, generator: torch.Genera
     s* rescaled (Gaussian model) or a rotation of s* (sphere).
     """
     d = truth.dim
-    ideal = ideal_feature_score(truth, TAU)
+    ideal = ideal_feature_score(truth, tau)
     assert ideal is not None
     kind = index % 4
-    scale = TAU * float(10.0 ** (2.0 * torch.rand((), generator=generator, dtype=torch.float64) - 1.0))
+    scale = tau * float(10.0 ** (2.0 * torch.rand((), generator=generator, dtype=torch.float64) - 1.0))
     g = torch.randn(d, d, generator=generator, dtype=torch.float64)
     curvature = ideal.curvature * float(2.0 * torch.rand((), generator=generator, dtype=torch.float64))
     if kind == 0:
@@ -115,23 +117,23 @@ def random_feature_score(truth: GroundTruth, index: int, generator: torch.Genera
         eps = float(10.0 ** (-3.0 * torch.rand((), generator=generator, dtype=torch.float64)))
         base = ideal.features
         return FeatureScore(
-            lambda x: base(x) + eps * TAU * (x @ g.T), curvature=ideal.curvature * (1.0 + eps)
+            lambda x: base(x) + eps * tau * (x @ g.T), curvature=ideal.curvature * (1.0 + eps)
         )
     rotation, _ = torch.linalg.qr(g)
     base = ideal.features
     return FeatureScore(lambda x: base(x @ rotation.T), curvature=curvature)
 
 
-def random_table(law: FiniteLaw, index: int, generator: torch.Generator) -> torch.Tensor:
+def random_table(law: FiniteLaw, index: int, generator: torch.Generator, tau: float = TAU) -> torch.Tensor:
     """A random score table: pure noise (even index) or ``tau log(r + delta)`` plus noise (odd index)."""
     shape = law.positive_probs.shape
     noise = torch.randn(shape, generator=generator, dtype=torch.float64)
     scale = float(10.0 ** (2.0 * torch.rand((), generator=generator, dtype=torch.float64) - 1.0))
     if index % 2 == 0:
-        return TAU * scale * noise
+        return tau * scale * noise
     delta = float(10.0 ** (-3.0 * torch.rand((), generator=generator, dtype=torch.float64)))
     eps = float(10.0 ** (-3.0 * torch.rand((), generator=generator, dtype=torch.float64)))
-    return TAU * torch.log(torch.exp(law.log_ratio()) + delta) + TAU * eps * noise
+    return tau * torch.log(torch.exp(law.log_ratio()) + delta) + tau * eps * noise
 
 
 def random_score_cell(cell: Cell) -> dict[str, Any]:
