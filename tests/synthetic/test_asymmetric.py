@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from crl.synthetic import AsymmetricSphere, VMFUniform
-from crl.synthetic._axial import grid_optimal_auc
+from crl.synthetic._axial import extrapolated_grid_optimal_auc, grid_optimal_auc
 from crl.synthetic._special import gini_auc, log_vmf_normaliser, vmf_mean_resultant_length
 
 
@@ -96,6 +96,18 @@ def test_linear_case_tends_to_the_uniform_model_and_matches_the_grid_path() -> N
     )
     model = AsymmetricSphere(3, 6.0, 3.0)
     assert grid_optimal_auc(model._axial, 128, 48) == pytest.approx(model.optimal_auc(), abs=2e-6)
+
+
+@pytest.mark.parametrize(("d", "kappa", "kappa0"), [(2, 20.0, 5.0), (3, 50.0, 20.0)])
+def test_extrapolated_grid_error_estimate_bounds_its_actual_error(
+    d: int, kappa: float, kappa0: float
+) -> None:
+    """On linear models (exact E* known to 1e-12) the grid path's Aitken estimate must cover its actual error."""
+    model = AsymmetricSphere(d, kappa, kappa0)
+    levels = (64, 128, 256, 512, 1024) if d == 2 else (32, 64, 128, 256)
+    value, estimate = extrapolated_grid_optimal_auc(model._axial, levels)
+    assert abs(value - model.optimal_auc()) <= max(estimate, 1e-12)
+    assert abs(value - model.optimal_auc()) < 1e-7
 
 
 def test_grid_path_on_the_circle_against_a_uniform_circle_grid() -> None:

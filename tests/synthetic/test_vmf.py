@@ -199,3 +199,9 @@ def test_bad_sampling_arguments() -> None:
         model.log_ratio(torch.zeros(2, 4, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match="kappa"):
         sample_vmf(torch.eye(3, dtype=torch.float64), 0.0, _generator(0))
+
+
+def test_sample_vmf_refuses_non_unit_means() -> None:
+    """A mean that is not a unit vector would silently give the wrong law: refused."""
+    with pytest.raises(ValueError, match="unit"):
+        sample_vmf(2.0 * torch.eye(3, dtype=torch.float64), 1.0, _generator(0))

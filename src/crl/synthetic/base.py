@@ -13,7 +13,9 @@ A model is an anchor law pi (x ~ pi), a positive kernel p+_x = M(x, .) (y ~ p+_x
   ``density_ratio_second_moment() = E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi = E|dM/dpi|^2`` (Prop. 2).
 
 Every density function broadcasts over leading dimensions: ``log_ratio(x[:, None, :], y[None, :, :])`` is the
-(n, m) matrix of log-ratios of n anchors against m candidates.
+(n, m) matrix of log-ratios of n anchors against m candidates (elementwise, so it holds an (n, m, d)
+intermediate: chunk the candidates for large n m d). They are ground truth, not training losses: no gradient is
+promised (AsymmetricSphere's marginal density goes through scipy).
 """
 
 import math
@@ -39,7 +41,9 @@ class GroundTruth(Protocol):
         dtype: floating dtype of sampled tensors.
         base_measure: the measure the log-densities are taken against (e.g. the uniform probability on
             S^{d-1}, Lebesgue measure on R^d, counting measure on N one-hot vectors).
-        negative_law: one sentence saying what p- is.
+        negative_law: what p- is, as a string: a sentence for the models whose p- is fixed, the constructor's
+            choice ``"anchor"`` or ``"marginal"`` for AsymmetricSphere. The two booleans below are the
+            machine-readable form.
         negatives_from_anchor_law: True when p- = pi ([B]'s convention, Q ∝ exp(s/tau) pi).
         negatives_from_positive_marginal: True when p- = the law of y ([A]'s convention).
     """

@@ -104,19 +104,26 @@ def sample_vmf(
     orthogonal complement (a normal vector projected and normalised).
 
     Args:
-        mean: unit mean directions, shape (n, d), d >= 2, on the generator's device.
+        mean: unit mean directions (|mean_i| = 1 within 1e-6), shape (n, d), d >= 2, on the generator's device.
         kappa: concentration > 0, a float or a tensor of shape (n,).
         generator: the source of randomness.
         dtype: dtype of the result (the draw itself is float64).
 
     Returns:
         Tensor (n, d) of unit vectors.
+
+    Memory: each rejection round draws 2(d-1) normals per pending row for the Beta proposal, plus d for the
+    tangent, so peak memory is about 3 n d float64 numbers.
     """
     check_generator(generator)
     if mean.ndim != 2 or mean.shape[1] < 2:
         raise ValueError(f"mean must have shape (n, d) with d >= 2, got shape {tuple(mean.shape)}")
     n, dim = mean.shape
     mu = mean.to(torch.float64)
+    if n > 0 and float((mu.norm(dim=-1) - 1.0).abs().max()) > 1e-6:
+        raise ValueError(
+            "mean must hold unit vectors (|mean_i| = 1); normalise with mean / mean.norm(dim=-1)"
+        )
     kappas = torch.as_tensor(kappa, dtype=torch.float64, device=mu.device).expand(n).contiguous()
     if not bool(torch.all(kappas > 0)):
         raise ValueError(f"kappa must be > 0 everywhere, got min kappa={float(kappas.min())}")
