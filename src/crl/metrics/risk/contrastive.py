@@ -441,8 +441,13 @@ def inner_gap_draws(
     check_count("m", m, 1)
     check_count("n_draws", n_draws, 2)
     check_generator(generator)
-    law = resolve_negative_law(score_fn, truth, negative_law, "exact")
-    assert law is not None and isinstance(score_fn, FeatureScore)
+    law = resolve_negative_law(score_fn, truth, negative_law, "auto")
+    if law is None or not isinstance(score_fn, FeatureScore):
+        raise ValueError(
+            f"inner_gap_draws needs log Z_s in closed form: a FeatureScore (got {type(score_fn).__name__}) under "
+            f"a closed-form negative law (VMFUniform, GaussianTwoTower; got {truth!r}). A sampled log Z would "
+            "bias the O(1/m) gap by O(1/M)."
+        )
     estimates, naives = [], []
     for start, stop in anchor_chunks(n_draws, m * truth.dim):
         x, y = truth.sample(stop - start, generator)

@@ -98,27 +98,32 @@ def score_table(score_fn: ScoreFn, anchors: Tensor, candidates: Tensor) -> Tenso
     return evaluate_scores(score_fn, anchors[:, None, :], candidates[None, :, :])
 
 
-def _check_scores(law: FiniteLaw, scores: Tensor, allow_minus_inf: bool = False) -> Tensor:
-    """A float64 (n_x, n_y) score table with no NaN/+inf (and no -inf unless allowed)."""
+def _check_scores(law: FiniteLaw, scores: Tensor) -> Tensor:
+    """A float64 (n_x, n_y) score table with no NaN or +inf (-inf: a zero likelihood ratio, as in log p+/p-)."""
     if not isinstance(scores, Tensor) or tuple(scores.shape) != tuple(law.positive_probs.shape):
         shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
         raise ValueError(
             f"scores has shape {shape}; expected the (n_x, n_y) = {tuple(law.positive_probs.shape)} table."
         )
     values = scores.detach().to(torch.float64)
-    bad = torch.isnan(values) | torch.isposinf(values)
-    if not allow_minus_inf:
-        bad = bad | torch.isneginf(values)
-    if bool(bad.any()):
+    if bool((torch.isnan(values) | torch.isposinf(values)).any()):
         raise ValueError(
-            "scores contains NaN/inf entries; pass finite scores (-inf only for a log-ratio table)."
+            "scores contains NaN or +inf entries; pass finite scores (or -inf for a zero ratio)."
         )
     return values
 
 
+def _check_positive_scores(law: FiniteLaw, scores: Tensor) -> Tensor:
+    """A score table that may be -inf only where p+ has no mass (a positive's score must be finite)."""
+    s = _check_scores(law, scores)
+    if bool((torch.isneginf(s) & (law.positive_probs > 0)).any()):
+        raise ValueError("scores is -inf where p+ has mass; a positive's score must be finite.")
+    return s
+
+
 def finite_log_partition(law: FiniteLaw, scores: Tensor, tau: float) -> Tensor:
     """(n_x,) ``log Z_i = log sum_j p-_j exp(s_ij/tau)``."""
-    s = _check_scores(law, scores, allow_minus_inf=True)
+    s = _check_scores(law, scores)
     return torch.logsumexp(s / check_tau(tau) + torch.log(law.negative_probs)[None, :], dim=1)
 
 
@@ -126,11 +131,11 @@ def finite_population_risk(law: FiniteLaw, scores: Tensor, tau: float, form: For
     """[A]'s ``L(s)`` (``form="gcl"``) or [B]'s centred limit ``L(s)/tau`` ("dcl"/"infonce"), exactly.
 
     Per pair the m -> infinity value ``contrastive_form(s_ij/tau, log Z_i, n_negatives=1)``, averaged with weights
-    ``pi_i p+_ij`` (pairs with ``p+_ij = 0`` carry no weight).
+    ``pi_i p+_ij`` (pairs with ``p+_ij = 0`` carry no weight, and may score -inf, as s* does off the support).
     """
     t = check_tau(tau)
     check_choice("form", form, FORMS)
-    s = _check_scores(law, scores)
+    s = _check_positive_scores(law, scores)
     log_z = finite_log_partition(law, s, t)
     per_pair = contrastive_form(
         s / t,
@@ -149,7 +154,7 @@ def finite_kl_to_ideal(law: FiniteLaw, scores: Tensor, tau: float) -> Tensor:
     ``sum_j p+_ij [log p+_ij - log q_ij]``; ``sum_i pi_i KL_i = (L(s) - L*)/tau``.
     """
     t = check_tau(tau)
-    s = _check_scores(law, scores, allow_minus_inf=True)
+    s = _check_positive_scores(law, scores)
     log_q = torch.log(law.negative_probs)[None, :] + s / t - finite_log_partition(law, s, t)[:, None]
     plus = law.positive_probs
     terms = torch.where(plus > 0, plus * (torch.log(plus) - log_q), torch.zeros_like(plus))
@@ -168,13 +173,11 @@ def finite_auc(law: FiniteLaw, scores: Tensor) -> float:
 
     ``scores`` may contain -inf (a log-ratio table); a pair with ``p+_ij = 0`` carries no weight.
     """
-    s = _check_scores(law, scores, allow_minus_inf=True)
+    s = _check_positive_scores(law, scores)
     total = 0.0
     for i in range(s.shape[0]):
         plus = law.positive_probs[i]
         support = plus > 0
-        if bool(torch.isneginf(s[i, support]).any()):
-            raise ValueError(f"scores[{i}] is -inf where p+ has mass; a positive's score must be finite.")
         diff = s[i, support][:, None] - s[i][None, :]
         wins = 0.5 * (1.0 + torch.sign(diff))
         total += float(law.anchor_probs[i]) * float(
