@@ -1,4 +1,4 @@
-"""Time and peak memory of the contrastive loss: tiled vs dense vs the naive cross-entropy, beside the machine's GEMM rate.
+"""Time and peak memory of the contrastive loss (tiled, dense, naive cross-entropy) beside the machine GEMM rate.
 
 For d = 128 and n = m in {4096, 16384, 65536} it times one forward + backward pass of
   - ``naive``: CLIP's ``cross_entropy(a @ p.T / tau, arange(n))`` (both directions for the symmetric case),
