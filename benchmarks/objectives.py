@@ -55,7 +55,11 @@ def run_case(method: str, case: str, n: int, d: int) -> dict[str, float]:
     g = torch.Generator().manual_seed(0)
     a = F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True)
     p = F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True)
-    neg = F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True) if case == "negatives" else None
+    neg = (
+        F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True)
+        if case == "negatives"
+        else None
+    )
     labels = torch.arange(n)
     baseline = current_rss_bytes()
 
@@ -107,9 +111,15 @@ def main() -> None:
     square = gemm_rate(2048, 2048, 2048)
     shaped = gemm_rate(4096, d, 4096)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"float32 GEMM: {square:.1f} GFLOP/s (2048^3), {shaped:.1f} GFLOP/s (4096 x {d} x 4096: the loss's shape)")
-    print("bound = 3 GEMMs of 2 n m d FLOPs at the loss-shaped rate; mem ratio = peak extra / (4 n m bytes)\n")
-    header = f"{'case':<10} {'n = m':>7} {'method':<6} {'time s':>8} {'x bound':>8} {'peak MiB':>9} {'x 4nm':>7}"
+    print(
+        f"float32 GEMM: {square:.1f} GFLOP/s (2048^3), {shaped:.1f} GFLOP/s (4096 x {d} x 4096: the loss's shape)"
+    )
+    print(
+        "bound = 3 GEMMs of 2 n m d FLOPs at the loss-shaped rate; mem ratio = peak extra / (4 n m bytes)\n"
+    )
+    header = (
+        f"{'case':<10} {'n = m':>7} {'method':<6} {'time s':>8} {'x bound':>8} {'peak MiB':>9} {'x 4nm':>7}"
+    )
     print(header)
     print("-" * len(header))
     for case in args.cases:
