@@ -70,8 +70,8 @@ from crl.synthetic.base import GroundTruth
 TAUS = (0.1, 0.5, 2.0)
 KAPPA = 4.0
 ROTATIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
-ROTATION_DRAWS_FACTOR = 10
-"""Rotation points use 10x the draws: their per-draw terms are O(theta) around means O(theta^2)."""
+ROTATION_DRAWS_FACTOR = 5
+"""Rotation points use 5x the draws: their per-draw terms are O(theta) around means O(theta^2)."""
 RING_ITEMS = 4
 RING_KAPPAS = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 TRAIN_STEPS = (0, 3, 10, 30, 100)
