@@ -1,4 +1,4 @@
-"""Risk estimates: [A]'s contrastive risks and AUC (contrastive, auc, exact, finite) and [B]'s kernel (kernel).
+"""Risk estimates: [A]'s risks and AUC (contrastive, empirical, auc, exact, finite) and [B]'s kernel (kernel).
 
 Every estimate of an expectation returns a value with its Monte-Carlo standard error
 (:class:`Estimate`); every loss value comes from :mod:`crl.objectives`.
@@ -6,18 +6,20 @@ Every estimate of an expectation returns a value with its Monte-Carlo standard e
 
 from crl.metrics.risk.auc import auc, auc_gap
 from crl.metrics.risk.contrastive import (
-    empirical_risk_draws,
-    empirical_risk_per_anchor,
     excess_risk,
     excess_risk_terms,
-    expected_empirical_risk,
-    inner_gap,
-    inner_gap_draws,
     kl_to_ideal,
     log_partition,
     population_risk,
     population_risk_terms,
     sampled_log_partition,
+)
+from crl.metrics.risk.empirical import (
+    empirical_risk_draws,
+    empirical_risk_per_anchor,
+    expected_empirical_risk,
+    inner_gap,
+    inner_gap_draws,
 )
 from crl.metrics.risk.estimate import Estimate, ScoreFn, estimate_from_draws
 from crl.metrics.risk.exact import (
