@@ -331,33 +331,31 @@ def _scatter(rows: list[dict[str, Any]]) -> FigureSpec:
     )
 
 
-def _shifted(values: list[float]) -> list[float]:
-    """``values - min(values)``."""
-    low = min(values)
-    return [v - low for v in values]
+def _normalised(values: list[float], errors: list[float]) -> tuple[list[float], list[float]]:
+    """``(v - min v)/(max v - min v)`` and the errors on the same scale: the curves' shapes on one axis."""
+    low, high = min(values), max(values)
+    span = high - low if high > low else 1.0
+    return [(v - low) / span for v in values], [e / span for e in errors]
 
 
 def _family_figure(family: dict[str, dict[str, Any]]) -> FigureSpec:
-    """Part (b): L(c) - L* under p- and under q, and E* - E(c), against c."""
+    """Part (b): L(c) under p-, L_q(c) under q, and max E - E(c), each rescaled to [0, 1], against c."""
     claim, control = family["claim"], family["control"]
     top = max(claim["auc"])
+    series = []
+    for label, values, errors in (
+        ("L(c), negatives ~ p-", claim["risk"], claim["risk_se"]),
+        ("control: L_q(c), negatives ~ q", control["risk"], control["risk_se"]),
+        ("max E - E(c)", [top - a for a in claim["auc"]], claim["auc_se"]),
+    ):
+        y, err = _normalised(values, errors)
+        series.append(points(label, FAMILY_GRID, y, y_err=err))
     return FigureSpec(
         "family",
         "C1(b): s_c = tau(rho<x,y> - c|y|^2/2)/(1-rho^2); argmin L vs argmax E",
         "c (s* at c = rho^2 = 0.36)",
-        "value",
-        (
-            points(
-                "L(c) - min L (negatives ~ p-)", FAMILY_GRID, _shifted(claim["risk"]), y_err=claim["risk_se"]
-            ),
-            points(
-                "control: L_q(c) - min L_q (negatives ~ q)",
-                FAMILY_GRID,
-                _shifted(control["risk"]),
-                y_err=control["risk_se"],
-            ),
-            points("max E - E(c)", FAMILY_GRID, [top - a for a in claim["auc"]], y_err=claim["auc_se"]),
-        ),
+        "rescaled to [0, 1] (min at 0)",
+        tuple(series),
         log_x=False,
         log_y=False,
     )
