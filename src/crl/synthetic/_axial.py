@@ -88,7 +88,7 @@ def converge(
         nodes *= 2
         value = evaluate(nodes)
         error = abs(value - previous)
-        if error <= target or nodes >= max_nodes:
+        if error <= target * max(1.0, abs(value)) or nodes >= max_nodes:
             return value, error
         previous = value
 

@@ -129,6 +129,7 @@ def vmf_mean_resultant_length(d: int, kappa: ArrayLike) -> FloatArray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def polar_angle_rule(n_nodes: int, power: float) -> tuple[FloatArray, FloatArray]:
     """Gauss–Legendre rule for a probability law on [0, pi] with density ∝ sin(theta)^power.
 
@@ -141,9 +142,9 @@ def polar_angle_rule(n_nodes: int, power: float) -> tuple[FloatArray, FloatArray
         power: exponent of sin(theta), ``power >= 0``.
 
     Returns:
-        ``(theta, weights)``, both of shape (n_nodes,).
+        ``(theta, weights)``, both of shape (n_nodes,); cached (do not modify them in place).
     """
-    nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
+    nodes, weights = special.roots_legendre(n_nodes)
     theta = 0.5 * math.pi * (nodes + 1.0)
     log_norm = special.betaln(0.5 * (power + 1.0), 0.5)
     density = np.exp(power * np.log(np.sin(theta)) - log_norm)
