@@ -64,10 +64,14 @@ def test_monte_carlo_agrees_with_exact_values(d: int, rho: float) -> None:
 
 
 def test_closed_forms() -> None:
-    """L* = tau d/2 log(1 - rho^2); E|dM/dpi|^2 = (1 - rho^2)^-d; rho = 0 is the no-signal model (E* = 1/2)."""
+    """L* = tau d/2 log(1 - rho^2); E|dM/dpi|^2 = (1 - rho^2)^-d (inf past float64); rho = 0: E* = 1/2."""
     model = GaussianTwoTower(5, 0.6)
     assert model.optimal_risk(0.2) == pytest.approx(0.2 * 2.5 * math.log(1 - 0.36), rel=1e-14)
     assert model.density_ratio_second_moment() == pytest.approx((1 - 0.36) ** -5, rel=1e-14)
+    assert GaussianTwoTower(64, 0.999).density_ratio_second_moment() == pytest.approx((1 - 0.999**2) ** -64)
+    assert (
+        GaussianTwoTower(2048, 0.999).density_ratio_second_moment() == math.inf
+    )  # beyond float64, not an error
     null = GaussianTwoTower(3, 0.0)
     assert null.optimal_auc() == 0.5
     assert null.mean_kl() == 0.0

@@ -93,14 +93,6 @@ def converge(
         previous = value
 
 
-def _axial_expectation(
-    model: AxialMixture, log_integrand: Callable[[FloatArray], FloatArray], n: int
-) -> float:
-    """``E_{y ~ uniform} exp(log_integrand(<e, y>))`` with the n-node polar-angle rule."""
-    theta, weights = polar_angle_rule(n, model.dim - 2)
-    return float(weights @ np.exp(log_integrand(np.cos(theta))))
-
-
 def expected_log_negative_under_marginal(model: AxialMixture, n: int) -> float:
     """``E_{y ~ p_Y} log p-(y) = ∫ p_Y(y) log p-(y) u(dy)``, n polar nodes."""
     theta, weights = polar_angle_rule(n, model.dim - 2)
@@ -108,14 +100,16 @@ def expected_log_negative_under_marginal(model: AxialMixture, n: int) -> float:
     return float(weights @ (np.exp(model.log_marginal_density(t)) * model.log_negative_density(t)))
 
 
-def density_ratio_second_moment(model: AxialMixture, n: int) -> float:
-    """``E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi = ∫ [∫ pi(z) M(z, y)^2 u(dz)] / pi(y) u(dy)``, n polar nodes."""
+def log_density_ratio_second_moment(model: AxialMixture, n: int) -> float:
+    """``log E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi``, n polar nodes, summed in log space.
+
+    ``E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi = ∫ [∫ pi(z) M(z, y)^2 u(dz)] / pi(y) u(dy)``.
+    """
     log_c = float(log_vmf_normaliser(model.dim, model.kappa))
-
-    def log_integrand(t: FloatArray) -> FloatArray:
-        return model.log_mixture_moment(t, 2.0 * model.kappa) - 2.0 * log_c - model.log_anchor_density(t)
-
-    return _axial_expectation(model, log_integrand, n)
+    theta, weights = polar_angle_rule(n, model.dim - 2)
+    t = np.cos(theta)
+    log_integrand = model.log_mixture_moment(t, 2.0 * model.kappa) - 2.0 * log_c - model.log_anchor_density(t)
+    return float(special.logsumexp(log_integrand, b=weights))
 
 
 def _anchor_polar_rule(model: AxialMixture, n: int) -> tuple[FloatArray, FloatArray]:

@@ -36,6 +36,14 @@ def _log_iv_series(nu: float, x: float) -> float:
     return float(special.logsumexp(log_terms))
 
 
+def exp_or_inf(log_value: float) -> float:
+    """``exp(log_value)`` as a float, ``math.inf`` where it exceeds the float64 range (instead of raising)."""
+    return math.exp(log_value) if log_value < _LOG_FLOAT_MAX else math.inf
+
+
+_LOG_FLOAT_MAX = math.log(np.finfo(np.float64).max)
+
+
 def log_bessel_ive(nu: float, x: ArrayLike) -> FloatArray:
     """``log(I_nu(x) e^{-x})`` for x > 0, elementwise, without overflow or underflow.
 

@@ -48,12 +48,12 @@ from torch import Tensor
 from crl.synthetic._axial import (
     AxialMixture,
     converge,
-    density_ratio_second_moment,
     expected_log_negative_under_marginal,
     extrapolated_grid_optimal_auc,
     linear_optimal_auc,
+    log_density_ratio_second_moment,
 )
-from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
+from crl.synthetic._special import exp_or_inf, log_vmf_normaliser, vmf_mean_resultant_length
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
@@ -330,16 +330,19 @@ class AsymmetricSphere(ExactModel):
         return torch.exp(self.log_positive_density(z, z2) - self.log_anchor_density(z2))
 
     def density_ratio_second_moment(self) -> float:
-        """``E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi`` by the 1-D polar quadrature (error <= 1e-8 enforced)."""
+        """``E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi`` by the 1-D polar quadrature (relative error <= 1e-8 enforced).
+
+        Returns ``math.inf`` beyond the float64 range.
+        """
         return self._second_moment
 
     @cached_property
     def _second_moment(self) -> float:
-        value, error = converge(
-            lambda n: density_ratio_second_moment(self._axial, n), 64, _MAX_NODES, _SMOOTH_TARGET
+        log_value, error = converge(
+            lambda n: log_density_ratio_second_moment(self._axial, n), 64, _MAX_NODES, _SMOOTH_TARGET
         )
-        _require(error, QUADRATURE_TOLERANCE * max(1.0, value), "E|dM/dpi|^2")
-        return value
+        _require(error, QUADRATURE_TOLERANCE, "log E|dM/dpi|^2")
+        return exp_or_inf(log_value)
 
 
 def _require(error: float, tolerance: float, what: str) -> None:

@@ -27,6 +27,7 @@ import torch
 from scipy import integrate
 from torch import Tensor
 
+from crl.synthetic._special import exp_or_inf
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
@@ -191,5 +192,5 @@ class GaussianTwoTower(ExactModel):
         return torch.exp(self.log_ratio(z, z2))
 
     def density_ratio_second_moment(self) -> float:
-        """``E_z ∫ (dM(z, .)/dpi)^2 dpi = (1 - rho^2)^{-d}``."""
-        return math.exp(-self.dim * math.log1p(-(self.rho**2)))
+        """``E_z ∫ (dM(z, .)/dpi)^2 dpi = (1 - rho^2)^{-d}``; inf beyond float64."""
+        return exp_or_inf(-self.dim * math.log1p(-(self.rho**2)))

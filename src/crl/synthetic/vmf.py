@@ -15,12 +15,11 @@ law of y). Against the uniform probability on the sphere, ``p+_x(y) = exp(kappa 
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from scipy import integrate, special
 from torch import Tensor
 
-from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
+from crl.synthetic._special import exp_or_inf, log_vmf_normaliser, vmf_mean_resultant_length
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
@@ -259,6 +258,6 @@ class VMFUniform(ExactModel):
         return torch.exp(self.log_positive_density(z, z2))
 
     def density_ratio_second_moment(self) -> float:
-        """``E|dM/dpi|^2 = C_d(2 kappa) / C_d(kappa)^2`` (d = 3: kappa coth kappa)."""
+        """``E|dM/dpi|^2 = C_d(2 kappa) / C_d(kappa)^2`` (d = 3: kappa coth kappa); inf beyond float64."""
         log_value = float(log_vmf_normaliser(self.dim, 2.0 * self.kappa)) - 2.0 * self.log_normaliser
-        return float(np.exp(log_value))
+        return exp_or_inf(log_value)
