@@ -11,8 +11,8 @@ image for two views, the left half for halves), then
 
 - weighted kNN (the InstDisc / SimCLR kNN monitor): the k train items of highest cosine similarity s_j vote
   for their class with weight exp(s_j / T); the class with the largest total wins;
-- linear probe: multinomial logistic regression (scikit-learn, standardised features) fit on train, scored
-  on test.
+- linear probe: multinomial logistic regression (scikit-learn's objective with C = 1, solved by L-BFGS in
+  torch) on standardised features, fit on train, scored on test.
 """
 
 from __future__ import annotations
@@ -184,15 +184,41 @@ def linear_probe_accuracy(
     test_labels: Tensor,
     *,
     max_iter: int = 200,
+    n_classes: int | None = None,
 ) -> float:
-    """Accuracy of multinomial logistic regression (L2, C = 1, lbfgs) on standardised frozen features."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    """Accuracy of a multinomial logistic-regression probe on standardised frozen features.
 
-    probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter))
-    probe.fit(train_features.numpy(), train_labels.numpy())
-    return float(probe.score(test_features.numpy(), test_labels.numpy()))
+    Features are standardised with the train mean and standard deviation; W, b minimise
+    ``(1/N) sum_i CE(softmax(W z_i + b), label_i) + ||W||^2 / (2N)``, which is scikit-learn's
+    ``LogisticRegression(C=1)`` objective divided by N (same minimiser), by full-batch L-BFGS (strong Wolfe) in
+    float64 for at most ``max_iter`` iterations.
+    """
+    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
+    train = train_features.double()
+    mean, std = train.mean(dim=0), train.std(dim=0, unbiased=False).clamp_min(1e-12)
+    z_train, z_test = (train - mean) / std, (test_features.double() - mean) / std
+    weight = torch.zeros(z_train.shape[1], classes, dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS(
+        [weight, bias],
+        max_iter=max_iter,
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+        line_search_fn="strong_wolfe",
+    )
+    n = z_train.shape[0]
+
+    def objective() -> Tensor:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(z_train @ weight + bias, train_labels)
+        loss = loss + (weight**2).sum() / (2 * n)
+        loss.backward()
+        return loss
+
+    optimizer.step(objective)
+    with torch.no_grad():
+        predictions = (z_test @ weight + bias).argmax(dim=1)
+    return float((predictions == test_labels).double().mean())
 
 
 def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult:
@@ -234,7 +260,12 @@ def _class_accuracy(
     probe = None
     if config.eval.linear_probe:
         probe = linear_probe_accuracy(
-            train_features, train.labels, test_features, test.labels, max_iter=config.eval.probe_max_iter
+            train_features,
+            train.labels,
+            test_features,
+            test.labels,
+            max_iter=config.eval.probe_max_iter,
+            n_classes=train.n_classes,
         )
     return knn, probe
 

@@ -1,0 +1,97 @@
+"""Checkpoints: exact round trips (tensors, JSON, AdamW state), atomic completion, keeping the newest K."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from crl.train.checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    load_optimizer_state,
+    newest_checkpoint,
+    optimizer_state_tensors,
+    save_checkpoint,
+)
+
+
+def test_round_trip_is_exact(tmp_path: Path) -> None:
+    """Every tensor (any dtype, 0-dim included) and every JSON scalar must come back unchanged."""
+    tensors = {
+        "a.weight": torch.randn(3, 4, dtype=torch.float64),
+        "rng.views.rank0": torch.Generator().manual_seed(5).get_state(),
+        "step": torch.tensor(7.0),
+    }
+    state = {"data": {"position": 12, "epoch": 3}, "lr": [0.1 / 3]}
+    path = save_checkpoint(tmp_path, 40, tensors, state, keep=3)
+    loaded = load_checkpoint(path)
+    assert loaded.step == 40 and loaded.state == {**state, "step": 40}
+    assert set(loaded.tensors) == set(tensors)
+    for key, value in tensors.items():
+        assert loaded.tensors[key].dtype == value.dtype and torch.equal(loaded.tensors[key], value)
+
+
+def test_only_the_newest_k_complete_checkpoints_are_kept(tmp_path: Path) -> None:
+    """keep=K must delete older checkpoints (both files), so a long run does not fill the disk."""
+    for step in (5, 10, 15, 20):
+        save_checkpoint(tmp_path, step, {"x": torch.zeros(1)}, {}, keep=2)
+    assert [step for step, _ in list_checkpoints(tmp_path)] == [15, 20]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "step-00000015.json",
+        "step-00000015.safetensors",
+        "step-00000020.json",
+        "step-00000020.safetensors",
+    ]
+
+
+def test_incomplete_checkpoints_are_ignored(tmp_path: Path) -> None:
+    """A kill mid-write leaves a temporary file or tensors without their JSON: resume must skip those."""
+    good = save_checkpoint(tmp_path, 10, {"x": torch.ones(2)}, {}, keep=5)
+    (tmp_path / "step-00000015.safetensors").write_bytes(b"partial")
+    (tmp_path / ".step-00000020.json.tmp-123").write_text("{")
+    assert newest_checkpoint(tmp_path) == good
+    assert newest_checkpoint(tmp_path / "nothing-here") is None
+
+
+def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(8, 4, generator=generator)
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+
+
+def test_adamw_state_round_trip_continues_bitwise(tmp_path: Path) -> None:
+    """AdamW restored from named tensors + JSON groups must continue exactly like the original optimiser."""
+
+    def make() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+        groups = [
+            {"params": [model[0].weight, model[2].weight]},
+            {"params": [model[0].bias, model[2].bias], "weight_decay": 0.0},
+        ]
+        return model, torch.optim.AdamW(groups, lr=0.01, betas=(0.8, 0.95))
+
+    original, optimizer = make()
+    _train(original, optimizer, 3, seed=0)
+    tensors, groups = optimizer_state_tensors(optimizer, original)
+    path = save_checkpoint(
+        tmp_path,
+        3,
+        {**tensors, **{f"model.{k}": v for k, v in original.state_dict().items()}},
+        {"optimizer": groups},
+        keep=1,
+    )
+    loaded = load_checkpoint(path)
+    restored, restored_optimizer = make()
+    restored.load_state_dict({k[6:]: v for k, v in loaded.tensors.items() if k.startswith("model.")})
+    load_optimizer_state(
+        restored_optimizer, restored, loaded.tensors, json.loads(json.dumps(loaded.state["optimizer"]))
+    )
+    _train(original, optimizer, 4, seed=1)
+    _train(restored, restored_optimizer, 4, seed=1)
+    for a, b in zip(original.parameters(), restored.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert restored_optimizer.param_groups[1]["weight_decay"] == 0.0
+    assert restored_optimizer.param_groups[0]["betas"] == (0.8, 0.95)
