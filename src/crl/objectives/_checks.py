@@ -68,6 +68,21 @@ def check_inputs(tensors: dict[str, Tensor]) -> None:
             )
 
 
+def check_scores(positive_scores: object, negative_scores: object) -> tuple[Tensor, Tensor]:
+    """Check (n,) positive and (n, m >= 1) negative scores; return them upcast from half precision."""
+    pos = check_embeddings("positive_scores", positive_scores, 1)
+    neg = check_embeddings("negative_scores", negative_scores, 2)
+    check_inputs({"positive_scores": pos, "negative_scores": neg})
+    if neg.shape[0] != pos.shape[0]:
+        raise ValueError(
+            f"negative_scores has {neg.shape[0]} rows but positive_scores has {pos.shape[0]}; "
+            "pass one row of m negative scores per anchor."
+        )
+    if neg.shape[1] == 0:
+        raise ValueError("negative_scores has m = 0 columns; pass at least one negative per anchor.")
+    return upcast(pos), upcast(neg)
+
+
 def check_tau_value(tau: Tensor) -> None:
     """Raise ``ValueError`` unless the temperature is a finite positive scalar."""
     if tau.numel() != 1:

@@ -1,7 +1,7 @@
 """Scores of embeddings, chunk by chunk, for the losses that need each score rather than a log-sum-exp.
 
 The pairwise, sigmoid and OCE losses are means over anchors of a function of the anchor's positive score
-s_ii = <a_i, p_i> and its m negative scores; :func:`per_anchor_from_scores` evaluates such a function over chunks of
+s_ii = <a_i, p_i> and its m negative scores; :func:`loss_from_scores` evaluates such a function over chunks of
 anchors (checkpointed, see :mod:`crl.objectives._chunking`), so the n x m matrix never exists at once.
 """
 
@@ -10,7 +10,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl.objectives._checks import REGIMES, Regime, check_choice, check_embeddings, check_inputs, upcast
+from crl.objectives._checks import (
+    REDUCTIONS,
+    REGIMES,
+    Reduction,
+    Regime,
+    check_choice,
+    check_embeddings,
+    check_inputs,
+    upcast,
+)
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -40,7 +49,7 @@ def _chunk_values(
     return fn(positive_scores, negative_scores)
 
 
-def per_anchor_from_scores(
+def loss_from_scores(
     anchors: Tensor,
     positives: Tensor,
     negatives: Tensor | None,
@@ -48,8 +57,9 @@ def per_anchor_from_scores(
     *,
     regime: Regime,
     chunk: int | None = None,
+    reduction: Reduction = "mean",
 ) -> Tensor:
-    """Validate the embeddings and return ``fn(s_ii, s_i.)`` for every anchor i, in chunks of anchors.
+    """Validate the embeddings and reduce ``fn(s_ii, s_i.)`` over anchors i ("mean", or "none": the (n,) values).
 
     Shared regime: ``negatives`` (m, d), or ``None`` for the other positives of the batch (m = n - 1).
     Independent regime: ``negatives`` (n, m, d). fp16/bf16 inputs are computed in float32.
@@ -58,6 +68,7 @@ def per_anchor_from_scores(
         ValueError: on shape/dtype/device mismatch, NaN/Inf, m = 0 or an unknown regime.
     """
     check_choice("regime", regime, REGIMES)
+    check_choice("reduction", reduction, REDUCTIONS)
     if chunk is not None and chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of anchors (or None for automatic).")
     a = check_embeddings("anchors", anchors, 2)
@@ -102,5 +113,7 @@ def per_anchor_from_scores(
         return _chunk_values(a_chunk, p_chunk, neg_chunk, None, fn, start)
 
     if regime == "independent" and neg is not None:
-        return per_anchor_in_chunks(independent_chunk, (a, p, neg), rows)
-    return per_anchor_in_chunks(shared_chunk, (a, p), rows)
+        values = per_anchor_in_chunks(independent_chunk, (a, p, neg), rows)
+    else:
+        values = per_anchor_in_chunks(shared_chunk, (a, p), rows)
+    return values.mean() if reduction == "mean" else values

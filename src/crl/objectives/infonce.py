@@ -29,6 +29,7 @@ from crl.objectives._checks import (
     check_choice,
     check_embeddings,
     check_inputs,
+    check_scores,
     upcast,
 )
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
@@ -87,17 +88,7 @@ def contrastive_loss_from_scores(
     """
     check_choice("form", form, FORMS)
     check_choice("reduction", reduction, REDUCTIONS)
-    pos = check_embeddings("positive_scores", positive_scores, 1)
-    neg = check_embeddings("negative_scores", negative_scores, 2)
-    check_inputs({"positive_scores": pos, "negative_scores": neg})
-    pos, neg = upcast(pos), upcast(neg)
-    if neg.shape[0] != pos.shape[0]:
-        raise ValueError(
-            f"negative_scores has {neg.shape[0]} rows but positive_scores has {pos.shape[0]}; "
-            "pass one row of m negative scores per anchor."
-        )
-    if neg.shape[1] == 0:
-        raise ValueError("negative_scores has m = 0 columns; contrastive losses need at least one negative.")
+    pos, neg = check_scores(positive_scores, negative_scores)
     t = resolve_tau(tau).to(device=pos.device, dtype=pos.dtype)
     lse = torch.logsumexp(neg / t, dim=1)
     per_anchor = contrastive_form(pos / t, lse, n_negatives=neg.shape[1], tau=t, form=form)

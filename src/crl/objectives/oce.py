@@ -26,11 +26,9 @@ from crl.objectives._checks import (
     Reduction,
     Regime,
     check_choice,
-    check_embeddings,
-    check_inputs,
-    upcast,
+    check_scores,
 )
-from crl.objectives._scores import per_anchor_from_scores
+from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 
 
@@ -116,16 +114,7 @@ def oce_loss_from_scores(
     """
     check_choice("reduction", reduction, REDUCTIONS)
     rule = _resolve_disutility(disutility)
-    pos = check_embeddings("positive_scores", positive_scores, 1)
-    neg = check_embeddings("negative_scores", negative_scores, 2)
-    check_inputs({"positive_scores": pos, "negative_scores": neg})
-    pos, neg = upcast(pos), upcast(neg)
-    if neg.shape[0] != pos.shape[0]:
-        raise ValueError(
-            f"negative_scores has {neg.shape[0]} rows but positive_scores has {pos.shape[0]}; match n."
-        )
-    if neg.shape[1] == 0:
-        raise ValueError("negative_scores has m = 0 columns; the OCE needs at least one negative.")
+    pos, neg = check_scores(positive_scores, negative_scores)
     t = resolve_tau(tau).to(device=pos.device, dtype=pos.dtype)
     per_anchor = rule.aggregate(neg - pos[:, None], t)
     return per_anchor.mean() if reduction == "mean" else per_anchor
@@ -154,12 +143,12 @@ def oce_loss(
         chunk: anchors per chunk (None: automatic).
         reduction: "mean" or "none".
     """
-    check_choice("reduction", reduction, REDUCTIONS)
     rule = _resolve_disutility(disutility)
     t = resolve_tau(tau)
 
     def per_anchor(pos: Tensor, neg: Tensor) -> Tensor:
         return rule.aggregate(neg - pos[:, None], t.to(pos))
 
-    values = per_anchor_from_scores(anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk)
-    return values.mean() if reduction == "mean" else values
+    return loss_from_scores(
+        anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk, reduction=reduction
+    )

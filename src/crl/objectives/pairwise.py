@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from crl.objectives._checks import REDUCTIONS, Reduction, Regime, check_choice
-from crl.objectives._scores import per_anchor_from_scores
+from crl.objectives._checks import Reduction, Regime, check_choice
+from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 
 Psi = Literal["hinge", "squared_hinge", "logistic", "exponential"]
@@ -73,14 +73,14 @@ def pairwise_loss(
         0.0
     """
     check_choice("psi", psi, PSIS)
-    check_choice("reduction", reduction, REDUCTIONS)
     t = resolve_tau(tau)
 
     def per_anchor(pos: Tensor, neg: Tensor) -> Tensor:
         return pairwise_psi((neg - pos[:, None]) / t.to(pos), psi, margin).mean(dim=1)
 
-    values = per_anchor_from_scores(anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk)
-    return values.mean() if reduction == "mean" else values
+    return loss_from_scores(
+        anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk, reduction=reduction
+    )
 
 
 def sigmoid_loss(
@@ -109,7 +109,6 @@ def sigmoid_loss(
     Raises:
         ValueError: on bad shapes, NaN/Inf, tau <= 0, a non-finite or non-scalar bias, or an unknown option.
     """
-    check_choice("reduction", reduction, REDUCTIONS)
     t = resolve_tau(tau)
     b = torch.as_tensor(bias)
     if b.numel() != 1 or not bool(torch.isfinite(b).all()):
@@ -119,5 +118,6 @@ def sigmoid_loss(
         tt, bb = t.to(pos), b.to(pos)
         return F.softplus(-(pos / tt + bb)) + F.softplus(neg / tt + bb).sum(dim=1)
 
-    values = per_anchor_from_scores(anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk)
-    return values.mean() if reduction == "mean" else values
+    return loss_from_scores(
+        anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk, reduction=reduction
+    )
