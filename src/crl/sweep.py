@@ -339,7 +339,9 @@ def _compute(
             yield (cell, *_timed(fn, cell))
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(cells)), mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(cells)), mp_context=context, initializer=_one_thread_per_worker
+    ) as pool:
         futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
             pool.submit(_timed, fn, cell): cell for cell in cells
         }
@@ -352,6 +354,13 @@ def _compute(
         finally:
             for future in futures:
                 future.cancel()
+
+
+def _one_thread_per_worker() -> None:
+    """Pool workers share the cores: one intra-op thread each (torch's default would oversubscribe them)."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def _timed(fn: CellFn, cell: Cell) -> tuple[Mapping[str, Any], float]:
