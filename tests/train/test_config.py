@@ -86,3 +86,16 @@ def test_regime_follows_the_sampler() -> None:
     )
     for negatives, m in (("in_batch", 0), ("shared_pool", 3), ("queue", 3)):
         assert parse_config({"loss": {"negatives": negatives, "n_negatives": m}}).loss.regime == "shared"
+
+
+def test_crl_train_reports_a_bad_config_and_exits_2(tmp_path: Path) -> None:
+    """`crl train BAD.toml` must print the named field and value and exit with status 2, before any training."""
+    from typer.testing import CliRunner
+
+    from crl.cli import app
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[loss]\nform = "nce"\n')
+    result = CliRunner().invoke(app, ["train", str(bad)])
+    assert result.exit_code == 2
+    assert "[loss] form = 'nce' is not allowed" in result.output

@@ -29,7 +29,7 @@ def summary_table(result: RunResult) -> Table:
 
 def train_command(config_path: Path) -> int:
     """Run ``crl train``: 0 on success, 2 for a bad config (the error names the field, value and fix)."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         config = load_config(config_path)
         result = Trainer(config).fit()
