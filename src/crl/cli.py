@@ -35,13 +35,16 @@ def verify(
     ),
     seed: Annotated[int, typer.Option(help="Base seed of every claim's seeds.")] = 0,
     workers: Annotated[int, typer.Option(help="Processes computing a claim's cells.")] = 1,
+    threads: Annotated[
+        int, typer.Option(help="torch threads in this process (claims are many small tensor operations).")
+    ] = 1,
     fresh: Annotated[bool, typer.Option(help="Delete OUT/results.sqlite instead of resuming.")] = False,
 ) -> None:
     """Run the pre-registered claims (THEORY.md section 7) and write their report; exit 1 if one fails."""
     from crl.verify import verify_command
 
     status = verify_command(
-        fidelity=fidelity, claims=claims, out=out, seed=seed, workers=workers, fresh=fresh
+        fidelity=fidelity, claims=claims, out=out, seed=seed, workers=workers, threads=threads, fresh=fresh
     )
     raise typer.Exit(status)
 
@@ -62,9 +65,12 @@ def train(
 @app.command("eval")
 def evaluate(
     checkpoint: Annotated[
-        Path, typer.Argument(help="A checkpoint (step-*.safetensors) or a run folder (its newest checkpoint).")
+        Path,
+        typer.Argument(help="A checkpoint (step-*.safetensors) or a run folder (its newest checkpoint)."),
     ],
-    out: Annotated[Path | None, typer.Option(help="Where to write the JSON (default: RUN_DIR/eval.json).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Where to write the JSON (default: RUN_DIR/eval.json).")
+    ] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
 ) -> None:
     """Held-out retrieval (recall@k, MRR, nDCG@10, MAP, AUC) and kNN / linear-probe accuracy of a checkpoint."""
