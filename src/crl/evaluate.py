@@ -222,12 +222,17 @@ def linear_probe_accuracy(
 
 
 def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult:
-    """Evaluate a checkpoint (or a run folder's newest) on the held-out split of its config's data."""
+    """Evaluate a checkpoint (or a run folder's newest) on the held-out split of its config's data.
+
+    Uses the run's ``run.num_threads`` torch threads when it sets them.
+    """
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device = {device!r} is not known; use 'auto', 'cpu' or 'cuda'")
     chosen = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
     checkpoint_path = resolve_checkpoint(path)
     model, config, step = load_trained_model(checkpoint_path, chosen)
+    if config.run.num_threads > 0:
+        torch.set_num_threads(config.run.num_threads)
     batch = config.eval.batch_size
     pairs = heldout_pairs(config)
     queries = embed(model.encode_anchors, pairs.x, batch_size=batch, device=chosen)

@@ -73,8 +73,22 @@ from crl.train.source import PairSource
 
 __all__ = ["RunResult", "Trainer", "build_sampler"]
 
-_RESUMABLE_CHANGES = {"run": {"progress", "tensorboard", "device", "num_threads"}}
-"""Config fields that may differ between a run folder's config and the config that resumes it."""
+_RESUMABLE_CHANGES = {
+    "run": {
+        "name",
+        "out_dir",
+        "progress",
+        "tensorboard",
+        "device",
+        "num_threads",
+        "log_every",
+        "checkpoint_every",
+        "keep_checkpoints",
+    }
+}
+"""Fields that may differ between a run folder's config and the config that resumes it ([eval] may too):
+where the folder is, how the run reports, and the machine; none changes what is trained (threads and device may
+change floating-point rounding)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +166,7 @@ class _RunLog:
             self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resumed_step + 1)
 
     def write(self, row: dict[str, float]) -> None:
+        """Append one row to metrics.jsonl (flushed) and its scalars to TensorBoard."""
         self.handle.write(json.dumps(row) + "\n")
         self.handle.flush()
         if self.writer is not None:
@@ -161,6 +176,7 @@ class _RunLog:
                     self.writer.add_scalar(f"train/{key}", value, step)
 
     def close(self) -> None:
+        """Close metrics.jsonl and the TensorBoard writer."""
         self.handle.close()
         if self.writer is not None:
             self.writer.close()
@@ -176,7 +192,7 @@ class Trainer:
     Examples:
         >>> result = Trainer(load_config("configs/fashion_sscrl.toml")).fit()  # doctest: +SKIP
         >>> result.checkpoint  # doctest: +SKIP
-        PosixPath('runs/fashion_sscrl/checkpoints/step-00001200.safetensors')
+        PosixPath('runs/fashion_sscrl/checkpoints/step-00001500.safetensors')
     """
 
     def __init__(self, config: TrainConfig, *, source: PairSource | None = None) -> None:
