@@ -5,7 +5,6 @@ L* = -tau E KL(p+ || p-), s* attains L*, invariance to adding g(x); the AUC agai
 """
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -51,12 +50,8 @@ Z = 4.5
 
 
 @pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Run with one torch thread (the machine is shared), restoring the setting afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _single_thread(one_thread: None) -> None:
+    """Every test here runs with one torch thread (tests/conftest.py)."""
 
 
 def gen(seed: int) -> torch.Generator:
