@@ -323,7 +323,7 @@ class CrossEntropyGapClaim(Claim):
             Cell(params, ctx.seed_for(params))
             for kind, tau in SERIES
             for k in plan.ks
-            for params in [_cell_params(kind, tau, k, plan.n_draws, phi_seed)]
+            for params in [cell_params(kind, tau, k, plan.n_draws, phi_seed)]
         ]
         records = ctx.run_cells(cells, measure_cross_entropy_gap)
         results = {
@@ -332,7 +332,7 @@ class CrossEntropyGapClaim(Claim):
         }
         fits = [
             fit_series(
-                _label(form, kind, tau),
+                series_label(form, kind, tau),
                 plan.ks,
                 [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
                 [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
@@ -409,8 +409,8 @@ class CrossEntropyGapClaim(Claim):
         return verdict, stats, figure
 
 
-def _cell_params(kind: str, tau: float, k: int, n_draws: int, phi_seed: int) -> dict[str, Any]:
-    """Everything a C7 cell's result depends on."""
+def cell_params(kind: str, tau: float, k: int, n_draws: int, phi_seed: int) -> dict[str, Any]:
+    """Everything a C7 or C8 cell's result depends on."""
     return {
         "phi": kind,
         "tau": tau,
@@ -422,7 +422,7 @@ def _cell_params(kind: str, tau: float, k: int, n_draws: int, phi_seed: int) -> 
     }
 
 
-def _label(form: str, kind: str, tau: float) -> str:
+def series_label(form: str, kind: str, tau: float) -> str:
     """Series label, e.g. ``"DCL, phi = identity, tau = 1"``."""
     name = {"dcl": "DCL", "infonce": "InfoNCE"}[form]
     return f"{name}, phi = {kind}, tau = {tau:g}"
@@ -460,7 +460,7 @@ def _gap_figure(
         coef = coefficients[(kind, tau)]
         for form, a in (("dcl", coef.cross_entropy_dcl), ("infonce", coef.cross_entropy_infonce)):
             curves.append(
-                curve(f"a/k, {_label(form, kind, tau)}", ks, [abs(a) / k for k in ks], kind="theory")
+                curve(f"a/k, {series_label(form, kind, tau)}", ks, [abs(a) / k for k in ks], kind="theory")
             )
     return loglog_figure(
         "gap",

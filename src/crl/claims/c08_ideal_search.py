@@ -33,9 +33,11 @@ from crl.claims.c07_ce_gap import (
     PLANS,
     SERIES,
     SeriesFit,
+    cell_params,
     draw_kernel_scores,
     fit_series,
     gap_coefficients_by_quadrature,
+    series_label,
     series_points,
     slope_verdict,
     sphere_embedding,
@@ -119,7 +121,7 @@ class IdealSearchClaim(Claim):
             Cell(params, ctx.seed_for(params))
             for kind, tau in SERIES
             for k in plan.ks
-            for params in [_cell_params(kind, tau, k, plan.n_draws, phi_seed)]
+            for params in [cell_params(kind, tau, k, plan.n_draws, phi_seed)]
         ]
         records = ctx.run_cells(cells, measure_ideal_search_gap)
         results: Results = {
@@ -128,7 +130,7 @@ class IdealSearchClaim(Claim):
         }
         fits = [
             fit_series(
-                _label(form, kind, tau),
+                series_label(form, kind, tau),
                 plan.ks,
                 [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
                 [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
@@ -203,25 +205,6 @@ def _control(
     return verdict, stats, figure
 
 
-def _cell_params(kind: str, tau: float, k: int, n_draws: int, phi_seed: int) -> dict[str, Any]:
-    """Everything a C8 cell's result depends on."""
-    return {
-        "phi": kind,
-        "tau": tau,
-        "k": k,
-        "n_draws": n_draws,
-        "kappa": KAPPA,
-        "dim": DIM,
-        "phi_seed": phi_seed,
-    }
-
-
-def _label(form: str, kind: str, tau: float) -> str:
-    """Series label, e.g. ``"DCL, phi = identity, tau = 1"``."""
-    name = {"dcl": "DCL", "infonce": "InfoNCE"}[form]
-    return f"{name}, phi = {kind}, tau = {tau:g}"
-
-
 def _bound_violations(results: Results, ks: Sequence[int], second_moment: float) -> ViolationCount:
     """Violations of ``|gap| <= bound`` by every (series, form, k) point, both signs in one family."""
     values, limits, ses = [], [], []
@@ -265,7 +248,7 @@ def _gap_figure(
             label = (
                 "a/k, InfoNCE (a = -1 for every phi)"
                 if form == "infonce"
-                else f"a/k, {_label(form, kind, tau)}"
+                else f"a/k, {series_label(form, kind, tau)}"
             )
             curves.append(curve(label, ks, [abs(a) / k for k in ks], kind="theory"))
     return loglog_figure(
