@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from crl.negatives import EmbeddedBatch, Negatives
-from crl.train.loss import batch_loss, gathered_in_batch_loss
+from crl.train.loss import batch_loss
 from tests.objectives.reference import reference_loss
 
 
@@ -26,12 +26,9 @@ def test_gathered_loss_averaged_over_ranks_is_the_global_in_batch_loss(form: str
     n, world, tau = 4, 3, 0.3
     a, p = _unit(n * world, 5, g), _unit(n * world, 5, g)
     per_rank = [
-        gathered_in_batch_loss(
-            a[r * n : (r + 1) * n],
-            p[r * n : (r + 1) * n],
-            a,
-            p,
-            r * n,
+        batch_loss(
+            EmbeddedBatch(a[r * n : (r + 1) * n], p[r * n : (r + 1) * n]),
+            Negatives("shared", "in_batch", y=p, x=a, batch_offset=r * n),
             tau=torch.tensor(tau, dtype=torch.float64),
             form=form,
             symmetric=symmetric,
