@@ -1,30 +1,13 @@
-"""Statistics behind the claims' verdicts: log-log slopes with bootstrap CIs, bound violations, plateaus.
-
-Every claim of THEORY.md section 7 reduces its measurements to one of three questions:
-
-- **a rate** (C3, C4, C7, C8, C10; C5/C6 vs n): the slope b of ``log y = a + b log x``, e.g. the SCRL inner
-  error ``L(s) - E L_hat(s) ~ C / m`` ([A] Thm 4.5) has b = -1; the rule is "the CI of b contains -1"
-  (:func:`loglog_slope`, :func:`loglog_slope_from_replicates`);
-- **a bound** (C1, C2, C7, C9): how many measured values exceed their bound by more than their Monte-Carlo
-  error (:func:`bound_violations`), e.g. C2's ``E* - E(s) <= sqrt((2/tau)(L(s) - L*))`` ([A] Thm 3.4);
-- **a saturation point** (C6): the smallest m whose metric is within eps of its plateau
-  (:func:`saturation_point`).
-
-All randomness comes from a ``numpy.random.Generator`` passed in; every function is float64 and raises
-``ValueError`` naming the argument on bad input (never a silent NaN).
-"""
+"""Log-log slopes with bootstrap confidence intervals: the rate claims (C3, C4, C7, C8; later C5, C6, C10)."""
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
-from scipy import stats as scipy_stats
+from numpy.typing import ArrayLike
 
-FloatArray = NDArray[np.float64]
-
-_MIN_POINTS = 3
+from crl.stats._validate import FloatArray, as_finite_1d, check_boot, log_points
 
 
 @dataclass(frozen=True)
@@ -74,91 +57,6 @@ class SlopeFit:
         return np.exp(self.intercept) * np.power(np.asarray(x, dtype=np.float64), self.slope)
 
 
-@dataclass(frozen=True)
-class ViolationCount:
-    """How many measured values exceed their bound, and how many do so beyond their Monte-Carlo error.
-
-    Attributes:
-        n: number of (value, bound) pairs checked.
-        count: number with ``value - bound > atol`` (raw, ignoring Monte-Carlo error).
-        count_beyond_mc_error: number with ``value - bound > k * se + atol``.
-        k: the multiple of the standard error used.
-        max_excess: largest ``value - bound`` (negative when every value is below its bound).
-        max_z: largest ``(value - bound) / se`` over pairs with ``se > 0`` (``None`` when every se is 0).
-        worst_index: index of the pair with the largest excess.
-        rate_upper: one-sided Clopper-Pearson upper confidence bound (level ``ci_level``) on the probability
-            that a value violates its bound beyond MC error.
-        ci_level: level of ``rate_upper``.
-        expected_false: ``n * (1 - Phi(k))``, the expected count beyond MC error if every value sat exactly on
-            its bound with normal errors of the given se (what a tight, true bound produces by chance).
-    """
-
-    n: int
-    count: int
-    count_beyond_mc_error: int
-    k: float
-    max_excess: float
-    max_z: float | None
-    worst_index: int
-    rate_upper: float
-    ci_level: float
-    expected_false: float
-
-    @property
-    def holds(self) -> bool:
-        """True when no value exceeds its bound beyond Monte-Carlo error."""
-        return self.count_beyond_mc_error == 0
-
-
-@dataclass(frozen=True)
-class Saturation:
-    """Where a metric reaches its plateau (C6's m*).
-
-    Attributes:
-        x_star: smallest x from which on the metric stays within eps of the plateau (log-linearly interpolated
-            between grid points when requested).
-        plateau: the plateau value used.
-        index: index of the first grid point from which on every point is within eps.
-        censored: True when already the first grid point is within eps, so the true saturation point is
-            ``<= x_star`` (x_star is then ``x[0]``).
-    """
-
-    x_star: float
-    plateau: float
-    index: int
-    censored: bool
-
-
-@dataclass(frozen=True)
-class MeanSE:
-    """A sample mean with its standard error ``sd / sqrt(n)`` (sd with ddof=1)."""
-
-    mean: float
-    se: float
-    n: int
-
-    def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Student-t interval ``mean -/+ t_{n-1, (1+level)/2} * se``."""
-        _check_level("level", level)
-        half = float(scipy_stats.t.ppf(0.5 + level / 2.0, self.n - 1)) * self.se
-        return self.mean - half, self.mean + half
-
-
-def mean_se(values: ArrayLike) -> MeanSE:
-    """Mean and standard error of replicates: ``mean = sum v / n``, ``se = sd(v, ddof=1) / sqrt(n)``.
-
-    Args:
-        values: at least two finite numbers.
-
-    Raises:
-        ValueError: if fewer than two values are given or any is not finite.
-    """
-    v = _as_finite_1d("values", values)
-    if v.size < 2:
-        raise ValueError(f"values has {v.size} entries; pass at least 2 replicates to estimate an error.")
-    return MeanSE(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size))
-
-
 def loglog_slope(
     x: ArrayLike,
     y: ArrayLike,
@@ -202,11 +100,11 @@ def loglog_slope(
         ValueError: on fewer than 3 points, non-positive or non-finite x, y or y_se, mismatched lengths,
             ``n_boot < 100`` or ``ci`` outside (0, 1).
     """
-    lx, ly = _log_points(x, y)
-    _check_boot(n_boot, ci)
+    lx, ly = log_points(x, y)
+    check_boot(n_boot, ci)
     if y_se is None:
         return _residual_bootstrap_t(lx, ly, rng, n_boot, ci)
-    se = _as_finite_1d("y_se", y_se)
+    se = as_finite_1d("y_se", y_se)
     if se.shape != lx.shape:
         raise ValueError(
             f"y_se has {se.size} entries but x has {lx.size}; pass one standard error per point."
@@ -257,13 +155,13 @@ def loglog_slope_from_replicates(
         raise ValueError(
             f"replicates has {len(replicates)} arrays but x has {np.size(x)} values; pass one array per x."
         )
-    groups = [_as_finite_1d(f"replicates[{i}]", r) for i, r in enumerate(replicates)]
+    groups = [as_finite_1d(f"replicates[{i}]", r) for i, r in enumerate(replicates)]
     for i, g in enumerate(groups):
         if g.size < 2:
             raise ValueError(f"replicates[{i}] has {g.size} values; pass at least 2 replicates per x.")
     means = np.array([g.mean() for g in groups])
-    lx, ly = _log_points(x, means)
-    _check_boot(n_boot, ci)
+    lx, ly = log_points(x, means)
+    check_boot(n_boot, ci)
     boot_means = np.column_stack(
         [g[rng.integers(0, g.size, size=(n_boot, g.size))].mean(axis=1) for g in groups]
     )
@@ -294,135 +192,6 @@ def loglog_slope_from_replicates(
         dof=int(lx.size - 2),
         scale=scale,
     )
-
-
-def bound_violations(
-    values: ArrayLike,
-    bounds: ArrayLike,
-    se: ArrayLike | None = None,
-    *,
-    k: float | None = None,
-    alpha: float = 0.05,
-    atol: float = 0.0,
-    ci: float = 0.95,
-) -> ViolationCount:
-    """Count the values that exceed their upper bound, raw and beyond Monte-Carlo error.
-
-    A pair violates beyond MC error when ``value - bound > k * se + atol``. With ``k=None`` the multiple is
-    the Bonferroni one, ``k = Phi^{-1}(1 - alpha / n)``: if every bound held with equality and each value were
-    normal about it with standard error se, the probability of *any* violation beyond MC error would be at
-    most alpha. So "zero violations beyond MC error" (C1's rule) has family-wise error <= alpha for a true,
-    tight bound, however many points are checked. ``atol`` absorbs floating-point rounding of exactly computed
-    quantities (se = 0).
-
-    Args:
-        values: measured values (e.g. C2's ``E* - E(s)``).
-        bounds: their upper bounds (e.g. ``sqrt((2/tau)(L(s) - L*))``), same length; ``inf`` is allowed.
-        se: standard errors of ``values - bounds`` (>= 0), or ``None`` for exactly computed values.
-        k: multiple of se; ``None`` chooses the Bonferroni multiple for ``alpha``.
-        alpha: family-wise error rate used when ``k`` is ``None``, in (0, 1).
-        atol: absolute tolerance (>= 0) added to ``k * se``.
-        ci: level of the Clopper-Pearson upper bound on the violation rate.
-
-    Raises:
-        ValueError: on empty or mismatched inputs, NaN, negative se, k < 0, atol < 0, or alpha or ci outside
-            (0, 1).
-    """
-    v = _as_finite_1d("values", values)
-    b = np.asarray(bounds, dtype=np.float64).reshape(-1)
-    if b.shape != v.shape:
-        raise ValueError(f"bounds has {b.size} entries but values has {v.size}; pass one bound per value.")
-    if v.size == 0:
-        raise ValueError("values is empty; pass at least one (value, bound) pair.")
-    if np.any(np.isnan(b)) or np.any(b == -np.inf):
-        raise ValueError("bounds contains NaN or -inf; every bound must be a number or +inf.")
-    s = np.zeros_like(v) if se is None else _as_finite_1d("se", se)
-    if s.shape != v.shape:
-        raise ValueError(
-            f"se has {s.size} entries but values has {v.size}; pass one standard error per value."
-        )
-    if np.any(s < 0.0):
-        raise ValueError("se has negative entries; standard errors are >= 0.")
-    _check_level("alpha", alpha)
-    _check_level("ci", ci)
-    if atol < 0.0:
-        raise ValueError(f"atol={atol!r} must be >= 0.")
-    if k is None:
-        k = float(scipy_stats.norm.isf(alpha / v.size))
-    elif not math.isfinite(k) or k < 0.0:
-        raise ValueError(f"k={k!r} must be a finite number >= 0 (or None for the Bonferroni choice).")
-    excess = v - b
-    beyond = int(np.sum(excess > k * s + atol))
-    positive_se = s > 0.0
-    max_z = float(np.max(excess[positive_se] / s[positive_se])) if np.any(positive_se) else None
-    worst = int(np.argmax(excess))
-    return ViolationCount(
-        n=int(v.size),
-        count=int(np.sum(excess > atol)),
-        count_beyond_mc_error=beyond,
-        k=float(k),
-        max_excess=float(excess[worst]),
-        max_z=max_z,
-        worst_index=worst,
-        rate_upper=_clopper_pearson_upper(beyond, int(v.size), ci),
-        ci_level=ci,
-        expected_false=float(v.size * scipy_stats.norm.sf(k)),
-    )
-
-
-def saturation_point(
-    x: ArrayLike,
-    y: ArrayLike,
-    eps: float,
-    *,
-    plateau: float | None = None,
-    interpolate: bool = True,
-) -> Saturation:
-    """The smallest x from which on ``|y - plateau| <= eps`` (C6's m*, "within eps of the plateau").
-
-    The plateau defaults to the value at the largest x. The grid point found is the first one from which on
-    *every* later point is within eps (a single early point that dips into the band does not count). With
-    ``interpolate``, ``x_star`` is where ``|y - plateau|`` crosses eps on the straight line in ``log x``
-    between that point and the one before it, so that m* varies continuously rather than in grid steps.
-
-    Args:
-        x: strictly increasing grid, all > 0, at least 2 points.
-        y: the metric at each x (finite).
-        eps: half-width of the band around the plateau (> 0).
-        plateau: the plateau value; ``None`` uses ``y[-1]``.
-        interpolate: interpolate between grid points in log x.
-
-    Raises:
-        ValueError: on a non-increasing or non-positive grid, mismatched lengths, eps <= 0, a non-finite
-            plateau, or when the last point is not within eps of the given plateau (nothing saturates).
-    """
-    gx = _as_finite_1d("x", x)
-    gy = _as_finite_1d("y", y)
-    if gx.shape != gy.shape or gx.size < 2:
-        raise ValueError(f"x and y have {gx.size} and {gy.size} entries; pass equally many, at least 2.")
-    if np.any(gx <= 0.0) or np.any(np.diff(gx) <= 0.0):
-        raise ValueError("x must be > 0 and strictly increasing; sort the grid and drop duplicates.")
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise ValueError(f"eps={eps!r} must be a finite number > 0.")
-    level = float(gy[-1]) if plateau is None else float(plateau)
-    if not math.isfinite(level):
-        raise ValueError(f"plateau={plateau!r} must be finite.")
-    distance = np.abs(gy - level)
-    outside = np.flatnonzero(distance > eps)
-    if outside.size and outside[-1] == gx.size - 1:
-        raise ValueError(
-            f"the last point y={gy[-1]!r} is not within eps={eps!r} of plateau={level!r}; extend the grid or "
-            "check the plateau."
-        )
-    index = int(outside[-1]) + 1 if outside.size else 0
-    if index == 0:
-        return Saturation(x_star=float(gx[0]), plateau=level, index=0, censored=True)
-    x_star = float(gx[index])
-    if interpolate:
-        d0, d1 = distance[index - 1], distance[index]
-        t = (d0 - eps) / (d0 - d1)
-        x_star = float(np.exp(np.log(gx[index - 1]) + t * (np.log(gx[index]) - np.log(gx[index - 1]))))
-    return Saturation(x_star=x_star, plateau=level, index=index, censored=False)
 
 
 def _residual_bootstrap_t(
@@ -546,55 +315,3 @@ def _percentile_interval(samples: FloatArray, centre: float, ci: float, scale: f
     """Percentile interval of ``samples``, its distances from ``centre`` multiplied by ``scale``."""
     q_lo, q_hi = np.quantile(samples, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
     return centre + scale * (float(q_lo) - centre), centre + scale * (float(q_hi) - centre)
-
-
-def _clopper_pearson_upper(count: int, n: int, level: float) -> float:
-    """One-sided exact binomial upper bound on a rate from ``count`` successes in ``n`` trials."""
-    if count >= n:
-        return 1.0
-    return float(scipy_stats.beta.ppf(level, count + 1, n - count))
-
-
-def _log_points(x: ArrayLike, y: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """Validate a log-log data set and return ``(log x, log y)``."""
-    gx = _as_finite_1d("x", x)
-    gy = _as_finite_1d("y", y)
-    if gx.shape != gy.shape:
-        raise ValueError(f"x has {gx.size} entries but y has {gy.size}; pass one y per x.")
-    if gx.size < _MIN_POINTS:
-        raise ValueError(f"x has {gx.size} points; a slope with a CI needs at least {_MIN_POINTS}.")
-    if np.any(gx <= 0.0):
-        raise ValueError(f"x has entries <= 0 ({gx[gx <= 0.0][:3]}); a log-log fit needs x > 0.")
-    if np.any(gy <= 0.0):
-        raise ValueError(
-            f"y has entries <= 0 ({gy[gy <= 0.0][:3]}); a log-log fit needs y > 0: drop points whose value "
-            "is within its error of 0, or measure them more precisely."
-        )
-    if np.ptp(gx) == 0.0:
-        raise ValueError("x has a single distinct value; a slope needs at least 2 distinct x values.")
-    return np.log(gx), np.log(gy)
-
-
-def _as_finite_1d(name: str, values: ArrayLike) -> FloatArray:
-    """``values`` as a 1-D float64 array, raising ``ValueError`` if anything is NaN or infinite."""
-    array = np.asarray(values, dtype=np.float64).reshape(-1)
-    if not np.all(np.isfinite(array)):
-        raise ValueError(
-            f"{name} contains {int(np.sum(~np.isfinite(array)))} NaN/inf entries; pass finite numbers."
-        )
-    return array
-
-
-def _check_boot(n_boot: int, ci: float) -> None:
-    """Validate the bootstrap size and confidence level."""
-    if n_boot < 100:
-        raise ValueError(
-            f"n_boot={n_boot!r} is too small for a percentile interval; use at least 100 (2000 typical)."
-        )
-    _check_level("ci", ci)
-
-
-def _check_level(name: str, level: float) -> None:
-    """Raise ``ValueError`` unless ``0 < level < 1``."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"{name}={level!r} must lie strictly between 0 and 1 (e.g. 0.95).")

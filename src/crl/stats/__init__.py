@@ -1,0 +1,31 @@
+"""Statistics behind the claims' verdicts: log-log slopes with bootstrap CIs, bound violations, plateaus.
+
+Every claim of THEORY.md section 7 reduces its measurements to one of three questions:
+
+- **a rate** (C3, C4, C7, C8, C10; C5/C6 vs n): the slope b of ``log y = a + b log x``, e.g. the SCRL inner
+  error ``L(s) - E L_hat(s) ~ C / m`` ([A] Thm 4.5) has b = -1; the rule is "the CI of b contains -1"
+  (:func:`loglog_slope`, :func:`loglog_slope_from_replicates`);
+- **a bound** (C1, C2, C7, C9): how many measured values exceed their bound by more than their Monte-Carlo
+  error (:func:`bound_violations`), e.g. C2's ``E* - E(s) <= sqrt((2/tau)(L(s) - L*))`` ([A] Thm 3.4);
+- **a saturation point** (C6): the smallest m whose metric is within eps of its plateau
+  (:func:`saturation_point`).
+
+All randomness comes from a ``numpy.random.Generator`` passed in; every function is float64 and raises
+``ValueError`` naming the argument on bad input (never a silent NaN).
+"""
+
+from crl.stats.bounds import ViolationCount, bound_violations
+from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
+from crl.stats.summary import MeanSE, Saturation, mean_se, saturation_point
+
+__all__ = [
+    "MeanSE",
+    "Saturation",
+    "SlopeFit",
+    "ViolationCount",
+    "bound_violations",
+    "loglog_slope",
+    "loglog_slope_from_replicates",
+    "mean_se",
+    "saturation_point",
+]
