@@ -124,14 +124,15 @@ class ExactModel(ABC):
         """One sentence saying what p- is."""
 
     @property
-    @abstractmethod
     def negatives_from_anchor_law(self) -> bool:
-        """True when p- = pi, the anchor law ([B]'s convention)."""
+        """True when p- = pi, the anchor law ([B]'s convention). Default: True (models whose positives' marginal
+        is pi, so that [A]'s and [B]'s conventions agree); the asymmetric model overrides it."""
+        return True
 
     @property
-    @abstractmethod
     def negatives_from_positive_marginal(self) -> bool:
-        """True when p- is the marginal law of the positives y ([A]'s convention)."""
+        """True when p- is the marginal law of the positives y ([A]'s convention). Default: True (see above)."""
+        return True
 
     @abstractmethod
     def sample_anchors(self, n: int, generator: torch.Generator) -> Tensor:

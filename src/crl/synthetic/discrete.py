@@ -134,16 +134,6 @@ class DiscreteLatent(ExactModel):
         """p- = the positives' marginal, which equals pi."""
         return "the positives' marginal (= the anchor law pi: class w_k, then uniform within the class)"
 
-    @property
-    def negatives_from_anchor_law(self) -> bool:
-        """p- = pi: yes."""
-        return True
-
-    @property
-    def negatives_from_positive_marginal(self) -> bool:
-        """p- = law of y: yes."""
-        return True
-
     def one_hot(self, items: Tensor) -> Tensor:
         """One-hot vectors of item indices: shape ``items.shape + (N,)``, the model's dtype."""
         return torch.nn.functional.one_hot(items, self.dim).to(self.dtype)

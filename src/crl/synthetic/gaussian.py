@@ -121,16 +121,6 @@ class GaussianTwoTower(ExactModel):
         """p- = N(0, I_d), the anchor law and the positives' marginal."""
         return "N(0, I_d) (= the anchor law pi = the positives' marginal)"
 
-    @property
-    def negatives_from_anchor_law(self) -> bool:
-        """p- = pi: yes."""
-        return True
-
-    @property
-    def negatives_from_positive_marginal(self) -> bool:
-        """p- = law of y: yes."""
-        return True
-
     def sample_anchors(self, n: int, generator: torch.Generator) -> Tensor:
         """n anchors x ~ N(0, I_d), shape (n, d)."""
         check_generator(generator)

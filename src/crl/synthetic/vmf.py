@@ -208,16 +208,6 @@ class VMFUniform(ExactModel):
         """p- is uniform on the sphere, which is both the anchor law and the positives' marginal."""
         return "uniform on the sphere (= the anchor law pi = the positives' marginal)"
 
-    @property
-    def negatives_from_anchor_law(self) -> bool:
-        """p- = pi: yes."""
-        return True
-
-    @property
-    def negatives_from_positive_marginal(self) -> bool:
-        """p- = law of y: yes (vMF noise on uniform anchors is uniform)."""
-        return True
-
     def sample_anchors(self, n: int, generator: torch.Generator) -> Tensor:
         """n uniform anchors on S^{d-1}, shape (n, d)."""
         return sample_uniform_sphere((check_count(n),), self.dim, generator, self.dtype)
