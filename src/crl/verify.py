@@ -26,7 +26,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from crl import __version__
-from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
+from crl.claims.base import (
+    Claim,
+    ClaimContext,
+    ClaimResult,
+    ControlResult,
+    Fidelity,
+    Verdict,
+    bonferroni_level,
+)
 from crl.claims.registry import Registry, default_registry
 from crl.report.document import ReportFiles, RunInfo, format_interval, format_number, write_report
 from crl.sweep import SweepStore, new_run_id
@@ -115,7 +123,8 @@ def run_verify(
             run_id,
             {"fidelity": str(fidelity), "seed": seed, "claims": [c.id for c in selected], "crl": __version__},
         )
-        results = _run_claims(selected, store, fidelity, seed, run_id, workers, console)
+        level = bonferroni_level(len(registry.claims))
+        results = _run_claims(selected, store, fidelity, seed, run_id, workers, console, level)
         store.finish_run(run_id)
     info = RunInfo(
         run_id=run_id,
@@ -190,8 +199,9 @@ def _run_claims(
     run_id: str,
     workers: int,
     console: Console,
+    level: float,
 ) -> list[ClaimResult]:
-    """Run each claim under a progress bar, storing each outcome as it is known."""
+    """Run each claim under a progress bar at family-wise ``level``, storing each outcome as it is known."""
     results = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
@@ -199,7 +209,7 @@ def _run_claims(
         for claim in claims:
             cells = progress.add_task(f"  {claim.id} cells", total=None)
             ctx = ClaimContext(
-                claim.id, fidelity, store, seed, run_id, workers, _CellProgress(progress, cells)
+                claim.id, fidelity, store, seed, run_id, workers, _CellProgress(progress, cells), level=level
             )
             result = _run_one(claim, ctx)
             store.put_claim_result(

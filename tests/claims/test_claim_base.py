@@ -175,7 +175,8 @@ def test_context_runs_cells_records_provenance_and_derives_distinct_seeds(tmp_pa
         resumed = Echo().run(second)
     assert result.cell_runs == {"run-a": 2} and resumed.cell_runs == {"run-a": 2}
     assert resumed.run_id == "run-b" and resumed.table == ({"i": 0}, {"i": 1})
-    assert (result.claim_id, result.rule, result.control.description) == ("C2", "CI contains 1", "x = 2")
+    assert (result.claim_id, result.control.description) == ("C2", "x = 2")
+    assert result.rule.startswith("CI contains 1 Level:") and "family-wise level 0.95" in result.rule
     assert result.verdict is Verdict.PASS and result.control.verdict is Verdict.FAIL
     assert first.seed_for("a") == second.seed_for("a") != first.seed_for("b")
     other_claim = ClaimContext("C3", Fidelity.QUICK, store, seed=7, run_id="run-a")

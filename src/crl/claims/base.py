@@ -331,6 +331,9 @@ class ClaimContext:
         workers: process-pool size for cells (1: in process).
         progress: progress hook for the cells (``progress(done, total)``).
         cell_runs: run id -> number of cells used from that run, filled by :meth:`run_cells`.
+        level: family-wise confidence level of the claim's verdict (all its intervals and violation counts
+            together). `crl verify` sets 1 - 0.05/N for the N shipped claims, so that a run in which every claim
+            is true fails with probability at most 5% (at 0.95 each, 7 true claims would fail ~30% of runs).
     """
 
     claim_id: str
@@ -341,6 +344,7 @@ class ClaimContext:
     workers: int = 1
     progress: ProgressHook | None = None
     cell_runs: Counter[str] = field(default_factory=Counter)
+    level: float = 0.95
 
     def run_cells(self, cells: Sequence[Cell], fn: CellFn) -> list[CellRecord]:
         """Compute (or load) the claim's cells with :func:`crl.sweep.run_cells`; records in ``cells`` order.
@@ -416,7 +420,8 @@ class Claim(ABC):
             title=self.title,
             source=self.source,
             statement=self.statement,
-            rule=self.rule,
+            rule=f"{self.rule} Level: the verdict's intervals and violation counts hold jointly at family-wise "
+            f"level {ctx.level:.4g} (crl verify: 95% over the shipped claims, Bonferroni).",
             fidelity=ctx.fidelity,
             verdict=verdict,
             statistics=tuple(statistics),

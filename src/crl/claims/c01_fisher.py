@@ -240,7 +240,7 @@ class FisherConsistency(Claim):
         "THEORY.md C1: zero violations beyond MC error of L(s) - L* >= 0 and of E* - E(s) >= 0 over random s, and "
         "argmin L = argmax E within a family. Fixed by crl: (a) 3 models x 20/60/200 random scores "
         "(quick/standard/full); a violation is an estimate below 0 by more than k se + 1e-12, k the Bonferroni "
-        "multiple for family-wise level 0.05 over all scores (crl.stats.bound_violations); (b) Gaussian "
+        "multiple for the claim's family-wise level over all scores (crl.stats.bound_violations); (b) Gaussian "
         "two-tower (d=4, rho=0.6, tau=0.5), s_c = tau (rho<x,y> - c|y|^2/2)/(1-rho^2), c in {0, 0.12, ..., 0.96}: "
         "PASS iff max_c E(c) - E(argmin_c L(c)) <= 3 paired se. All three parts must PASS."
     )
@@ -270,9 +270,11 @@ class FisherConsistency(Claim):
         excess = np.array([r["excess"] for r in rows])
         gaps = np.array([r["gap"] for r in rows])
         excess_count = bound_violations(
-            -excess, np.zeros_like(excess), [r["excess_se"] for r in rows], atol=ROUNDING
+            -excess, np.zeros_like(excess), [r["excess_se"] for r in rows], atol=ROUNDING, alpha=1 - ctx.level
         )
-        gap_count = bound_violations(-gaps, np.zeros_like(gaps), [r["gap_se"] for r in rows], atol=ROUNDING)
+        gap_count = bound_violations(
+            -gaps, np.zeros_like(gaps), [r["gap_se"] for r in rows], atol=ROUNDING, alpha=1 - ctx.level
+        )
         claim_family, control_family = family["claim"], family["control"]
         verdict = combine_verdicts(
             verdict_no_violations(excess_count),

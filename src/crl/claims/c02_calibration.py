@@ -252,7 +252,7 @@ class Calibration(Claim):
         "THEORY.md C2: every point <= sqrt(2/tau x) within CI; report the fitted slope. Fixed by crl: tau in "
         "{0.1, 0.5, 2}; rotations, random, trained, rank-swap and discrete scores (module docstring); a point "
         "violates when E* - E exceeds the bound by more than k se + 1e-12, k the Bonferroni multiple for "
-        "family-wise level 0.05 over all points, se combining both estimates (crl.stats.bound_violations). PASS "
+        "the claim's family-wise level over all points, se combining both estimates (crl.stats.bound_violations). PASS "
         "iff there are zero violations."
     )
     control_description: ClassVar[str] = (
@@ -269,9 +269,11 @@ class Calibration(Claim):
         y_se = np.array([r["gap_se"] for r in rows])
         tau = np.array([r["tau"] for r in rows])
         bound, bound_se = sqrt_bound(x, x_se, tau)
-        count = bound_violations(y, bound, np.hypot(y_se, bound_se), atol=ROUNDING)
+        count = bound_violations(y, bound, np.hypot(y_se, bound_se), atol=ROUNDING, alpha=1 - ctx.level)
         linear = 2.0 * x / tau
-        control_count = bound_violations(y, linear, np.hypot(y_se, 2.0 * x_se / tau), atol=ROUNDING)
+        control_count = bound_violations(
+            y, linear, np.hypot(y_se, 2.0 * x_se / tau), atol=ROUNDING, alpha=1 - ctx.level
+        )
         for row, b, lin in zip(rows, bound, linear, strict=True):
             row["sqrt_bound"], row["linear_law"] = float(b), float(lin)
             row["ratio_to_bound"] = float(row["gap"] / b) if b > 0 else None

@@ -98,7 +98,8 @@ class ScrlInnerError(Claim):
     )
     rule: ClassVar[str] = (
         "THEORY.md C3: log-log slope CI contains -1. Fixed by crl: s(x,y) = <Wx, y>, W = diag(0.25, 0.1875, 0.125), "
-        "VMFUniform(3, kappa=4), tau = 0.5, m in {4, 8, ..., 1024} (full: {16, ..., 4096}); the 95% CI of the "
+        "VMFUniform(3, kappa=4), tau = 0.5, m in {4, 8, ..., 1024} (full: {16, ..., 4096}); the CI (at the "
+        "claim's level) of the "
         "OLS slope of log mean gap vs "
         "log m, by resampling draws within each m (2000 resamples, widened by sqrt(chi2/dof) on misfit). PASS if "
         "it contains -1 and is at most 0.5 wide; INCONCLUSIVE if it contains -1 but is wider; FAIL otherwise."
@@ -120,9 +121,11 @@ class ScrlInnerError(Claim):
         records = ctx.run_cells(cells, inner_gap_cell)
         gaps, errors = _pool(records, "gap", grid), _pool(records, "abs_error", grid)
         ms = list(grid)
-        fit = loglog_slope_from_replicates(ms, [gaps[m] for m in ms], rng=ctx.rng("bootstrap", "gap"))
+        fit = loglog_slope_from_replicates(
+            ms, [gaps[m] for m in ms], rng=ctx.rng("bootstrap", "gap"), ci=ctx.level
+        )
         control_fit = loglog_slope_from_replicates(
-            ms, [errors[m] for m in ms], rng=ctx.rng("bootstrap", "control")
+            ms, [errors[m] for m in ms], rng=ctx.rng("bootstrap", "control"), ci=ctx.level
         )
         stat = Statistic.from_slope("slope of L(s) - E L_hat_m(s) vs m", fit)
         control_stat = Statistic.from_slope("slope of E|L_hat_m - ell| vs m (control)", control_fit)

@@ -46,6 +46,7 @@ from crl.claims.base import (
     FigureSpec,
     Statistic,
     Verdict,
+    bonferroni_level,
     combine_verdicts,
     loglog_figure,
     points,
@@ -153,7 +154,8 @@ class SscrlFluctuation(Claim):
     rule: ClassVar[str] = (
         "THEORY.md C4: SSCRL slope CI contains -1/2; SCRL flat. Fixed by crl: AsymmetricSphere(3, kappa=1, "
         "anchor_kappa=10, negatives = positives' marginal), s = 0.25 <x,y>, tau = 0.5, m in {16, ..., 256}, "
-        "n = 4096/8192/16384 (quick/standard/full), anchors and negatives redrawn per data set. 95% CI of the "
+        "n = 4096/8192/16384 (quick/standard/full), anchors and negatives redrawn per data set. CI (each of the "
+        "two at half the claim's error rate, Bonferroni) of the "
         "slope of log sd(L_hat_m) vs log m (half the variance slope; replicate bootstrap, 2000 resamples, widened "
         "on misfit). SSCRL: PASS if the CI contains -0.5 and is at most 0.5 wide (INCONCLUSIVE if wider), else "
         "FAIL. SCRL flat: PASS if the CI lies inside [-0.15, 0.15], FAIL if the slope is outside it, else "
@@ -186,7 +188,12 @@ class SscrlFluctuation(Claim):
                     _squared_deviations(np.asarray(pooled[(arm, regime, m)]), scale) for m in M_GRID
                 ]
                 fit = _sd_fit(
-                    loglog_slope_from_replicates(list(M_GRID), replicates, rng=ctx.rng("boot", arm, regime))
+                    loglog_slope_from_replicates(
+                        list(M_GRID),
+                        replicates,
+                        rng=ctx.rng("boot", arm, regime),
+                        ci=bonferroni_level(2, ctx.level),
+                    )
                 )
                 fits[(arm, regime)] = fit
                 label = "SSCRL (shared)" if regime == "shared" else "SCRL (independent)"

@@ -303,11 +303,11 @@ class CrossEntropyGapClaim(Claim):
         "THEORY.md section 7, C7: slope -1; inside Prop. 1's two bounds for every k. crl's fixed criterion: for "
         "each series (phi = identity, tau = 1; phi = random linear map, tau = 0.5; vMF(kappa = 2) on S^2) and "
         "each form (InfoNCE, DCL), the bootstrap CI of the log-log slope of |∫CE dpi - R| against k, at level "
-        "1 - 0.05/4 each (Bonferroni: family-wise 95% over the four series), "
+        "the claim's error rate / 4 each (Bonferroni over the four series), "
         "(k = 128..2048 quick, ..8192 standard, ..16384 full; doubling) contains -1, and the gap has one sign at "
         "every k with |gap| > 2 se (else INCONCLUSIVE); and no point lies above (e^{2/tau}-1)^2/(8k) or below "
-        "-log(1 + e^{2/tau}/k) (InfoNCE) / 0 (DCL) by more than the Bonferroni multiple (family-wise alpha = "
-        "0.05 over all points and both sides) of its Monte-Carlo standard error."
+        "-log(1 + e^{2/tau}/k) (InfoNCE) / 0 (DCL) by more than the Bonferroni multiple (the claim's family-wise "
+        "level over all points and both sides) of its Monte-Carlo standard error."
     )
     control_description = (
         "A genuine alternative with another rate: the Monte-Carlo fluctuation (sd over draws) of one draw's "
@@ -337,12 +337,12 @@ class CrossEntropyGapClaim(Claim):
                 [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
                 [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
                 ctx.rng("slope", kind, tau, form),
-                ci=bonferroni_level(len(SERIES) * len(FORMS)),
+                ci=bonferroni_level(len(SERIES) * len(FORMS), ctx.level),
             )
             for kind, tau in SERIES
             for form in FORMS
         ]
-        violations = _bound_violations(results, plan.ks)
+        violations = _bound_violations(results, plan.ks, alpha=1 - ctx.level)
         slope_verdicts = [slope_verdict(series, -1.0) for series in fits]
         verdict = combine_verdicts(*slope_verdicts, verdict_no_violations(violations))
         statistics = [Statistic.from_slope(f"slope of |∫CE dpi - R| vs k, {s.label}", s.fit) for s in fits]
@@ -429,7 +429,7 @@ def series_label(form: str, kind: str, tau: float) -> str:
 
 
 def _bound_violations(
-    results: Mapping[tuple[str, float, int], Mapping[str, Any]], ks: Sequence[int]
+    results: Mapping[tuple[str, float, int], Mapping[str, Any]], ks: Sequence[int], *, alpha: float
 ) -> ViolationCount:
     """Violations of Prop. 1's two bounds by every (series, form, k) point, both sides in one family."""
     values, limits, ses = [], [], []
@@ -441,7 +441,7 @@ def _bound_violations(
                 values += [mean, -mean]
                 limits += [upper, -lower]
                 ses += [se, se]
-    return bound_violations(values, limits, ses)
+    return bound_violations(values, limits, ses, alpha=alpha)
 
 
 def _gap_figure(

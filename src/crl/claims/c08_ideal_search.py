@@ -100,11 +100,11 @@ class IdealSearchClaim(Claim):
         "THEORY.md section 7, C8: slope -1; below (4/(tau k)) E|dM/dpi|^2 (+ log term). crl's fixed criterion: "
         "for each series (phi = identity, tau = 1; phi = random linear map, tau = 0.5; vMF(kappa = 2) on S^2, "
         "E|dM/dpi|^2 = kappa coth kappa) and each form (InfoNCE, DCL), the bootstrap CI of the log-log slope "
-        "(level 1 - 0.05/4 each, Bonferroni: family-wise 95% over the four series) of |gap| against k "
+        "(the claim's error rate / 4 each, Bonferroni over the four series) of |gap| against k "
         "(k = 128..2048 quick, ..8192 standard, ..16384 full; doubling) contains -1 and the "
         "gap has one sign at every k with |gap| > 2 se (else INCONCLUSIVE); and no |gap| exceeds Prop. 2's bound "
-        "(InfoNCE with, DCL without the log term) by more than the Bonferroni multiple (family-wise alpha = "
-        "0.05 over all points and both signs) of its Monte-Carlo standard error."
+        "(InfoNCE with, DCL without the log term) by more than the Bonferroni multiple (the claim's family-wise "
+        "level over all points and both signs) of its Monte-Carlo standard error."
     )
     control_description = (
         "A genuine alternative with another rate: the Monte-Carlo fluctuation (sd over draws of k unseen points) "
@@ -135,12 +135,12 @@ class IdealSearchClaim(Claim):
                 [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
                 [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
                 ctx.rng("slope", kind, tau, form),
-                ci=bonferroni_level(len(SERIES) * len(FORMS)),
+                ci=bonferroni_level(len(SERIES) * len(FORMS), ctx.level),
             )
             for kind, tau in SERIES
             for form in FORMS
         ]
-        violations = _bound_violations(results, plan.ks, second_moment)
+        violations = _bound_violations(results, plan.ks, second_moment, alpha=1 - ctx.level)
         verdict = combine_verdicts(*(slope_verdict(s, -1.0) for s in fits), verdict_no_violations(violations))
         statistics = [
             Statistic.from_slope(f"slope of |ideal-search gap| vs k, {s.label}", s.fit) for s in fits
@@ -205,7 +205,9 @@ def _control(
     return verdict, stats, figure
 
 
-def _bound_violations(results: Results, ks: Sequence[int], second_moment: float) -> ViolationCount:
+def _bound_violations(
+    results: Results, ks: Sequence[int], second_moment: float, *, alpha: float
+) -> ViolationCount:
     """Violations of ``|gap| <= bound`` by every (series, form, k) point, both signs in one family."""
     values, limits, ses = [], [], []
     for kind, tau in SERIES:
@@ -216,7 +218,7 @@ def _bound_violations(results: Results, ks: Sequence[int], second_moment: float)
                 values += [mean, -mean]
                 limits += [bound, bound]
                 ses += [se, se]
-    return bound_violations(values, limits, ses)
+    return bound_violations(values, limits, ses, alpha=alpha)
 
 
 def _leading_constant(coefficients: GapCoefficients, form: KernelForm) -> float:
