@@ -288,6 +288,43 @@ def series_points(series: SeriesFit, *, with_fit: bool = True) -> Points:
     return points(series.label, series.ks, v, y_low=low, y_high=v + err, fit=series.fit if with_fit else None)
 
 
+Results = Mapping[tuple[str, float, int], Mapping[str, Any]]
+"""Cell results keyed by (phi kind, tau, k)."""
+
+
+def run_series(
+    ctx: ClaimContext, plan: Plan, phi_seed: int, measure: Callable[[Cell], dict[str, float]]
+) -> tuple[Results, list[SeriesFit]]:
+    """Measure every (phi, tau, k) cell of SERIES x plan.ks (C7 and C8) and fit each (series, form)'s slope.
+
+    Each slope CI is at the claim's error rate shared by its len(SERIES) * len(FORMS) series (Bonferroni).
+    """
+    cells = [
+        Cell(params, ctx.seed_for(params))
+        for kind, tau in SERIES
+        for k in plan.ks
+        for params in [cell_params(kind, tau, k, plan.n_draws, phi_seed)]
+    ]
+    records = ctx.run_cells(cells, measure)
+    results = {
+        (str(r.cell.params["phi"]), float(r.cell.params["tau"]), int(r.cell.params["k"])): r.result
+        for r in records
+    }
+    fits = [
+        fit_series(
+            series_label(form, kind, tau),
+            plan.ks,
+            [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
+            [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
+            ctx.rng("slope", kind, tau, form),
+            ci=bonferroni_level(len(SERIES) * len(FORMS), ctx.level),
+        )
+        for kind, tau in SERIES
+        for form in FORMS
+    ]
+    return results, fits
+
+
 class CrossEntropyGapClaim(Claim):
     """C7 ([B] Prop. 1): ``∫ CE[M||Q] dpi - R(phi; k, tau) = O(1/k)``, inside Prop. 1's two bounds."""
 
@@ -319,29 +356,7 @@ class CrossEntropyGapClaim(Claim):
         """Measure every (phi, tau, k) cell, fit the slopes, count bound violations, judge claim and control."""
         plan = PLANS[ctx.fidelity]
         phi_seed = ctx.seed_for("phi")
-        cells = [
-            Cell(params, ctx.seed_for(params))
-            for kind, tau in SERIES
-            for k in plan.ks
-            for params in [cell_params(kind, tau, k, plan.n_draws, phi_seed)]
-        ]
-        records = ctx.run_cells(cells, measure_cross_entropy_gap)
-        results = {
-            (str(r.cell.params["phi"]), float(r.cell.params["tau"]), int(r.cell.params["k"])): r.result
-            for r in records
-        }
-        fits = [
-            fit_series(
-                series_label(form, kind, tau),
-                plan.ks,
-                [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
-                [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
-                ctx.rng("slope", kind, tau, form),
-                ci=bonferroni_level(len(SERIES) * len(FORMS), ctx.level),
-            )
-            for kind, tau in SERIES
-            for form in FORMS
-        ]
+        results, fits = run_series(ctx, plan, phi_seed, measure_cross_entropy_gap)
         violations = _bound_violations(results, plan.ks, alpha=1 - ctx.level)
         slope_verdicts = [slope_verdict(series, -1.0) for series in fits]
         verdict = combine_verdicts(*slope_verdicts, verdict_no_violations(violations))

@@ -20,7 +20,6 @@ from crl.claims.base import (
     FigureSpec,
     Statistic,
     Verdict,
-    bonferroni_level,
     combine_verdicts,
     curve,
     loglog_figure,
@@ -32,11 +31,12 @@ from crl.claims.c07_ce_gap import (
     KAPPA,
     PLANS,
     SERIES,
+    Results,
     SeriesFit,
-    cell_params,
     draw_kernel_scores,
     fit_series,
     gap_coefficients_by_quadrature,
+    run_series,
     series_label,
     series_points,
     slope_verdict,
@@ -50,7 +50,6 @@ from crl.sweep import Cell
 from crl.synthetic.vmf import VMFUniform
 
 _CONTROL_SERIES = ("identity", 1.0)
-Results = Mapping[tuple[str, float, int], Mapping[str, Any]]
 
 
 def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
@@ -117,29 +116,7 @@ class IdealSearchClaim(Claim):
         plan = PLANS[ctx.fidelity]
         phi_seed = ctx.seed_for("phi")
         second_moment = VMFUniform(DIM, KAPPA).density_ratio_second_moment()
-        cells = [
-            Cell(params, ctx.seed_for(params))
-            for kind, tau in SERIES
-            for k in plan.ks
-            for params in [cell_params(kind, tau, k, plan.n_draws, phi_seed)]
-        ]
-        records = ctx.run_cells(cells, measure_ideal_search_gap)
-        results: Results = {
-            (str(r.cell.params["phi"]), float(r.cell.params["tau"]), int(r.cell.params["k"])): r.result
-            for r in records
-        }
-        fits = [
-            fit_series(
-                series_label(form, kind, tau),
-                plan.ks,
-                [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
-                [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
-                ctx.rng("slope", kind, tau, form),
-                ci=bonferroni_level(len(SERIES) * len(FORMS), ctx.level),
-            )
-            for kind, tau in SERIES
-            for form in FORMS
-        ]
+        results, fits = run_series(ctx, plan, phi_seed, measure_ideal_search_gap)
         violations = _bound_violations(results, plan.ks, second_moment, alpha=1 - ctx.level)
         verdict = combine_verdicts(*(slope_verdict(s, -1.0) for s in fits), verdict_no_violations(violations))
         statistics = [
