@@ -175,23 +175,8 @@ def loglog_slope_from_replicates(
     slopes = _ols_slopes(lx, np.log(boot_means[valid]))
     slope, intercept = _ols(lx, ly)
     sigma = np.array([g.std(ddof=1) / math.sqrt(g.size) for g in groups]) / means
-    chi2 = _chi2(lx, ly, slope, intercept, sigma)
-    scale = _misfit_scale(chi2, lx.size - 2) if inflate_for_misfit else 1.0
-    lo, hi = _percentile_interval(slopes, slope, ci, scale)
-    return SlopeFit(
-        slope=slope,
-        intercept=intercept,
-        ci_low=lo,
-        ci_high=hi,
-        ci_level=ci,
-        slope_se=scale * float(slopes.std(ddof=1)),
-        n_points=int(lx.size),
-        n_boot=n_valid,
-        method="replicate-bootstrap",
-        chi2=chi2,
-        dof=int(lx.size - 2),
-        scale=scale,
-    )
+    fit = (lx, ly, slope, intercept, sigma)
+    return _bootstrap_fit(fit, slopes, ci, inflate_for_misfit, "replicate-bootstrap")
 
 
 def _residual_bootstrap_t(
@@ -247,6 +232,20 @@ def _parametric_bootstrap(
     fitted = intercept + slope * lx
     boot_ly = fitted + sigma * rng.standard_normal((n_boot, lx.size))
     boot_slopes = _wls_slopes(lx, boot_ly, weights)
+    fit = (lx, ly, slope, intercept, sigma)
+    return _bootstrap_fit(fit, boot_slopes, ci, inflate_for_misfit, "parametric-bootstrap")
+
+
+def _bootstrap_fit(
+    fit: tuple[FloatArray, FloatArray, float, float, FloatArray],
+    boot_slopes: FloatArray,
+    ci: float,
+    inflate_for_misfit: bool,
+    method: str,
+) -> SlopeFit:
+    """The SlopeFit of a point fit ``(log x, log y, slope, intercept, sigma of log y)`` and its bootstrap slopes:
+    percentile interval about the slope, widened by sqrt(chi2/dof) on misfit when asked."""
+    lx, ly, slope, intercept, sigma = fit
     chi2 = _chi2(lx, ly, slope, intercept, sigma)
     scale = _misfit_scale(chi2, lx.size - 2) if inflate_for_misfit else 1.0
     lo, hi = _percentile_interval(boot_slopes, slope, ci, scale)
@@ -258,8 +257,8 @@ def _parametric_bootstrap(
         ci_level=ci,
         slope_se=scale * float(boot_slopes.std(ddof=1)),
         n_points=int(lx.size),
-        n_boot=n_boot,
-        method="parametric-bootstrap",
+        n_boot=int(boot_slopes.size),
+        method=method,
         chi2=chi2,
         dof=int(lx.size - 2),
         scale=scale,
