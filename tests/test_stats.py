@@ -272,7 +272,7 @@ def test_mean_se_and_t_interval_match_scipy() -> None:
     values = np.random.default_rng(7).normal(2.0, 3.0, size=12)
     estimate = mean_se(values)
     assert estimate.se == pytest.approx(scipy_stats.sem(values), rel=1e-12)
-    low, high = estimate.ci(0.9)
+    low, high = estimate.t_ci(0.9)
     ref = scipy_stats.t.interval(0.9, df=11, loc=values.mean(), scale=scipy_stats.sem(values))
     assert (low, high) == pytest.approx(ref, rel=1e-12)
     with pytest.raises(ValueError, match="at least 2"):

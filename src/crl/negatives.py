@@ -33,6 +33,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from crl._vocab import Regime
+
 __all__ = [
     "EmbeddedBatch",
     "Gathered",
@@ -47,7 +49,6 @@ __all__ = [
     "embed_negatives",
 ]
 
-Regime = Literal["shared", "independent"]
 NegativesKind = Literal["in_batch", "embeddings", "indices", "samples"]
 Generate = Callable[[tuple[int, ...], torch.Generator], Tensor]
 """``generate(shape, rng)`` returns samples y' ~ p- of shape (*shape, *sample_shape)."""

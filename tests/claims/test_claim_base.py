@@ -125,7 +125,7 @@ def test_statistics_carry_the_intervals_of_their_sources() -> None:
     assert violations.value == 0.0 and violations.ci_high == pytest.approx(100 * count.rate_upper)
     estimate = mean_se([1.0, 2.0, 3.0, 4.0])
     mean = Statistic.from_mean("mean", estimate, 0.9)
-    assert (mean.ci_low, mean.ci_high) == estimate.ci(0.9)
+    assert (mean.ci_low, mean.ci_high) == estimate.t_ci(0.9)
 
 
 def test_result_to_dict_is_plain_json_with_nested_fits() -> None:

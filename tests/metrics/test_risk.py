@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate
 
+from crl._vocab import Estimate
 from crl.metrics.risk import (
-    Estimate,
     FeatureScore,
     FiniteLaw,
     IsotropicGaussian,
@@ -131,8 +131,8 @@ def test_vmf_linear_risk_matches_closed_form_exact_and_sampled_inner(
     sampled = population_risk(
         linear(beta), truth, tau, generator=gen(1), n_anchors=2_000, n_negatives=512, inner="sampled"
     )
-    assert abs(exact.value - reference) < Z * exact.se
-    assert abs(sampled.value - reference) < Z * sampled.se + 1e-3 * abs(reference)
+    assert abs(exact.mean - reference) < Z * exact.se
+    assert abs(sampled.mean - reference) < Z * sampled.se + 1e-3 * abs(reference)
 
 
 def test_rotated_score_risk_matches_closed_form() -> None:
@@ -140,7 +140,7 @@ def test_rotated_score_risk_matches_closed_form() -> None:
     rot = rotation_z(0.7)
     truth = VMFUniform(3, 4.0)
     est = population_risk(linear(1.5, rot), truth, 0.5, generator=gen(2), n_anchors=20_000)
-    assert abs(est.value - vmf_linear_risk(1.5, 4.0, 0.5, float(torch.trace(rot)) / 3.0)) < Z * est.se
+    assert abs(est.mean - vmf_linear_risk(1.5, 4.0, 0.5, float(torch.trace(rot)) / 3.0)) < Z * est.se
 
 
 @pytest.mark.parametrize(
@@ -152,9 +152,9 @@ def test_ideal_score_attains_the_optimal_risk(truth: VMFUniform | GaussianTwoTow
     ideal = ideal_feature_score(truth, tau)
     assert ideal is not None
     est = population_risk(ideal, truth, tau, generator=gen(3), n_anchors=20_000)
-    assert abs(est.value - truth.optimal_risk(tau)) < Z * est.se
+    assert abs(est.mean - truth.optimal_risk(tau)) < Z * est.se
     excess = excess_risk(ideal, truth, tau, generator=gen(4), n_anchors=4_096)
-    assert abs(excess.value) < 1e-12 and excess.se < 1e-12
+    assert abs(excess.mean) < 1e-12 and excess.se < 1e-12
     model_score = population_risk(
         lambda x, y: truth.ideal_score(x, y, tau),
         truth,
@@ -163,7 +163,7 @@ def test_ideal_score_attains_the_optimal_risk(truth: VMFUniform | GaussianTwoTow
         n_anchors=2_000,
         n_negatives=256,
     )
-    assert abs(model_score.value - truth.optimal_risk(tau)) < Z * model_score.se
+    assert abs(model_score.mean - truth.optimal_risk(tau)) < Z * model_score.se
 
 
 def test_excess_risk_is_tau_times_kl_to_the_learned_kernel() -> None:
@@ -174,11 +174,11 @@ def test_excess_risk_is_tau_times_kl_to_the_learned_kernel() -> None:
     cosine = (1.0 + 2.0 * math.cos(theta)) / 3.0  # E_x <x, R x> for x uniform on S^2
     closed_kl = vmf_kl(kappa, beta / tau, cosine)
     risk = population_risk(score, truth, tau, generator=gen(5), n_anchors=40_000)
-    assert abs((risk.value - truth.optimal_risk(tau)) - tau * closed_kl) < Z * risk.se
+    assert abs((risk.mean - truth.optimal_risk(tau)) - tau * closed_kl) < Z * risk.se
     kl = kl_to_ideal(score, truth, tau, generator=gen(6), n_anchors=20_000)
-    assert abs(kl.value - closed_kl) < Z * kl.se
+    assert abs(kl.mean - closed_kl) < Z * kl.se
     excess = excess_risk(score, truth, tau, generator=gen(6), n_anchors=20_000)
-    assert excess.value == pytest.approx(tau * kl.value, rel=1e-12)
+    assert excess.mean == pytest.approx(tau * kl.mean, rel=1e-12)
 
 
 def test_gaussian_quadratic_log_partition_exact_vs_sampled() -> None:
@@ -189,7 +189,7 @@ def test_gaussian_quadratic_log_partition_exact_vs_sampled() -> None:
     exact = log_partition(score, truth, x, 0.5)
     sampled = log_partition(score, truth, x, 0.5, generator=gen(8), n_negatives=1_024, inner="sampled")
     diff = estimate_from_draws(sampled - exact)
-    assert abs(diff.value) < Z * diff.se
+    assert abs(diff.mean) < Z * diff.se
 
 
 def test_forms_share_the_centred_limit_l_over_tau() -> None:
@@ -199,8 +199,8 @@ def test_forms_share_the_centred_limit_l_over_tau() -> None:
         form: population_risk(score, truth, tau, generator=gen(8), form=form, n_anchors=512)
         for form in ("gcl", "dcl", "infonce")
     }
-    assert values["dcl"].value == pytest.approx(values["gcl"].value / tau, rel=1e-12)
-    assert values["infonce"].value == pytest.approx(values["dcl"].value, rel=1e-12)
+    assert values["dcl"].mean == pytest.approx(values["gcl"].mean / tau, rel=1e-12)
+    assert values["infonce"].mean == pytest.approx(values["dcl"].mean, rel=1e-12)
 
 
 def test_invariance_to_adding_a_function_of_the_anchor() -> None:
@@ -212,7 +212,7 @@ def test_invariance_to_adding_a_function_of_the_anchor() -> None:
 
     a = population_risk(score, truth, tau, generator=gen(9), n_anchors=512, inner="sampled", n_negatives=64)
     b = population_risk(shifted, truth, tau, generator=gen(9), n_anchors=512, inner="sampled", n_negatives=64)
-    assert a.value == pytest.approx(b.value, abs=1e-10)
+    assert a.mean == pytest.approx(b.mean, abs=1e-10)
     for regime in ("independent", "shared"):
         a = expected_empirical_risk(
             score, truth, tau, 16, generator=gen(10), regime=regime, n_anchors=64, n_replicates=4
@@ -220,10 +220,10 @@ def test_invariance_to_adding_a_function_of_the_anchor() -> None:
         b = expected_empirical_risk(
             shifted, truth, tau, 16, generator=gen(10), regime=regime, n_anchors=64, n_replicates=4
         )
-        assert a.value == pytest.approx(b.value, abs=1e-10)
+        assert a.mean == pytest.approx(b.mean, abs=1e-10)
     e_a = auc(score, truth, generator=gen(11), n_anchors=512, inner="sampled")
     e_b = auc(shifted, truth, generator=gen(11), n_anchors=512, inner="sampled")
-    assert e_a.value == e_b.value
+    assert e_a.mean == e_b.mean
 
 
 # ---- finite supports --------------------------------------------------------------------------------------------
@@ -315,10 +315,10 @@ def test_auc_of_the_ideal_score_is_e_star_exact_and_sampled(truth: VMFUniform | 
     assert ideal is not None
     exact = auc(ideal, truth, generator=gen(13), n_anchors=20_000)
     sampled = auc(ideal, truth, generator=gen(14), n_anchors=4_000, n_negatives=64, inner="sampled")
-    assert abs(exact.value - truth.optimal_auc()) < Z * exact.se
-    assert abs(sampled.value - truth.optimal_auc()) < Z * sampled.se
+    assert abs(exact.mean - truth.optimal_auc()) < Z * exact.se
+    assert abs(sampled.mean - truth.optimal_auc()) < Z * sampled.se
     gap = auc_gap(ideal, truth, generator=gen(15), n_anchors=1_000)
-    assert gap.value == 0.0 and gap.se == 0.0
+    assert gap.mean == 0.0 and gap.se == 0.0
 
 
 def test_auc_exact_cdf_agrees_with_brute_force_on_the_same_pairs() -> None:
@@ -371,7 +371,7 @@ def test_constant_score_ties_count_one_half() -> None:
     """If this fails, ties (a constant score) are not counted 1/2 in E(s): E must be exactly 1/2."""
     zero = FeatureScore(lambda x: 0.0 * x)
     for truth in (VMFUniform(3, 2.0), GaussianTwoTower(3, 0.5)):
-        assert auc(zero, truth, generator=gen(18), n_anchors=100).value == 0.5
+        assert auc(zero, truth, generator=gen(18), n_anchors=100).mean == 0.5
 
 
 # ---- finite m: expected empirical risk and the inner gap --------------------------------------------------------
@@ -384,7 +384,7 @@ def test_one_negative_gcl_has_the_closed_form_mean(regime: str) -> None:
     est = expected_empirical_risk(
         linear(beta), truth, 0.5, 1, generator=gen(19), regime=regime, n_anchors=256, n_replicates=64
     )
-    assert abs(est.value + beta * a3(4.0)) < Z * est.se
+    assert abs(est.mean + beta * a3(4.0)) < Z * est.se
 
 
 @pytest.mark.parametrize("m", [8, 64])
@@ -392,15 +392,15 @@ def test_inner_gap_matches_quadrature(m: int) -> None:
     """If this fails, the variance-reduced L(s) - E L_hat_m(s) misses the exact value (1-D quadrature)."""
     beta, tau = 0.6, 0.5
     est = inner_gap(linear(beta), VMFUniform(3, 4.0), tau, m, generator=gen(20), n_draws=20_000)
-    assert abs(est.value - exact_inner_gap(beta, tau, m)) < Z * est.se
-    assert est.se < 0.03 * est.value
+    assert abs(est.mean - exact_inner_gap(beta, tau, m)) < Z * est.se
+    assert est.se < 0.03 * est.mean
 
 
 def test_inner_gap_draws_plain_and_variance_reduced_agree() -> None:
     """If this fails, the control variate changed the mean of the inner gap (it must only cut the variance)."""
     draws = inner_gap_draws(linear(0.6), VMFUniform(3, 2.0), 0.5, 32, generator=gen(21), n_draws=20_000)
     naive, reduced = estimate_from_draws(draws.naive), estimate_from_draws(draws.estimate)
-    assert abs(naive.value - reduced.value) < Z * naive.se
+    assert abs(naive.mean - reduced.mean) < Z * naive.se
     assert reduced.se < naive.se / 4
     assert bool((draws.estimate >= 0).all())
 
@@ -415,8 +415,8 @@ def test_expected_empirical_risk_is_below_the_population_risk_in_both_regimes() 
     b = expected_empirical_risk(
         score, truth, tau, 4, generator=gen(23), regime="shared", n_anchors=512, n_replicates=32
     )
-    assert abs(a.value - b.value) < Z * math.hypot(a.se, b.se)
-    assert full - a.value > Z * a.se
+    assert abs(a.mean - b.mean) < Z * math.hypot(a.se, b.se)
+    assert full - a.mean > Z * a.se
     asymmetric = AsymmetricSphere(3, kappa=1.0, anchor_kappa=10.0, negative_law="marginal")
     kwargs = {"generator": gen(24), "n_anchors": 512, "n_replicates": 32}
     shared = empirical_risk_draws(linear(0.5), asymmetric, 1.0, 4, regime="shared", **kwargs)
@@ -435,8 +435,8 @@ def test_sampled_log_partition_bias_correction() -> None:
     negatives = truth.sample_negatives((x.shape[0], m), gen(26))
     plain = torch.logsumexp(score(x[:, None, :], negatives) / tau, dim=1) - math.log(m)
     uncorrected = estimate_from_draws(plain - exact)
-    assert abs(corrected.value) < Z * corrected.se
-    assert uncorrected.value < -Z * uncorrected.se
+    assert abs(corrected.mean) < Z * corrected.se
+    assert uncorrected.mean < -Z * uncorrected.se
 
 
 # ---- validation -------------------------------------------------------------------------------------------------
@@ -483,10 +483,10 @@ def test_bad_inputs_raise_with_the_argument_named() -> None:
 
 def test_estimate_interval() -> None:
     """If this fails, Estimate.ci is not value -/+ 1.96 se at 95%."""
-    low, high = Estimate(1.0, 0.5, 10).ci(0.95)
+    low, high = Estimate(1.0, 0.5, 10).normal_ci(0.95)
     assert (low, high) == pytest.approx((1.0 - 1.959964 * 0.5, 1.0 + 1.959964 * 0.5), rel=1e-6)
     draws = estimate_from_draws(torch.tensor([1.0, 2.0, 3.0, 4.0]))
-    assert (draws.value, draws.n_samples) == (2.5, 4)
+    assert (draws.mean, draws.n) == (2.5, 4)
     assert draws.se == pytest.approx(float(np.std([1, 2, 3, 4], ddof=1)) / 2.0)
 
 

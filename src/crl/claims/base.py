@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from crl.stats import MeanSE, SlopeFit, ViolationCount
+from crl._vocab import Estimate
+from crl.stats import SlopeFit, ViolationCount
 from crl.sweep import Cell, CellFn, CellRecord, ProgressHook, SweepStore, derive_seed, run_cells
 
 
@@ -103,9 +104,9 @@ class Statistic:
         return cls(name, float(count.count_beyond_mc_error), 0.0, upper, count.ci_level, detail)
 
     @classmethod
-    def from_mean(cls, name: str, estimate: MeanSE, level: float = 0.95) -> "Statistic":
+    def from_mean(cls, name: str, estimate: Estimate, level: float = 0.95) -> "Statistic":
         """A mean with its Student-t interval."""
-        low, high = estimate.ci(level)
+        low, high = estimate.t_ci(level)
         return cls(name, estimate.mean, low, high, level, f"mean of {estimate.n}, se {estimate.se:.3g}")
 
     def contains(self, value: float) -> bool:

@@ -154,7 +154,7 @@ def random_score_cell(cell: Cell) -> dict[str, Any]:
     return {
         "excess": float(terms.mean()),
         "excess_se": float(terms.std() / math.sqrt(n)),
-        "gap": gap.value,
+        "gap": gap.mean,
         "gap_se": gap.se,
     }
 

@@ -130,7 +130,7 @@ def feature_point(
     return {
         "excess": float(terms.mean()),
         "excess_se": float(terms.std() / math.sqrt(n)),
-        "gap": gap.value,
+        "gap": gap.mean,
         "gap_se": gap.se,
     }
 

@@ -65,7 +65,7 @@ LINEAR_SINGULAR_VALUES = (1.0, 1.5, 2.5)
 """Singular values of the random linear map A of ``phi(z) = Az/|Az|``."""
 SERIES: tuple[tuple[str, float], ...] = (("identity", 1.0), ("linear", 0.5))
 """The (phi, tau) series of C7."""
-FORMS: tuple[KernelForm, ...] = ("dcl", "infonce")
+FORM_ORDER: tuple[KernelForm, ...] = ("dcl", "infonce")
 _MAX_POINTS_PER_CHUNK = 1 << 18
 _CONTROL_SERIES = ("identity", 1.0)
 
@@ -220,7 +220,7 @@ def measure_cross_entropy_gap(cell: Cell) -> dict[str, float]:
         model, embed, tau=tau, n_draws=int(p["n_draws"]), n_negatives=int(p["k"]), generator=generator
     )
     result: dict[str, float] = {}
-    for form in FORMS:
+    for form in FORM_ORDER:
         gap = integrated_cross_entropy_gap(
             draws.positive_scores, draws.negative_scores, draws.log_partition, tau=tau, form=form
         )
@@ -297,7 +297,7 @@ def run_series(
 ) -> tuple[Results, list[SeriesFit]]:
     """Measure every (phi, tau, k) cell of SERIES x plan.ks (C7 and C8) and fit each (series, form)'s slope.
 
-    Each slope CI is at the claim's error rate shared by its len(SERIES) * len(FORMS) series (Bonferroni).
+    Each slope CI is at the claim's error rate shared by its len(SERIES) * len(FORM_ORDER) series (Bonferroni).
     """
     cells = [
         Cell(params, ctx.seed_for(params))
@@ -317,10 +317,10 @@ def run_series(
             [results[(kind, tau, k)][f"{form}_mean"] for k in plan.ks],
             [results[(kind, tau, k)][f"{form}_se"] for k in plan.ks],
             ctx.rng("slope", kind, tau, form),
-            ci=bonferroni_level(len(SERIES) * len(FORMS), ctx.level),
+            ci=bonferroni_level(len(SERIES) * len(FORM_ORDER), ctx.level),
         )
         for kind, tau in SERIES
-        for form in FORMS
+        for form in FORM_ORDER
     ]
     return results, fits
 
@@ -451,7 +451,7 @@ def _bound_violations(
     """Violations of Prop. 1's two bounds by every (series, form, k) point, both sides in one family."""
     values, limits, ses = [], [], []
     for kind, tau in SERIES:
-        for form in FORMS:
+        for form in FORM_ORDER:
             for k in ks:
                 lower, upper = cross_entropy_gap_bounds(k, tau, form)
                 mean, se = results[(kind, tau, k)][f"{form}_mean"], results[(kind, tau, k)][f"{form}_se"]
@@ -499,7 +499,7 @@ def _table(
     rows = []
     for kind, tau in SERIES:
         coef = coefficients[(kind, tau)]
-        for form in FORMS:
+        for form in FORM_ORDER:
             a = coef.cross_entropy_dcl if form == "dcl" else coef.cross_entropy_infonce
             for k in ks:
                 r = results[(kind, tau, k)]

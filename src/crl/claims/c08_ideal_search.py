@@ -27,7 +27,7 @@ from crl.claims.base import (
 )
 from crl.claims.c07_ce_gap import (
     DIM,
-    FORMS,
+    FORM_ORDER,
     KAPPA,
     PLANS,
     SERIES,
@@ -72,7 +72,7 @@ def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
     if log_w is None:
         raise RuntimeError("draw_kernel_scores returned no dM/dpi although with_kernel_ratio=True.")
     result: dict[str, float] = {}
-    for form in FORMS:
+    for form in FORM_ORDER:
         gap = ideal_search_gap(
             draws.positive_scores, draws.negative_scores, log_w, draws.log_partition, tau=tau, form=form
         )
@@ -190,7 +190,7 @@ def _bound_violations(
     """Violations of ``|gap| <= bound`` by every (series, form, k) point, both signs in one family."""
     values, limits, ses = [], [], []
     for kind, tau in SERIES:
-        for form in FORMS:
+        for form in FORM_ORDER:
             for k in ks:
                 bound = ideal_search_bound(k, tau, second_moment, form)
                 mean, se = results[(kind, tau, k)][f"{form}_mean"], results[(kind, tau, k)][f"{form}_se"]
@@ -214,7 +214,7 @@ def _gap_figure(
     """|gap| vs k for every series, Prop. 2's bounds and crl's a/k theory curves."""
     curves: list[Curve] = []
     for kind, tau in SERIES:
-        for form in FORMS:
+        for form in FORM_ORDER:
             if kind == SERIES[0][0] or form == "dcl":
                 curves.append(
                     curve(
@@ -252,7 +252,7 @@ def _table(
     """One row per (phi, tau, form, k): estimate, se, plain estimate, Prop. 2's bound and k * gap against a."""
     rows = []
     for kind, tau in SERIES:
-        for form in FORMS:
+        for form in FORM_ORDER:
             a = _leading_constant(coefficients[(kind, tau)], form)
             for k in ks:
                 r = results[(kind, tau, k)]

@@ -50,15 +50,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from crl._vocab import Estimate
 from crl.metrics._retrieval_checks import RetrievalInputs, validate_retrieval_inputs
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A mean over queries and its standard error sd / sqrt(n_queries)."""
-
-    mean: float
-    se: float
 
 
 @dataclass(frozen=True)
@@ -189,7 +182,9 @@ def summarise_retrieval(per_query: PerQueryRetrieval, *, gallery_size: int) -> R
         raise ValueError(f"per_query: has {n_queries} query; a standard error needs at least 2 queries.")
 
     def estimate(values: Tensor) -> Estimate:
-        return Estimate(float(values.mean()), float(values.std(correction=1)) / math.sqrt(n_queries))
+        return Estimate(
+            float(values.mean()), float(values.std(correction=1)) / math.sqrt(n_queries), n_queries
+        )
 
     return RetrievalReport(
         n_queries=n_queries,

@@ -4,27 +4,19 @@ Every check raises a ``ValueError`` (or ``TypeError``) that names the argument, 
 it, so that bad input never surfaces as a traceback from inside torch or as a silent NaN.
 """
 
-import math
+import typing
 from typing import Literal
 
 import torch
 from torch import Tensor
 
-Form = Literal["infonce", "dcl", "gcl"]
-Regime = Literal["shared", "independent"]
+from crl._vocab import check_tau
+
 Tiling = Literal["auto", "dense", "tiled"]
 Reduction = Literal["mean", "none"]
 
-FORMS: tuple[str, ...] = ("infonce", "dcl", "gcl")
-REGIMES: tuple[str, ...] = ("shared", "independent")
-TILINGS: tuple[str, ...] = ("auto", "dense", "tiled")
-REDUCTIONS: tuple[str, ...] = ("mean", "none")
-
-
-def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    """Raise ``ValueError`` unless ``value`` is one of ``allowed``."""
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not known; use one of {', '.join(map(repr, allowed))}.")
+TILINGS: tuple[str, ...] = typing.get_args(Tiling)
+REDUCTIONS: tuple[str, ...] = typing.get_args(Reduction)
 
 
 def check_embeddings(name: str, x: object, ndim: int) -> Tensor:
@@ -87,9 +79,7 @@ def check_tau_value(tau: Tensor) -> None:
     """Raise ``ValueError`` unless the temperature is a finite positive scalar."""
     if tau.numel() != 1:
         raise ValueError(f"tau has shape {tuple(tau.shape)}; pass a scalar temperature.")
-    value = float(tau.detach())
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"tau={value!r} must be a finite number > 0 (typical values: 0.01 to 1).")
+    check_tau(float(tau.detach()))
 
 
 def upcast(x: Tensor) -> Tensor:

@@ -10,16 +10,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl.objectives._checks import (
-    REDUCTIONS,
-    REGIMES,
-    Reduction,
-    Regime,
-    check_choice,
-    check_embeddings,
-    check_inputs,
-    upcast,
-)
+from crl._vocab import REGIMES, Regime, check_choice
+from crl.objectives._checks import REDUCTIONS, Reduction, check_embeddings, check_inputs, upcast
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]

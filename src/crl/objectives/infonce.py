@@ -17,16 +17,12 @@ import math
 import torch
 from torch import Tensor, nn
 
+from crl._vocab import FORMS, REGIMES, Form, Regime, check_choice
 from crl.objectives._checks import (
-    FORMS,
     REDUCTIONS,
-    REGIMES,
     TILINGS,
-    Form,
     Reduction,
-    Regime,
     Tiling,
-    check_choice,
     check_embeddings,
     check_inputs,
     check_scores,

@@ -21,13 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl.objectives._checks import (
-    REDUCTIONS,
-    Reduction,
-    Regime,
-    check_choice,
-    check_scores,
-)
+from crl._vocab import Regime, check_choice
+from crl.objectives._checks import REDUCTIONS, Reduction, check_scores
 from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from crl.objectives._checks import Reduction, Regime, check_choice
+from crl._vocab import Regime, check_choice
+from crl.objectives._checks import Reduction
 from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 

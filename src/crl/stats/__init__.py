@@ -14,12 +14,13 @@ All randomness comes from a ``numpy.random.Generator`` passed in; every function
 ``ValueError`` naming the argument on bad input (never a silent NaN).
 """
 
+from crl._vocab import Estimate
 from crl.stats.bounds import ViolationCount, bound_violations
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
-from crl.stats.summary import MeanSE, Saturation, mean_se, saturation_point
+from crl.stats.summary import Saturation, mean_se, saturation_point
 
 __all__ = [
-    "MeanSE",
+    "Estimate",
     "Saturation",
     "SlopeFit",
     "ViolationCount",

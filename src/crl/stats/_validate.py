@@ -3,6 +3,8 @@
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crl._vocab import check_level
+
 FloatArray = NDArray[np.float64]
 
 
@@ -26,12 +28,6 @@ def check_boot(n_boot: int, ci: float) -> None:
             f"n_boot={n_boot!r} is too small for a percentile interval; use at least 100 (2000 typical)."
         )
     check_level("ci", ci)
-
-
-def check_level(name: str, level: float) -> None:
-    """Raise ``ValueError`` unless ``0 < level < 1``."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"{name}={level!r} must lie strictly between 0 and 1 (e.g. 0.95).")
 
 
 def log_points(x: ArrayLike, y: ArrayLike) -> tuple[FloatArray, FloatArray]:

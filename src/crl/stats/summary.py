@@ -5,27 +5,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as scipy_stats
 
-from crl.stats._validate import as_finite_1d, check_level
-
-
-@dataclass(frozen=True)
-class MeanSE:
-    """A sample mean with its standard error ``sd / sqrt(n)`` (sd with ddof=1)."""
-
-    mean: float
-    se: float
-    n: int
-
-    def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Student-t interval ``mean -/+ t_{n-1, (1+level)/2} * se``."""
-        check_level("level", level)
-        half = float(scipy_stats.t.ppf(0.5 + level / 2.0, self.n - 1)) * self.se
-        return self.mean - half, self.mean + half
+from crl._vocab import Estimate
+from crl.stats._validate import as_finite_1d
 
 
-def mean_se(values: ArrayLike) -> MeanSE:
+def mean_se(values: ArrayLike) -> Estimate:
     """Mean and standard error of replicates: ``mean = sum v / n``, ``se = sd(v, ddof=1) / sqrt(n)``.
 
     Args:
@@ -37,7 +22,7 @@ def mean_se(values: ArrayLike) -> MeanSE:
     v = as_finite_1d("values", values)
     if v.size < 2:
         raise ValueError(f"values has {v.size} entries; pass at least 2 replicates to estimate an error.")
-    return MeanSE(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size))
+    return Estimate(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size))
 
 
 @dataclass(frozen=True)

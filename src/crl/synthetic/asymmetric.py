@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from crl._vocab import check_count
 from crl.synthetic._axial import (
     AxialMixture,
     converge,
@@ -57,8 +58,6 @@ from crl.synthetic._special import exp_or_inf, log_vmf_normaliser, vmf_mean_resu
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
-    check_count,
-    check_dim,
     check_dtype,
     check_generator,
     check_points,
@@ -167,7 +166,7 @@ class AsymmetricSphere(ExactModel):
         negative_law: NegativeLaw = "anchor",
         dtype: torch.dtype = torch.float64,
     ) -> None:
-        self._dim = check_dim("dim", dim, 2)
+        self._dim = check_count("dim", dim, 2)
         self.kappa = check_positive("kappa", kappa)
         self.anchor_kappas = _as_float_tuple("anchor_kappa", anchor_kappa)
         k = len(self.anchor_kappas)
@@ -228,7 +227,7 @@ class AsymmetricSphere(ExactModel):
         """n anchors from the vMF mixture pi: a component k ~ w, then vMF(mu_k, kappa0_k). Shape (n, d)."""
         check_generator(generator)
         device = generator.device
-        if check_count(n) == 0:
+        if check_count("n", n, 0) == 0:
             return torch.zeros(0, self.dim, dtype=self.dtype, device=device)
         weights = torch.tensor(self.anchor_weights, dtype=torch.float64, device=device)
         component = torch.multinomial(weights, n, replacement=True, generator=generator)

@@ -26,6 +26,8 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from crl._vocab import check_tau
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 QUADRATURE_TOLERANCE = 1e-8
@@ -194,13 +196,6 @@ class ExactModel(ABC):
         return -check_tau(tau) * self.mean_kl()
 
 
-def check_tau(tau: float) -> float:
-    """Validate a temperature: a finite float > 0."""
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau <= 0:
-        raise ValueError(f"tau must be a finite number > 0, got tau={tau!r}; pass e.g. tau=0.1")
-    return float(tau)
-
-
 def check_positive(name: str, value: float) -> float:
     """Validate a finite real number > 0 (a concentration, a weight) named ``name``."""
     if (
@@ -211,20 +206,6 @@ def check_positive(name: str, value: float) -> float:
     ):
         raise ValueError(f"{name} must be a finite number > 0, got {name}={value!r}")
     return float(value)
-
-
-def check_dim(name: str, value: int, minimum: int) -> int:
-    """Validate an integer dimension ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
-    return value
-
-
-def check_count(n: int) -> int:
-    """Validate a sample size: an integer >= 0."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an integer >= 0, got n={n!r}")
-    return n
 
 
 def check_shape(shape: Sequence[int]) -> tuple[int, ...]:

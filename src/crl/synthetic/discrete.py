@@ -27,9 +27,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from crl._vocab import check_count
 from crl.synthetic.base import (
     ExactModel,
-    check_count,
     check_dtype,
     check_generator,
     check_points,
@@ -155,7 +155,7 @@ class DiscreteLatent(ExactModel):
     def sample_anchors(self, n: int, generator: torch.Generator) -> Tensor:
         """n one-hot anchors x ~ pi, shape (n, N)."""
         check_generator(generator)
-        return self.one_hot(self._draw_items(self.anchor_probs, check_count(n), generator))
+        return self.one_hot(self._draw_items(self.anchor_probs, check_count("n", n, 0), generator))
 
     def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:
         """For each one-hot anchor, an item uniform within its class (anchor excluded if include_anchor=False)."""

@@ -27,12 +27,11 @@ import torch
 from scipy import integrate
 from torch import Tensor
 
+from crl._vocab import check_count
 from crl.synthetic._special import exp_or_inf
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
-    check_count,
-    check_dim,
     check_dtype,
     check_generator,
     check_points,
@@ -104,7 +103,7 @@ class GaussianTwoTower(ExactModel):
     """
 
     def __init__(self, dim: int, rho: float, dtype: torch.dtype = torch.float64) -> None:
-        self._dim = check_dim("dim", dim, 1)
+        self._dim = check_count("dim", dim, 1)
         self.rho = _check_rho(rho)
         self._dtype = check_dtype(dtype)
 
@@ -125,7 +124,7 @@ class GaussianTwoTower(ExactModel):
         """n anchors x ~ N(0, I_d), shape (n, d)."""
         check_generator(generator)
         return torch.randn(
-            (check_count(n), self.dim), generator=generator, dtype=self.dtype, device=generator.device
+            (check_count("n", n, 0), self.dim), generator=generator, dtype=self.dtype, device=generator.device
         )
 
     def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:

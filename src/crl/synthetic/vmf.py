@@ -19,12 +19,11 @@ import torch
 from scipy import integrate, special
 from torch import Tensor
 
+from crl._vocab import check_count
 from crl.synthetic._special import exp_or_inf, log_vmf_normaliser, vmf_mean_resultant_length
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
-    check_count,
-    check_dim,
     check_dtype,
     check_generator,
     check_points,
@@ -189,7 +188,7 @@ class VMFUniform(ExactModel):
     """
 
     def __init__(self, dim: int, kappa: float, dtype: torch.dtype = torch.float64) -> None:
-        self._dim = check_dim("dim", dim, 2)
+        self._dim = check_count("dim", dim, 2)
         self.kappa = check_positive("kappa", kappa)
         self._dtype = check_dtype(dtype)
         self.log_normaliser = float(log_vmf_normaliser(dim, self.kappa))
@@ -210,7 +209,7 @@ class VMFUniform(ExactModel):
 
     def sample_anchors(self, n: int, generator: torch.Generator) -> Tensor:
         """n uniform anchors on S^{d-1}, shape (n, d)."""
-        return sample_uniform_sphere((check_count(n),), self.dim, generator, self.dtype)
+        return sample_uniform_sphere((check_count("n", n, 0),), self.dim, generator, self.dtype)
 
     def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:
         """y_i ~ vMF(x_i, kappa) for each row of x (n, d); x must be unit vectors."""

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from crl._vocab import Form, Regime
+
 __all__ = [
     "ConfigError",
     "DataConfig",
@@ -123,7 +125,7 @@ class ModelConfig(_Section):
 class LossConfig(_Section):
     """``[loss]``: the contrastive objective and its negatives (THEORY.md sections 1-2)."""
 
-    form: Literal["infonce", "dcl", "gcl"] = Field(
+    form: Form = Field(
         default="infonce",
         description="infonce = log(1 + sum_j exp(Delta_ij/tau)); dcl = log sum_j exp(Delta_ij/tau); "
         "gcl = tau log((1/m) sum_j exp(Delta_ij/tau)) ([A]'s L_hat).",
@@ -174,7 +176,7 @@ class LossConfig(_Section):
         return self
 
     @property
-    def regime(self) -> Literal["shared", "independent"]:
+    def regime(self) -> Regime:
         """'independent' (SCRL) for independent_pool, else 'shared' (SSCRL)."""
         return "independent" if self.negatives == "independent_pool" else "shared"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from crl._vocab import Form
 from crl.negatives import EmbeddedBatch, Negatives
 from crl.objectives import contrastive_loss
-from crl.objectives._checks import Form
 
 __all__ = ["batch_loss"]
 

@@ -4,6 +4,7 @@ Every estimate of an expectation returns a value with its Monte-Carlo standard e
 (:class:`Estimate`); every loss value comes from :mod:`crl.objectives`.
 """
 
+from crl._vocab import Estimate
 from crl.metrics.risk.auc import auc, auc_gap
 from crl.metrics.risk.contrastive import (
     excess_risk,
@@ -21,7 +22,7 @@ from crl.metrics.risk.empirical import (
     inner_gap,
     inner_gap_draws,
 )
-from crl.metrics.risk.estimate import Estimate, ScoreFn, estimate_from_draws
+from crl.metrics.risk.estimate import ScoreFn, estimate_from_draws
 from crl.metrics.risk.exact import (
     FeatureScore,
     IsotropicGaussian,

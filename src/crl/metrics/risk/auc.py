@@ -19,11 +19,10 @@ fixed query set against a fixed gallery; this module estimates the population E(
 import torch
 from torch import Tensor
 
+from crl._vocab import Estimate, check_count
 from crl.metrics.risk.estimate import (
-    Estimate,
     ScoreFn,
     anchor_chunks,
-    check_count,
     check_generator,
     estimate_from_draws,
     evaluate_scores,
@@ -80,7 +79,7 @@ def auc(
         >>> from crl.synthetic.vmf import VMFUniform
         >>> truth = VMFUniform(3, kappa=2.0)
         >>> est = auc(FeatureScore(lambda x: x), truth, generator=torch.Generator().manual_seed(0))
-        >>> abs(est.value - truth.optimal_auc()) < 4 * est.se
+        >>> abs(est.mean - truth.optimal_auc()) < 4 * est.se
         True
     """
     check_generator(generator)

@@ -30,18 +30,12 @@ import math
 import torch
 from torch import Tensor
 
+from crl._vocab import FORMS, Estimate, Form, Regime, check_choice, check_count, check_tau
 from crl.metrics.risk.empirical import expected_empirical_risk
 from crl.metrics.risk.estimate import (
-    FORMS,
-    Estimate,
-    Form,
-    Regime,
     ScoreFn,
     anchor_chunks,
-    check_choice,
-    check_count,
     check_generator,
-    check_tau,
     estimate_from_draws,
     evaluate_scores,
     limit_form,
@@ -193,7 +187,7 @@ def population_risk(
         >>> truth = VMFUniform(3, kappa=4.0)
         >>> s_star = FeatureScore(lambda x: 0.5 * 4.0 * x)
         >>> est = population_risk(s_star, truth, 0.5, generator=torch.Generator().manual_seed(0), n_anchors=256)
-        >>> abs(est.value - truth.optimal_risk(0.5)) < 4 * est.se + 1e-9
+        >>> abs(est.mean - truth.optimal_risk(0.5)) < 4 * est.se + 1e-9
         True
     """
     check_generator(generator)

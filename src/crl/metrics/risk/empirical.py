@@ -17,18 +17,11 @@ import math
 import torch
 from torch import Tensor
 
+from crl._vocab import FORMS, REGIMES, Estimate, Form, Regime, check_choice, check_count, check_tau
 from crl.metrics.risk.estimate import (
-    FORMS,
-    REGIMES,
-    Estimate,
-    Form,
-    Regime,
     ScoreFn,
     anchor_chunks,
-    check_choice,
-    check_count,
     check_generator,
-    check_tau,
     estimate_from_draws,
     evaluate_scores,
 )

@@ -1,6 +1,6 @@
 """What every risk estimate returns, and the checks shared by the estimators of [A]'s quantities.
 
-An :class:`Estimate` is a Monte-Carlo mean with its standard error ``sd / sqrt(n_samples)`` over independent
+An :class:`Estimate` is a Monte-Carlo mean with its standard error ``sd / sqrt(n)`` over independent
 draws (``se = 0`` for an exact computation). Score functions are plain callables ``s(x, y)`` that broadcast
 over leading dimensions: ``score_fn(x[:, None, :], y[None, :, :])`` is the (n, m) matrix of scores of n
 anchors against m candidates, as the synthetic models' ``log_ratio`` does.
@@ -8,50 +8,19 @@ anchors against m candidates, as the synthetic models' ``log_ratio`` does.
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
-from scipy import stats as scipy_stats
 from torch import Tensor
+
+from crl._vocab import FORMS, Estimate, check_choice
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 """A score s(x, y): maps broadcastable (..., d) tensors x and y to the (...) tensor of scores."""
 
-Form = Literal["infonce", "dcl", "gcl"]
-Regime = Literal["shared", "independent"]
-FORMS: tuple[str, ...] = ("infonce", "dcl", "gcl")
-REGIMES: tuple[str, ...] = ("shared", "independent")
-
 CHUNK_ELEMENTS = 1 << 22
 """Largest number of floats (anchors x negatives x d) one chunk of an estimator materialises."""
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A Monte-Carlo estimate: ``value`` with standard error ``se`` from ``n_samples`` independent draws.
-
-    Attributes:
-        value: the point estimate (the mean of the draws).
-        se: its standard error ``sd(draws, ddof=1) / sqrt(n_samples)``; 0.0 for an exact computation.
-        n_samples: number of independent draws averaged (1 for an exact computation).
-    """
-
-    value: float
-    se: float
-    n_samples: int
-
-    def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Normal interval ``value -/+ z_{(1+level)/2} se``.
-
-        Raises:
-            ValueError: if ``level`` is not in (0, 1).
-        """
-        if not 0.0 < level < 1.0:
-            raise ValueError(f"level={level!r} must be in (0, 1), e.g. 0.95.")
-        half = float(scipy_stats.norm.ppf(0.5 + level / 2.0)) * self.se
-        return self.value - half, self.value + half
 
 
 def estimate_from_draws(draws: Tensor) -> Estimate:
@@ -73,27 +42,6 @@ def estimate_from_draws(draws: Tensor) -> Estimate:
         )
     n = values.numel()
     return Estimate(float(values.mean()), float(values.std(unbiased=True)) / math.sqrt(n), n)
-
-
-def check_tau(tau: float) -> float:
-    """A temperature: a finite float > 0 (``ValueError`` naming tau otherwise)."""
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau <= 0:
-        raise ValueError(f"tau={tau!r} must be a finite number > 0, e.g. tau=0.5.")
-    return float(tau)
-
-
-def check_count(name: str, value: int, minimum: int) -> int:
-    """An integer ``>= minimum`` named ``name`` (``ValueError`` otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}.")
-    return value
-
-
-def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    """One of ``allowed`` (``ValueError`` listing them otherwise)."""
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not known; use one of {', '.join(map(repr, allowed))}.")
-    return value
 
 
 def check_generator(generator: torch.Generator) -> torch.Generator:

@@ -35,16 +35,13 @@ versions are returned alongside as ``naive``.
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from crl._vocab import KERNEL_FORMS, KernelForm, check_choice, check_tau
 from crl.objectives import contrastive_loss_from_scores
-
-KernelForm = Literal["infonce", "dcl"]
-_FORMS = ("infonce", "dcl")
 
 
 @dataclass(frozen=True)
@@ -142,7 +139,7 @@ def learned_log_partition(
     """
     scores = _pair_scores(anchor_embeddings, support_embeddings)
     log_weights = _log_weights(support_weights, scores.shape[1])
-    return torch.logsumexp(scores / _check_tau(tau) + log_weights, dim=1)
+    return torch.logsumexp(scores / check_tau(tau) + log_weights, dim=1)
 
 
 def learned_log_density_ratio(
@@ -162,7 +159,7 @@ def learned_log_density_ratio(
     """
     scores = _pair_scores(anchor_embeddings, support_embeddings)
     log_weights = _log_weights(support_weights, scores.shape[1])
-    logits = scores / _check_tau(tau)
+    logits = scores / check_tau(tau)
     return logits - torch.logsumexp(logits + log_weights, dim=1, keepdim=True)
 
 
@@ -215,7 +212,7 @@ def kernel_divergences(
 
 def temperature_bound(tau: float) -> float:
     """eq. 8 of [B]: ``sup_{z, z'} |log dQ(z,.)/dpi (z')| <= 2/tau``, hence also ``KL(Q(z,.)||pi) <= 2/tau``."""
-    return 2.0 / _check_tau(tau)
+    return 2.0 / check_tau(tau)
 
 
 def cross_entropy_gap_bounds(n_negatives: int, tau: float, form: KernelForm) -> tuple[float, float]:
@@ -225,8 +222,8 @@ def cross_entropy_gap_bounds(n_negatives: int, tau: float, form: KernelForm) -> 
     ``upper = (e^{2/tau} - 1)^2 / (8k)``.
     """
     k = _check_k(n_negatives)
-    t = _check_tau(tau)
-    _check_form(form)
+    t = check_tau(tau)
+    check_choice("form", form, KERNEL_FORMS)
     upper = math.expm1(2.0 / t) ** 2 / (8.0 * k)
     lower = -math.log1p(math.exp(2.0 / t) / k) if form == "infonce" else 0.0
     return lower, upper
@@ -244,8 +241,8 @@ def ideal_search_bound(n_negatives: int, tau: float, second_moment: float, form:
         form: "infonce" or "dcl".
     """
     k = _check_k(n_negatives)
-    t = _check_tau(tau)
-    _check_form(form)
+    t = check_tau(tau)
+    check_choice("form", form, KERNEL_FORMS)
     if not math.isfinite(second_moment) or second_moment < 1.0:
         raise ValueError(
             f"second_moment={second_moment!r} must be finite and >= 1 (E|dM/dpi|^2 >= (E dM/dpi)^2 = 1)."
@@ -268,9 +265,9 @@ def contrastive_risk_draws(
         tau: temperature > 0.
         form: "infonce" or "dcl".
     """
-    _check_form(form)
+    check_choice("form", form, KERNEL_FORMS)
     pos, neg = _check_draws(positive_scores, negative_scores)
-    loss = contrastive_loss_from_scores(pos, neg, tau=_check_tau(tau), form=form, reduction="none")
+    loss = contrastive_loss_from_scores(pos, neg, tau=check_tau(tau), form=form, reduction="none")
     return loss - math.log(neg.shape[1])
 
 
@@ -310,7 +307,7 @@ def integrated_cross_entropy_gap(
     """
     pos, neg = _check_draws(positive_scores, negative_scores)
     log_n = _check_vector("log_partition", log_partition, pos.shape[0])
-    t = _check_tau(tau)
+    t = check_tau(tau)
     risk = contrastive_risk_draws(pos, neg, tau=t, form=form)
     naive = (log_n - pos / t) - risk
     ratio = torch.exp(-naive)
@@ -342,7 +339,7 @@ def ideal_search_cross_entropy(search_scores: Tensor, log_kernel_ratio: Tensor, 
             "pass one weight per unseen point."
         )
     k = scores.shape[1]
-    log_ratio_to_empirical = torch.log_softmax(scores / _check_tau(tau), dim=1) + math.log(k)
+    log_ratio_to_empirical = torch.log_softmax(scores / check_tau(tau), dim=1) + math.log(k)
     return -(torch.exp(log_w) * log_ratio_to_empirical).sum(dim=1) / k
 
 
@@ -390,7 +387,7 @@ def ideal_search_gap(
             "one weight dM/dpi per unseen point."
         )
     log_n = _check_vector("log_partition", log_partition, pos.shape[0])
-    t = _check_tau(tau)
+    t = check_tau(tau)
     k = neg.shape[1]
     risk = contrastive_risk_draws(pos, neg, tau=t, form=form)
     naive = ideal_search_cross_entropy(neg, log_w, tau=t) - risk
@@ -467,7 +464,7 @@ def vmf_identity_cross_entropy(log_normaliser_tau: float, mean_resultant_kappa: 
         mean_resultant_kappa: ``A_d(kappa) = E<z, y>``.
         tau: temperature > 0.
     """
-    return -mean_resultant_kappa / _check_tau(tau) + log_normaliser_tau
+    return -mean_resultant_kappa / check_tau(tau) + log_normaliser_tau
 
 
 def vmf_kl(
@@ -552,21 +549,8 @@ def _check_draws(positive_scores: Tensor, negative_scores: Tensor) -> tuple[Tens
     return pos, neg
 
 
-def _check_tau(tau: float) -> float:
-    """A finite temperature > 0."""
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau <= 0:
-        raise ValueError(f"tau={tau!r} must be a finite number > 0, e.g. tau=0.5.")
-    return float(tau)
-
-
 def _check_k(n_negatives: int) -> int:
     """A number of negatives k >= 1."""
     if isinstance(n_negatives, bool) or not isinstance(n_negatives, int) or n_negatives < 1:
         raise ValueError(f"n_negatives={n_negatives!r} must be an integer k >= 1.")
     return n_negatives
-
-
-def _check_form(form: str) -> None:
-    """``form`` is "infonce" or "dcl"."""
-    if form not in _FORMS:
-        raise ValueError(f"form={form!r} must be one of {_FORMS} ([B]'s R uses InfoNCE; R~ uses DCL).")
