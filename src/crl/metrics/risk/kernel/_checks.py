@@ -1,0 +1,78 @@
+"""Validators shared by the kernel modules: inputs become float64 tensors of the right shape, or a ValueError."""
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def pair_scores(anchor_embeddings: Tensor, support_embeddings: Tensor) -> Tensor:
+    """(n, N) inner products in float64, after checking both (n, p), (N, p) inputs."""
+    a = check_matrix("anchor_embeddings", anchor_embeddings)
+    c = check_matrix("support_embeddings", support_embeddings)
+    if a.shape[1] != c.shape[1]:
+        raise ValueError(
+            f"anchor_embeddings have p = {a.shape[1]} but support_embeddings have p = {c.shape[1]}; "
+            "embed both with the same phi."
+        )
+    return a @ c.T
+
+
+def support_log_weights(support_weights: Tensor | None, size: int) -> Tensor:
+    """log pi_j of the support: from the given weights (positive, summing to 1) or log(1/N)."""
+    if support_weights is None:
+        return torch.full((size,), -math.log(size), dtype=torch.float64)
+    w = check_vector("support_weights", support_weights, size)
+    if bool((w <= 0).any()):
+        raise ValueError(
+            "support_weights has entries <= 0; pass positive weights pi_j (drop zero-mass points)."
+        )
+    total = float(w.sum())
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"support_weights sum to {total!r}; pass a probability vector (divide by its sum).")
+    return torch.log(w)
+
+
+def check_matrix(name: str, value: Tensor, *, allow_minus_inf: bool = False) -> Tensor:
+    """A 2-D floating tensor as float64, without NaN or +inf (and without -inf unless allowed)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}.")
+    if value.ndim != 2 or not value.is_floating_point():
+        raise ValueError(
+            f"{name} must be a 2-D floating tensor, got shape {tuple(value.shape)}, {value.dtype}."
+        )
+    x = value.detach().to(torch.float64)
+    bad = torch.isnan(x) | torch.isposinf(x)
+    if not allow_minus_inf:
+        bad = bad | torch.isneginf(x)
+    if bool(bad.any()):
+        raise ValueError(f"{name} contains NaN or infinite values; pass finite numbers.")
+    return x
+
+
+def check_vector(name: str, value: Tensor, size: int) -> Tensor:
+    """A finite 1-D floating tensor of the given length, as float64."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}.")
+    if value.shape != (size,) or not value.is_floating_point():
+        raise ValueError(f"{name} must be a floating tensor of shape ({size},), got {tuple(value.shape)}.")
+    x = value.detach().to(torch.float64)
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or infinite values; pass finite numbers.")
+    return x
+
+
+def check_draws(positive_scores: Tensor, negative_scores: Tensor) -> tuple[Tensor, Tensor]:
+    """(R,) positive and (R, k) negative scores as float64, with matching R and k >= 1."""
+    neg = check_matrix("negative_scores", negative_scores)
+    if neg.shape[1] == 0:
+        raise ValueError("negative_scores has k = 0 columns; the risk needs at least one negative.")
+    pos = check_vector("positive_scores", positive_scores, neg.shape[0])
+    return pos, neg
+
+
+def check_k(n_negatives: int) -> int:
+    """A number of negatives k >= 1."""
+    if isinstance(n_negatives, bool) or not isinstance(n_negatives, int) or n_negatives < 1:
+        raise ValueError(f"n_negatives={n_negatives!r} must be an integer k >= 1.")
+    return n_negatives
