@@ -22,7 +22,7 @@ from crl.claims import (
     points,
     verdict_contains,
 )
-from crl.cli import app
+from crl.commands import app
 from crl.stats import loglog_slope
 from crl.sweep import Cell
 

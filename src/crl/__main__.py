@@ -1,5 +1,5 @@
 """`python -m crl ...` (and `torchrun -m crl ...`) runs the command-line app."""
 
-from crl.cli import app
+from crl.commands import app
 
 app()

@@ -17,15 +17,12 @@ image for two views, the left half for halves), then
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from rich.console import Console
-from rich.table import Table
 from torch import Tensor
 
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
@@ -38,7 +35,6 @@ from crl.train.data import heldout_pairs, labelled_inputs
 __all__ = [
     "EvalResult",
     "embed",
-    "eval_command",
     "evaluate_checkpoint",
     "knn_accuracy",
     "linear_probe_accuracy",
@@ -273,33 +269,3 @@ def _class_accuracy(
             n_classes=train.n_classes,
         )
     return knn, probe
-
-
-def result_table(result: EvalResult) -> Table:
-    """The figures of an evaluation as a rich table (mean ± standard error where there is one)."""
-    table = Table(title=f"crl eval (step {result.step})", caption=str(result.checkpoint))
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    report = result.retrieval
-    table.add_row("queries / gallery", f"{report.n_queries} / {report.gallery_size}")
-    rows = [(f"recall@{k}", e) for k, e in report.recall_at_k.items()] + [("MRR", report.mrr)]
-    rows += [(f"nDCG@{k}", e) for k, e in report.ndcg_at_k.items()]
-    rows += [("MAP", report.mean_average_precision), ("AUC E(s)", report.auc)]
-    for name, estimate in rows:
-        table.add_row(name, f"{estimate.mean:.4f} ± {estimate.se:.4f}")
-    if result.knn_accuracy is not None:
-        table.add_row("kNN accuracy", f"{result.knn_accuracy:.4f}")
-    if result.probe_accuracy is not None:
-        table.add_row("linear-probe accuracy", f"{result.probe_accuracy:.4f}")
-    return table
-
-
-def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "auto") -> int:
-    """Run ``crl eval``: print the table and write the JSON (default: the run folder's eval.json)."""
-    result = evaluate_checkpoint(checkpoint, device=device)
-    target = out if out is not None else result.checkpoint.parent.parent / "eval.json"
-    target.write_text(json.dumps(result.as_dict(), indent=1), encoding="utf-8")
-    console = Console()
-    console.print(result_table(result))
-    console.print(f"written to {target}")
-    return 0

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import torch
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -39,9 +38,6 @@ from crl.claims.registry import Registry, default_registry
 from crl.report.document import ReportFiles, RunInfo, format_interval, format_number, write_report
 from crl.sweep import SweepStore, new_run_id
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 RESULTS_FILE = "results.sqlite"
 
 
@@ -143,39 +139,7 @@ def run_verify(
     report = write_report(out, results, info)
     failed = bool(broken) or any(result.fails_run for result in results)
     _print_summary(console, results, info, report)
-    return VerifyOutcome(run_id, tuple(results), broken, report, EXIT_FAILED if failed else EXIT_OK)
-
-
-def verify_command(
-    *, fidelity: str, claims: str | None, out: Path, seed: int, workers: int, threads: int, fresh: bool
-) -> int:
-    """The `crl verify` command: :func:`run_verify` with usage errors printed; returns the exit status.
-
-    ``threads`` sets torch's intra-op threads for the run: the claims compute many small tensor operations, for
-    which one thread is several times faster than two competing ones on a 2-core machine (quick: ~50 s vs ~240 s
-    measured on a busy machine).
-    """
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    claim_ids = None if claims is None else claims.split(",")
-    if threads < 1:
-        console.print(f"[red]error:[/red] --threads {threads!r} must be >= 1.")
-        return EXIT_USAGE
-    torch.set_num_threads(threads)
-    try:
-        return run_verify(
-            fidelity=parse_fidelity(fidelity),
-            out=out,
-            claim_ids=claim_ids,
-            seed=seed,
-            workers=workers,
-            fresh=fresh,
-            console=console,
-        ).exit_code
-    except ValueError as error:
-        console.print(f"[red]error:[/red] {error}")
-        return EXIT_USAGE
+    return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
 
 
 def parse_fidelity(value: str) -> Fidelity:

@@ -92,7 +92,7 @@ def test_crl_train_reports_a_bad_config_and_exits_2(tmp_path: Path) -> None:
     """`crl train BAD.toml` must print the named field and value and exit with status 2, before any training."""
     from typer.testing import CliRunner
 
-    from crl.cli import app
+    from crl.commands import app
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[loss]\nform = "nce"\n')

@@ -11,9 +11,9 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from crl.commands.evaluate import eval_command
 from crl.evaluate import (
     embed,
-    eval_command,
     knn_accuracy,
     linear_probe_accuracy,
     load_trained_model,

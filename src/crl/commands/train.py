@@ -1,22 +1,55 @@
-"""The logic behind ``crl train CONFIG``: validate, train (or resume), print a summary on rank 0."""
+"""``crl train CONFIG``: validate the config, train (or resume), print a summary on rank 0."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-from rich.console import Console
-from rich.table import Table
+import typer
 
-from crl.train.config import ConfigError, load_config
-from crl.train.trainer import RunResult, Trainer
+from crl.commands._errors import EXIT_OK, run_reporting_errors
 
-__all__ = ["summary_table", "train_command"]
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from crl.train.trainer import RunResult
+
+
+def train(
+    config: Annotated[Path, typer.Argument(help="TOML config (see configs/fashion_sscrl.toml).")],
+) -> None:
+    """Train a contrastive encoder; resumes from the newest checkpoint of the run folder.
+
+    Distributed: torchrun --nproc_per_node=K -m crl train CONFIG (gloo on CPU, nccl on CUDA).
+    """
+    raise typer.Exit(train_command(config))
+
+
+def train_command(config_path: Path) -> int:
+    """Run ``crl train``: 0 on success, 2 for a bad config or path (the error names the field, value and fix)."""
+
+    def body() -> int:
+        from rich.console import Console
+
+        from crl.train.config import load_config
+        from crl.train.trainer import Trainer
+
+        result = Trainer(load_config(config_path)).fit()
+        if int(os.environ.get("RANK", "0")) == 0:
+            Console(soft_wrap=True).print(summary_table(result))
+        return EXIT_OK
+
+    return run_reporting_errors(body)
 
 
 def summary_table(result: RunResult) -> Table:
     """A two-column table of a finished run: folder, checkpoint, steps, time and the last logged metrics."""
+    from rich.table import Table
+
     table = Table(title="crl train", show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
     table.add_row("run folder", str(result.run_dir))
     table.add_row("checkpoint", str(result.checkpoint))
     table.add_row("steps", f"{result.step} (resumed from {result.resumed_from})")
@@ -25,17 +58,3 @@ def summary_table(result: RunResult) -> Table:
         if key != "step":
             table.add_row(key, f"{value:.6g}")
     return table
-
-
-def train_command(config_path: Path) -> int:
-    """Run ``crl train``: 0 on success, 2 for a bad config (the error names the field, value and fix)."""
-    console = Console(stderr=True, soft_wrap=True)
-    try:
-        config = load_config(config_path)
-        result = Trainer(config).fit()
-    except ConfigError as error:
-        console.print(f"error: {error}", style="red", highlight=False, markup=False)
-        return 2
-    if int(os.environ.get("RANK", "0")) == 0:
-        Console().print(summary_table(result))
-    return 0

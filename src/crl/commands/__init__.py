@@ -1,0 +1,34 @@
+"""The ``crl`` command line: one thin typer front-end per command, each calling the library.
+
+Every command lives in its own module here (``verify``, ``train``, ``evaluate``) and reports expected errors
+(bad input, a missing path, a full disk) as one line and exit status 2 (:mod:`crl.commands._errors`); the
+library does the work. Heavy imports (torch, the claims) happen inside the commands, so ``crl --help`` is fast.
+"""
+
+import typer
+
+from crl.commands.evaluate import evaluate
+from crl.commands.train import train
+from crl.commands.verify import verify
+
+app = typer.Typer(
+    name="crl",
+    help="Contrastive representation learning for similarity search, with its statistical theory built in.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print crl's version."""
+    from crl import __version__
+
+    typer.echo(__version__)
+
+
+app.command()(verify)
+app.command()(train)
+app.command("eval")(evaluate)
+
+__all__ = ["app"]

@@ -1,0 +1,47 @@
+"""How every command reports an expected error: one clean line on stderr and an exit status, no traceback.
+
+Expected errors are the ones crl raises at its boundaries for bad input (``ValueError`` and its subclasses such
+as a config error, naming the argument and the fix) and the operating system's (``OSError``: a missing path, a
+full disk, a permission). Anything else is a bug and keeps its traceback. ``CRL_TRACEBACK=1`` shows the
+traceback of an expected error too, for a bug report.
+"""
+
+import os
+from collections.abc import Callable
+
+from rich.console import Console
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError)
+
+
+def print_error(message: str) -> None:
+    """Print ``error: message`` in red on stderr, unwrapped and without rich markup (paths stay whole)."""
+    Console(stderr=True, soft_wrap=True).print(
+        f"error: {message}", style="red", markup=False, highlight=False
+    )
+
+
+def describe(error: BaseException) -> str:
+    """The one-line description of an expected error: its message, or for an ``OSError`` its text and path."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.strerror}: {error.filename}"
+    return str(error)
+
+
+def run_reporting_errors(body: Callable[[], int]) -> int:
+    """Run a command's body; an expected error becomes one message on stderr and exit status 2.
+
+    Returns:
+        The body's exit status, or :data:`EXIT_USAGE` when it raised an expected error.
+    """
+    try:
+        return body()
+    except EXPECTED_ERRORS as error:
+        if os.environ.get("CRL_TRACEBACK") == "1":
+            raise
+        print_error(describe(error))
+        return EXIT_USAGE

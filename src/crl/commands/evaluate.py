@@ -1,0 +1,71 @@
+"""``crl eval CHECKPOINT``: held-out retrieval and classification figures of a trained checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from crl.commands._errors import EXIT_OK, run_reporting_errors
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from crl.evaluate import EvalResult
+
+
+def evaluate(
+    checkpoint: Annotated[
+        Path,
+        typer.Argument(help="A checkpoint (step-*.safetensors) or a run folder (its newest checkpoint)."),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Where to write the JSON (default: RUN_DIR/eval.json).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+) -> None:
+    """Held-out retrieval (recall@k, MRR, nDCG@10, MAP, AUC) and kNN / linear-probe accuracy of a checkpoint."""
+    raise typer.Exit(eval_command(checkpoint, out=out, device=device))
+
+
+def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "auto") -> int:
+    """Run ``crl eval``: print the table and write the JSON (default: the run folder's eval.json)."""
+
+    def body() -> int:
+        from rich.console import Console
+
+        from crl.evaluate import evaluate_checkpoint
+
+        result = evaluate_checkpoint(checkpoint, device=device)
+        target = out if out is not None else result.checkpoint.parent.parent / "eval.json"
+        target.write_text(json.dumps(result.as_dict(), indent=1), encoding="utf-8")
+        console = Console(soft_wrap=True)
+        console.print(result_table(result))
+        console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)
+        console.print(f"written to {target}", markup=False, highlight=False)
+        return EXIT_OK
+
+    return run_reporting_errors(body)
+
+
+def result_table(result: EvalResult) -> Table:
+    """The figures of an evaluation as a rich table (mean ± standard error where there is one)."""
+    from rich.table import Table
+
+    table = Table(title=f"crl eval (step {result.step})")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    report = result.retrieval
+    table.add_row("queries / gallery", f"{report.n_queries} / {report.gallery_size}")
+    rows = [(f"recall@{k}", e) for k, e in report.recall_at_k.items()] + [("MRR", report.mrr)]
+    rows += [(f"nDCG@{k}", e) for k, e in report.ndcg_at_k.items()]
+    rows += [("MAP", report.mean_average_precision), ("AUC E(s)", report.auc)]
+    for name, estimate in rows:
+        table.add_row(name, f"{estimate.mean:.4f} ± {estimate.se:.4f}")
+    if result.knn_accuracy is not None:
+        table.add_row("kNN accuracy", f"{result.knn_accuracy:.4f}")
+    if result.probe_accuracy is not None:
+        table.add_row("linear-probe accuracy", f"{result.probe_accuracy:.4f}")
+    return table
