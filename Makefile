@@ -10,11 +10,13 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "make venv: installing crl and its dependencies into $(VENV) (torch pinned by constraints.txt; about a minute on a fresh machine)..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
 	-@$(MAKE) --no-print-directory data
 	touch $(STAMP)
+	@echo "make venv: done ($(VENV))"
 
 # Fashion-MNIST ships as a Debian package; install it where apt-get works (root), skip quietly elsewhere.
 data:

@@ -37,22 +37,25 @@ def train_command(config_path: Path) -> int:
 
         result = Trainer(load_config(config_path)).fit()
         if int(os.environ.get("RANK", "0")) == 0:
-            Console(soft_wrap=True).print(summary_table(result))
+            console = Console(soft_wrap=True)
+            console.print(summary_table(result))
+            console.print(f"run folder: {result.run_dir}", markup=False, highlight=False)
+            console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)
         return EXIT_OK
 
     return run_reporting_errors(body)
 
 
 def summary_table(result: RunResult) -> Table:
-    """A two-column table of a finished run: folder, checkpoint, steps, time and the last logged metrics."""
+    """A two-column table of a finished run: steps, time and the last logged metrics (paths are printed
+    on their own lines, so they are never wrapped or cut)."""
     from rich.table import Table
 
     table = Table(title="crl train", show_header=False)
     table.add_column("field", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    table.add_row("run folder", str(result.run_dir))
-    table.add_row("checkpoint", str(result.checkpoint))
-    table.add_row("steps", f"{result.step} (resumed from {result.resumed_from})")
+    table.add_column("value", no_wrap=True)
+    start = "fresh run" if result.resumed_from == 0 else f"resumed from step {result.resumed_from}"
+    table.add_row("steps", f"{result.step} ({start})")
     table.add_row("wall time", f"{result.wall_time_s:.1f} s")
     for key, value in result.metrics.items():
         if key != "step":
