@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
-	@echo "make venv: installing crl and its dependencies into $(VENV) (torch pinned by constraints.txt; about a minute on a fresh machine)..."
+	@echo "make venv: installing crl and its dependencies into $(VENV) (torch pinned by constraints.txt; a few minutes on a fresh machine)..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
