@@ -1,6 +1,6 @@
 """Tests of crl.metrics.risk's [A] estimators against closed forms, quadrature, enumeration and brute force.
 
-Identities of THEORY.md section 2 checked here: L - L* = tau E KL(p+ || q_s) (two independent computations),
+Identities of docs/theory.md section 2 checked here: L - L* = tau E KL(p+ || q_s) (two independent computations),
 L* = -tau E KL(p+ || p-), s* attains L*, invariance to adding g(x); the AUC against brute force and E*.
 """
 

@@ -1,4 +1,4 @@
-"""AsymmetricSphere: closed forms vs independent sphere quadrature vs Monte Carlo (THEORY.md section 6.2)."""
+"""AsymmetricSphere: closed forms vs independent sphere quadrature vs Monte Carlo (docs/theory.md section 6.2)."""
 
 import math
 

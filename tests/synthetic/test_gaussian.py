@@ -1,4 +1,4 @@
-"""GaussianTwoTower: closed forms vs quadrature vs Monte Carlo (THEORY.md section 6.3)."""
+"""GaussianTwoTower: closed forms vs quadrature vs Monte Carlo (docs/theory.md section 6.3)."""
 
 import math
 
@@ -110,7 +110,7 @@ def test_sampler_correlation_is_rho_and_marginals_are_standard() -> None:
 
 
 def test_log_ratio_is_bilinear_in_lifted_features_up_to_g_of_x() -> None:
-    """log p+/p- - (rho <x,y> - rho^2 |y|^2/2)/(1-rho^2) depends on x only (THEORY.md 6.3)."""
+    """log p+/p- - (rho <x,y> - rho^2 |y|^2/2)/(1-rho^2) depends on x only (docs/theory.md 6.3)."""
     rho = 0.8
     model = GaussianTwoTower(4, rho)
     x, y = model.sample(30, _generator(4))

@@ -1,4 +1,4 @@
-"""Every synthetic model honours the GroundTruth contract and THEORY.md section 2's facts about s* and L*."""
+"""Every synthetic model honours the GroundTruth contract and docs/theory.md section 2's facts about s* and L*."""
 
 import math
 
@@ -89,7 +89,7 @@ def _population_risk_samples(
 def test_ideal_score_attains_optimal_risk_and_beats_perturbations(model: GroundTruth) -> None:
     """L(s*) ≈ L* for m = 3000 negatives (m -> infinity risk of [A]); c s* (c = 0.5, 1.6) has a larger risk.
 
-    The gap to L* is tau E KL(p+ || q_s) >= 0 (THEORY.md section 2); the comparison uses common samples.
+    The gap to L* is tau E KL(p+ || q_s) >= 0 (docs/theory.md section 2); the comparison uses common samples.
     """
     tau, n, m = 0.5, 1500, 3000
     ideal = _population_risk_samples(model, lambda a, b: model.ideal_score(a, b, tau), tau, n, m, seed=4)
@@ -106,7 +106,7 @@ def test_ideal_score_attains_optimal_risk_and_beats_perturbations(model: GroundT
 
 @pytest.mark.parametrize("model", FINITE_SCORE_MODELS, ids=repr)
 def test_risk_is_invariant_to_adding_any_function_of_the_anchor(model: GroundTruth) -> None:
-    """s* + g(x) has the same per-anchor risk as s* (THEORY.md section 2: L* is attained by every s* + g)."""
+    """s* + g(x) has the same per-anchor risk as s* (docs/theory.md section 2: L* is attained by every s* + g)."""
     tau = 0.7
 
     def shifted(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""VMFUniform and the sphere samplers: closed forms vs quadrature vs Monte Carlo (THEORY.md section 6.1)."""
+"""VMFUniform and the sphere samplers: closed forms vs quadrature vs Monte Carlo (docs/theory.md section 6.1)."""
 
 import math
 
@@ -106,7 +106,7 @@ def test_positive_density_integrates_to_one_and_its_kl_is_mean_kl(d: int) -> Non
 
 
 def test_closed_forms_in_d3() -> None:
-    """d = 3: L* = -tau (k A_3 - log(sinh k / k)), E* = (1 + A_3)/2, E|dM/dpi|^2 = k coth k (THEORY.md 6.1)."""
+    """d = 3: L* = -tau (k A_3 - log(sinh k / k)), E* = (1 + A_3)/2, E|dM/dpi|^2 = k coth k (docs/theory.md 6.1)."""
     for kappa in (0.2, 2.0, 15.0, 300.0):
         model = VMFUniform(3, kappa)
         a3 = _coth(kappa) - 1.0 / kappa
@@ -161,7 +161,7 @@ def test_monte_carlo_agrees_with_exact_values(d: int, kappa: float) -> None:
 
 
 def test_ideal_score_is_tau_kappa_inner_product_up_to_a_constant() -> None:
-    """s* = tau kappa <x, y> - tau log C_d(kappa): the constant g(x) does not depend on y (THEORY.md 6.1)."""
+    """s* = tau kappa <x, y> - tau log C_d(kappa): the constant g(x) does not depend on y (docs/theory.md 6.1)."""
     model = VMFUniform(4, kappa=5.0)
     x, y = model.sample(50, _generator(7))
     difference = model.ideal_score(x[:, None], y[None], tau=0.3) - 0.3 * 5.0 * x @ y.T

@@ -1,6 +1,6 @@
 """Retrieval metrics of queries against a gallery: recall@k, MRR, nDCG@k, MAP and the AUC E(s).
 
-Score. The score of query q against gallery item g is the dot product s(q, g) = <q, g> (THEORY.md section 1,
+Score. The score of query q against gallery item g is the dot product s(q, g) = <q, g> (docs/theory.md section 1,
 two-tower s = <f(x), g(y)>). Normalise the embeddings first if cosine similarity is wanted.
 
 Positives. Either one positive per query, ``positive_index[i]`` (the paired-data case: y_i is the positive of
@@ -14,7 +14,7 @@ Tie convention (stated once, used everywhere):
   before positives. The r-th best positive of a query (r = 1..P) then has rank
   ``R_r = r + #{negatives g : s(q, g) >= s(q, pos_r)}``. A constant embedding therefore scores as badly as
   it deserves instead of being rewarded by lucky tie-breaking.
-- The AUC counts ties one half, as in [A]'s retrieval criterion (THEORY.md section 3):
+- The AUC counts ties one half, as in [A]'s retrieval criterion (docs/theory.md section 3):
   ``E(s) = P[s(x, y) > s(x, y')] + 1/2 P[s(x, y) = s(x, y')]``.
 
 Definitions, per query with P positives, N negatives and pessimistic ranks R_1 < ... < R_P:

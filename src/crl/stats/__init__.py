@@ -1,6 +1,6 @@
 """Statistics behind the claims' verdicts: log-log slopes with bootstrap CIs, bound violations, plateaus.
 
-Every claim of THEORY.md section 7 reduces its measurements to one of three questions:
+Every claim of docs/theory.md section 7 reduces its measurements to one of three questions:
 
 - **a rate** (C3, C4, C7, C8, C10; C5/C6 vs n): the slope b of ``log y = a + b log x``, e.g. the SCRL inner
   error ``L(s) - E L_hat(s) ~ C / m`` ([A] Thm 4.5) has b = -1; the rule is "the CI of b contains -1"

@@ -1,4 +1,4 @@
-"""Ground-truth models with exact answers (THEORY.md section 6): samplers, log p+, log p-, s*, L*, E*, dM/dpi.
+"""Ground-truth models with exact answers (docs/theory.md section 6): samplers, log p+, log p-, s*, L*, E*, dM/dpi.
 
 Every model implements :class:`GroundTruth`:
 

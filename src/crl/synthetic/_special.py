@@ -1,4 +1,4 @@
-"""Special functions and quadrature rules behind the exact answers of the sphere models (THEORY.md section 6).
+"""Special functions and quadrature rules behind the exact answers of the sphere models (docs/theory.md section 6).
 
 Everything here is numpy/scipy float64 and works in log space, so that the vMF normaliser
 ``C_d(kappa) = E_{u ~ uniform(S^{d-1})} exp(kappa <mu, u>) = Gamma(d/2) (2/kappa)^{d/2-1} I_{d/2-1}(kappa)``
@@ -88,7 +88,7 @@ def log_vmf_normaliser(d: int, kappa: ArrayLike) -> FloatArray:
     """``log C_d(kappa)``, the log-normaliser of vMF(mu, kappa) on S^{d-1} against the *uniform probability*.
 
     ``C_d(kappa) = E_{u ~ uniform} exp(kappa <mu, u>) = Gamma(d/2) (2/kappa)^{d/2-1} I_{d/2-1}(kappa)``
-    (THEORY.md section 6.1), so the vMF density w.r.t. the uniform law is ``exp(kappa <mu, y>) / C_d(kappa)``.
+    (docs/theory.md section 6.1), so the vMF density w.r.t. the uniform law is ``exp(kappa <mu, y>) / C_d(kappa)``.
     ``C_d(0) = 1``; ``C_3(kappa) = sinh(kappa)/kappa``; ``C_1(kappa) = cosh(kappa)``.
 
     Args:

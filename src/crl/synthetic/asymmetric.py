@@ -1,4 +1,4 @@
-"""The asymmetric sphere model (THEORY.md section 6.2, [B]'s "no symmetry"): vMF anchors, vMF positives.
+"""The asymmetric sphere model (docs/theory.md section 6.2, [B]'s "no symmetry"): vMF anchors, vMF positives.
 
 Anchors ``x ~ pi = sum_k w_k vMF(mu_k, kappa0_k)`` on S^{d-1} (one component, or a mixture whose means lie on
 one axis: mu_k = +-e), positives ``y ~ M(x, .) = vMF(x, kappa)``. The positives' marginal
@@ -12,7 +12,7 @@ Against the uniform probability on the sphere, ``log p+_x(y) = kappa <x, y> - lo
 ``log_ratio(x, y) = kappa <x, y> - log C_d(kappa) - log p-(y)`` (closed form, any d);
 ``dM(z, .)/dpi (z2) = exp(kappa <z, z2>) / (C_d(kappa) pi(z2))``.
 
-Exact integrals (THEORY.md sections 2, 3, 5), all reduced to the polar angle around the axis e:
+Exact integrals (docs/theory.md sections 2, 3, 5), all reduced to the polar angle around the axis e:
 
 - ``E_x KL(p+_x || p-) = kappa A_d(kappa) - log C_d(kappa) - E_{y ~ p_Y} log p-(y)``: one smooth 1-D integral,
   Gauss–Legendre, doubled until two rules agree to 1e-12 (error <= 1e-8 enforced). For one component and

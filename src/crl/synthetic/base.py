@@ -1,4 +1,4 @@
-"""The ``GroundTruth`` protocol: a paired-data law with every quantity of THEORY.md known exactly.
+"""The ``GroundTruth`` protocol: a paired-data law with every quantity of docs/theory.md known exactly.
 
 A model is an anchor law pi (x ~ pi), a positive kernel p+_x = M(x, .) (y ~ p+_x) and a negative law p-
 (y' ~ p-, independent of x). Every model gives
@@ -7,7 +7,7 @@ A model is an anchor law pi (x ~ pi), a positive kernel p+_x = M(x, .) (y ~ p+_x
 - ``log_positive_density(x, y) = log p+_x(y)`` and ``log_negative_density(y) = log p-(y)`` against a stated base
   measure (``base_measure``), so that ``KL(p+_x || q_{s,x})`` with ``q_{s,x} ∝ p- exp(s/tau)`` is computable;
 - ``log_ratio(x, y) = log p+_x(y)/p-(y)``, the ideal score ``s*(x, y) = tau * log_ratio(x, y)`` (g(x) = 0);
-- ``mean_kl() = E_x KL(p+_x || p-)``, ``optimal_risk(tau) = L* = -tau * mean_kl()`` ([A], THEORY.md section 2),
+- ``mean_kl() = E_x KL(p+_x || p-)``, ``optimal_risk(tau) = L* = -tau * mean_kl()`` ([A], docs/theory.md section 2),
   ``optimal_auc() = E* = P[log_ratio(x,y) > log_ratio(x,y')] + 1/2 P[=]`` ([A], section 3);
 - for [B]'s setting (section 5): ``anchor_density_ratio(z, z2) = dM(z, .)/dpi (z2)`` and
   ``density_ratio_second_moment() = E_{z ~ pi} ∫ (dM(z, .)/dpi)^2 dpi = E|dM/dpi|^2`` (Prop. 2).
@@ -184,7 +184,7 @@ class ExactModel(ABC):
     def ideal_score(self, x: Tensor, y: Tensor, tau: float) -> Tensor:
         """``s*(x, y) = tau * log p+_x(y)/p-(y)``, the minimiser of [A]'s population risk L with g(x) = 0.
 
-        Any ``s* + g(x)`` attains the same ``L* = optimal_risk(tau)`` (THEORY.md section 2).
+        Any ``s* + g(x)`` attains the same ``L* = optimal_risk(tau)`` (docs/theory.md section 2).
         """
         return check_tau(tau) * self.log_ratio(x, y)
 

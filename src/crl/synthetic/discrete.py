@@ -1,4 +1,4 @@
-"""The discrete latent-class model (THEORY.md section 6.4): N items in K classes, positives share a class.
+"""The discrete latent-class model (docs/theory.md section 6.4): N items in K classes, positives share a class.
 
 Items 0..N-1 are observed as one-hot vectors in R^N (d = N); item i belongs to class c(i), class k holds n_k
 items (items are numbered class by class). Conventions (crl's own, stated here):
@@ -68,7 +68,7 @@ def _check_class_weights(class_weights: Sequence[float] | None, sizes: tuple[int
 
 
 class DiscreteLatent(ExactModel):
-    """N one-hot items in K latent classes; positives are drawn from the anchor's class (THEORY.md 6.4).
+    """N one-hot items in K latent classes; positives are drawn from the anchor's class (docs/theory.md 6.4).
 
     Args:
         class_sizes: n_k, the number of items of each class (items are numbered class by class).

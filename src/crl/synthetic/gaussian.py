@@ -1,4 +1,4 @@
-"""The Gaussian two-tower model (THEORY.md section 6.3): x ~ N(0, I_d), y = rho x + sqrt(1 - rho^2) eps.
+"""The Gaussian two-tower model (docs/theory.md section 6.3): x ~ N(0, I_d), y = rho x + sqrt(1 - rho^2) eps.
 
 Negatives y' ~ p- = N(0, I_d), which is both the anchor law pi and the positives' marginal. Against Lebesgue
 measure on R^d, ``p+_x = N(rho x, (1 - rho^2) I)`` and
@@ -16,7 +16,7 @@ measure on R^d, ``p+_x = N(rho x, (1 - rho^2) I)`` and
   ``∫ N(z'; rho z, 1-rho^2)^2 / N(z'; 0, 1) dz' = exp(rho^2 z^2/(1+rho^2)) / sqrt(1 - rho^4)``, whose mean over
   z ~ N(0, 1) is ``1/(1 - rho^2)``: ``E|dM/dpi|^2 = (1 - rho^2)^{-d}``.
 
-Pitfall (THEORY.md): scores are unbounded, so [A]'s O(1/m) regime appears only at large m.
+Pitfall (docs/theory.md): scores are unbounded, so [A]'s O(1/m) regime appears only at large m.
 """
 
 import math
@@ -86,7 +86,7 @@ def gaussian_two_tower_optimal_auc(dim: int, rho: float) -> tuple[float, float]:
 
 
 class GaussianTwoTower(ExactModel):
-    """x ~ N(0, I_d), y = rho x + sqrt(1 - rho^2) eps, y' ~ N(0, I_d) (THEORY.md section 6.3).
+    """x ~ N(0, I_d), y = rho x + sqrt(1 - rho^2) eps, y' ~ N(0, I_d) (docs/theory.md section 6.3).
 
     Args:
         dim: d >= 1.

@@ -1,4 +1,4 @@
-"""vMF positives with uniform anchors on S^{d-1} (THEORY.md section 6.1), and the sphere samplers.
+"""vMF positives with uniform anchors on S^{d-1} (docs/theory.md section 6.1), and the sphere samplers.
 
 Model ``VMFUniform(d, kappa)``: x ~ pi = uniform(S^{d-1}), y ~ M(x, .) = vMF(x, kappa), p- = uniform (= pi = the
 law of y). Against the uniform probability on the sphere, ``p+_x(y) = exp(kappa <x, y>) / C_d(kappa)`` with
@@ -170,7 +170,7 @@ def vmf_uniform_optimal_auc(dim: int, kappa: float) -> tuple[float, float]:
 
 
 class VMFUniform(ExactModel):
-    """vMF(x, kappa) positives for uniform anchors on S^{d-1}; negatives uniform (THEORY.md section 6.1).
+    """vMF(x, kappa) positives for uniform anchors on S^{d-1}; negatives uniform (docs/theory.md section 6.1).
 
     Args:
         dim: d >= 2.

@@ -1,6 +1,6 @@
 """[A]'s retrieval criterion: the population AUC E(s) of ranking a positive above a negative, and E* - E(s).
 
-``E(s) = P[s(x, y) > s(x, y')] + 1/2 P[s(x, y) = s(x, y')]``, x ~ pi, y ~ p+_x, y' ~ p- (THEORY.md section 3);
+``E(s) = P[s(x, y) > s(x, y')] + 1/2 P[s(x, y) = s(x, y')]``, x ~ pi, y ~ p+_x, y' ~ p- (docs/theory.md section 3);
 ``E* = sup_s E(s)`` is attained by any score that ranks y by the likelihood ratio p+_x(y)/p-_x(y), e.g. s* or
 the model's ``log_ratio`` itself (``truth.optimal_auc()`` gives it exactly).
 

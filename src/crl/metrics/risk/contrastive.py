@@ -1,6 +1,6 @@
 """[A]'s contrastive risks of a score s: population risk L(s), expected finite-m risk, excess risk, KL, inner bias.
 
-Definitions (THEORY.md sections 2 and 4), x ~ pi, y ~ p+_x, y' ~ p-:
+Definitions (docs/theory.md sections 2 and 4), x ~ pi, y ~ p+_x, y' ~ p-:
 
 - population risk (m -> infinity): ``L(s) = E_{x,y}[tau log E_{y'} exp((s(x,y') - s(x,y))/tau)]
   = E_{x,y}[tau log Z_s(x) - s(x, y)]`` with ``Z_s(x) = E_{y'} exp(s(x, y')/tau)``;
@@ -247,7 +247,7 @@ def excess_risk(
     negative_law: NegativeLaw | None = None,
     inner: Inner = "auto",
 ) -> Estimate:
-    """``L(s) - L* = tau E_x KL(p+_x || q_{s,x})`` ([A], THEORY.md section 2), paired draw by draw.
+    """``L(s) - L* = tau E_x KL(p+_x || q_{s,x})`` ([A], docs/theory.md section 2), paired draw by draw.
 
     The mean of :func:`excess_risk_terms` over ``n_anchors`` pairs; its standard error shrinks to 0 as s -> s*
     (an estimate of ``population_risk(...) - truth.optimal_risk(tau)`` with far less variance near s*).

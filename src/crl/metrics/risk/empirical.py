@@ -1,7 +1,7 @@
 """[A]'s empirical contrastive risk with m negatives: its draws, its expectation, and the SCRL inner gap.
 
 ``L_hat_m = (1/n) sum_i tau log((1/m) sum_j exp(Delta_ij/tau))``, Delta_ij = s(x_i, y'_ij) - s(x_i, y_i)
-(THEORY.md section 2), with negatives in one of the two regimes of [A]:
+(docs/theory.md section 2), with negatives in one of the two regimes of [A]:
 
 - SCRL (``regime="independent"``): m fresh negatives per anchor, so the n per-anchor terms are i.i.d.;
 - SSCRL (``regime="shared"``): one draw of m negatives for all anchors.

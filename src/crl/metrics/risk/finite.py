@@ -1,4 +1,4 @@
-"""Exact risks and AUCs on finite supports (THEORY.md section 6.4): every expectation is a finite sum.
+"""Exact risks and AUCs on finite supports (docs/theory.md section 6.4): every expectation is a finite sum.
 
 A :class:`FiniteLaw` is three tables: the anchor law ``pi_i`` over n_x anchors, the positive kernel
 ``p+_ij = p+_{x_i}(y_j)`` over n_y candidates and the negative law ``p-_j`` (independent of the anchor). A score
