@@ -1,4 +1,4 @@
-"""DiscreteLatent: class-level closed forms vs brute-force enumeration over items vs Monte Carlo (docs/theory.md 6.4)."""
+"""DiscreteLatent: class-level closed forms vs brute-force enumeration vs Monte Carlo (docs/theory.md 6.4)."""
 
 import math
 from itertools import product
