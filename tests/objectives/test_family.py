@@ -219,3 +219,65 @@ def test_family_bad_options():
         pairwise_loss(a, p, tau=0.1, psi="square")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"bias=nan must be one finite number"):
         sigmoid_loss(a, p, tau=0.1, bias=float("nan"))
+
+
+def test_negatives_of_the_other_regime_name_the_fix():
+    """(n, m, d) negatives without regime='independent', or (m, d) with it, say which argument to change."""
+    a, p = _ok()
+    with pytest.raises(
+        ValueError,
+        match=r"negatives has shape \(n, m, d\) = \(4, 2, 3\): for per-anchor \(SCRL\) negatives pass "
+        r"regime='independent'; for shared negatives pass an \(m, d\) tensor",
+    ):
+        contrastive_loss(a, p, torch.zeros(4, 2, 3), tau=0.1)
+    with pytest.raises(
+        ValueError,
+        match=r"negatives has shape \(m, d\) = \(5, 3\), one set shared by all anchors, but regime='independent' "
+        r"needs \(n, m, d\) = \(4, m, 3\): for shared \(SSCRL\) negatives pass regime='shared'; "
+        r"for per-anchor \(SCRL\) negatives pass an \(n, m, d\) tensor",
+    ):
+        contrastive_loss(a, p, torch.zeros(5, 3), tau=0.1, regime="independent")
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda *args, **kw: oce_loss(*args, tau=0.1, **kw),
+        lambda *args, **kw: pairwise_loss(*args, tau=0.1, **kw),
+        lambda *args, **kw: sigmoid_loss(*args, tau=0.1, **kw),
+    ],
+    ids=["oce", "pairwise", "sigmoid"],
+)
+def test_score_losses_check_negatives_as_contrastive_loss_does(loss):
+    """The score-based losses resolve ``negatives`` with the same rules and messages as contrastive_loss."""
+    a, p = _ok()
+    with pytest.raises(ValueError, match=r"for per-anchor \(SCRL\) negatives pass regime='independent'"):
+        loss(a, p, torch.zeros(4, 2, 3))
+    with pytest.raises(ValueError, match=r"for shared \(SSCRL\) negatives pass regime='shared'"):
+        loss(a, p, torch.zeros(5, 3), regime="independent")
+    with pytest.raises(ValueError, match=r"regime='independent' needs negatives of shape \(n, m, d\)"):
+        loss(a, p, regime="independent")
+    with pytest.raises(ValueError, match=r"negatives has dimension 2 but the anchors have d = 3"):
+        loss(a, p, torch.zeros(5, 2))
+    with pytest.raises(ValueError, match=r"needs n >= 2"):
+        loss(a[:1], p[:1])
+    with pytest.raises(ValueError, match=r"chunk=0 must be an integer >= 1"):
+        loss(a, p, chunk=0)
+
+
+def test_negatives_structure_errors():
+    """A tuple that is not a pair, a pair without symmetric=True, another type, and offsets out of range."""
+    a, p = _ok()
+    neg = torch.zeros(5, 3)
+    with pytest.raises(ValueError, match=r"negatives is a tuple of 3; symmetric=True takes a pair"):
+        contrastive_loss(a, p, (neg, neg, neg), tau=0.1, symmetric=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"is for symmetric=True only; pass one \(m, d\) tensor"):
+        contrastive_loss(a, p, (neg, neg), tau=0.1)
+    with pytest.raises(TypeError, match=r"negatives must be None, a tensor or a pair of tensors, got list"):
+        contrastive_loss(a, p, [neg], tau=0.1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"negatives\[1\] has dimension 2 but the anchors have d = 3"):
+        contrastive_loss(a, p, (neg, torch.zeros(5, 2)), tau=0.1, symmetric=True)
+    with pytest.raises(ValueError, match=r"positive_offset=-1 must be an integer >= 0"):
+        contrastive_loss(a, p, neg, tau=0.1, positive_offset=-1)
+    with pytest.raises(ValueError, match=r"positive_offset=1 must satisfy .* M = 4 rows of negatives\[1\]"):
+        contrastive_loss(a, p, (neg, torch.zeros(4, 3)), tau=0.1, symmetric=True, positive_offset=1)

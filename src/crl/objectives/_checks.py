@@ -40,6 +40,17 @@ def check_embeddings(name: str, x: object, ndim: int) -> Tensor:
     return x
 
 
+def check_pair(anchors: object, positives: object) -> tuple[Tensor, Tensor]:
+    """Check (n, d) anchors and (n, d) positives, one positive per anchor (each as in :func:`check_embeddings`)."""
+    a = check_embeddings("anchors", anchors, 2)
+    p = check_embeddings("positives", positives, 2)
+    if a.shape != p.shape:
+        raise ValueError(
+            f"anchors {tuple(a.shape)} and positives {tuple(p.shape)} differ; pass one positive per anchor (n, d)."
+        )
+    return a, p
+
+
 def check_inputs(tensors: dict[str, Tensor]) -> None:
     """Raise ``ValueError`` unless the named tensors share one device and one dtype and are all finite."""
     devices = {name: t.device for name, t in tensors.items()}

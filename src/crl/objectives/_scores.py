@@ -10,35 +10,43 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl._vocab import REGIMES, Regime, check_choice
-from crl.objectives._checks import REDUCTIONS, Reduction, check_embeddings, check_inputs, upcast
+from crl._vocab import REGIMES, Regime, check_choice, check_count
+from crl.objectives._checks import REDUCTIONS, Reduction, check_inputs, check_pair, upcast
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
+from crl.objectives._negatives import NegativeSet, resolve_negatives
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 """Maps (positive scores (c,), negative scores (c, m)) to per-anchor values (c,)."""
 
 
-def _in_batch_scores(a: Tensor, p: Tensor, start: int) -> Tensor:
-    """Row i of a chunk: <a_i, p_j> for all j != i (the other positives of the batch), shape (c, n - 1)."""
-    scores = a @ p.T
-    rows = torch.arange(a.shape[0], device=a.device)
+def _leave_out_own_positive(scores: Tensor, column_offset: int) -> Tensor:
+    """Row r of a (c, M) chunk without its column r + column_offset (the anchor's own positive): (c, M - 1)."""
+    rows = torch.arange(scores.shape[0], device=scores.device)
     keep = torch.ones_like(scores, dtype=torch.bool)
-    keep[rows, rows + start] = False
-    return scores[keep].view(a.shape[0], p.shape[0] - 1)
+    keep[rows, rows + column_offset] = False
+    return scores[keep].view(scores.shape[0], scores.shape[1] - 1)
 
 
-def _chunk_values(
-    a: Tensor, p: Tensor, negatives: Tensor | None, all_positives: Tensor | None, fn: ScoreFn, start: int
-) -> Tensor:
-    positive_scores = (a * p).sum(dim=1)
-    if all_positives is not None:
-        negative_scores = _in_batch_scores(a, all_positives, start)
-    elif negatives is not None and negatives.ndim == 3:
-        negative_scores = torch.einsum("nd,nmd->nm", a, negatives)
-    else:
-        assert negatives is not None
-        negative_scores = a @ negatives.T
-    return fn(positive_scores, negative_scores)
+def _shared_values(negs: NegativeSet, fn: ScoreFn, rows: int, a: Tensor, p: Tensor) -> Tensor:
+    """fn over chunks of anchors against one shared candidate set (the batch's positives, or (M, d) negatives)."""
+    candidates = negs.candidates(p)
+
+    def chunk(a_c: Tensor, p_c: Tensor, start: int) -> Tensor:
+        scores = a_c @ candidates.T
+        if negs.offset is not None:
+            scores = _leave_out_own_positive(scores, start + negs.offset)
+        return fn((a_c * p_c).sum(dim=1), scores)
+
+    return per_anchor_in_chunks(chunk, (a, p), rows)
+
+
+def _independent_values(neg: Tensor, fn: ScoreFn, rows: int, a: Tensor, p: Tensor) -> Tensor:
+    """fn over chunks of anchors, anchor i scored against its own (m, d) negatives neg_i."""
+
+    def chunk(a_c: Tensor, p_c: Tensor, neg_c: Tensor, _start: int) -> Tensor:
+        return fn((a_c * p_c).sum(dim=1), torch.einsum("nd,nmd->nm", a_c, neg_c))
+
+    return per_anchor_in_chunks(chunk, (a, p, neg), rows)
 
 
 def loss_from_scores(
@@ -61,51 +69,16 @@ def loss_from_scores(
     """
     check_choice("regime", regime, REGIMES)
     check_choice("reduction", reduction, REDUCTIONS)
-    if chunk is not None and chunk < 1:
-        raise ValueError(f"chunk={chunk!r} must be a positive number of anchors (or None for automatic).")
-    a = check_embeddings("anchors", anchors, 2)
-    p = check_embeddings("positives", positives, 2)
-    if a.shape != p.shape:
-        raise ValueError(
-            f"anchors {tuple(a.shape)} and positives {tuple(p.shape)} differ; pass (n, d) pairs."
-        )
-    named = {"anchors": a, "positives": p}
-    if negatives is not None:
-        named["negatives"] = check_embeddings("negatives", negatives, 3 if regime == "independent" else 2)
-    check_inputs(named)
+    if chunk is not None:
+        check_count("chunk", chunk, 1)
+    a, p = check_pair(anchors, positives)
     n, dim = a.shape
-    a, p = upcast(a), upcast(p)
-    neg = None if negatives is None else upcast(negatives)
-    if regime == "independent":
-        if neg is None or neg.shape[0] != n or neg.shape[2] != dim or neg.shape[1] == 0:
-            shape = None if neg is None else tuple(neg.shape)
-            raise ValueError(
-                f"negatives has shape {shape}; regime='independent' needs (n, m, d) = ({n}, m>=1, {dim})."
-            )
-        m = neg.shape[1]
-    elif neg is None:
-        if n < 2:
-            raise ValueError(
-                "negatives=None uses the other positives of the batch, so it needs n >= 2 anchors."
-            )
-        m = n - 1
+    negs = resolve_negatives(negatives, n=n, dim=dim, regime=regime)
+    check_inputs({"anchors": a, "positives": p, **negs.named()})
+    a, p, negs = upcast(a), upcast(p), negs.upcast()
+    if negs.kind == "independent":
+        rows = chunk or chunk_rows(n, negs.m * dim)
+        values = _independent_values(negs.candidates(p), fn, rows, a, p)
     else:
-        if neg.shape[1] != dim:
-            raise ValueError(
-                f"negatives has dimension {neg.shape[1]} but the anchors have d = {dim}; embed both alike."
-            )
-        m = neg.shape[0]
-    rows = chunk or chunk_rows(n, m * (dim if regime == "independent" else 1))
-    all_positives = p if neg is None else None
-
-    def shared_chunk(a_chunk: Tensor, p_chunk: Tensor, start: int) -> Tensor:
-        return _chunk_values(a_chunk, p_chunk, neg, all_positives, fn, start)
-
-    def independent_chunk(a_chunk: Tensor, p_chunk: Tensor, neg_chunk: Tensor, start: int) -> Tensor:
-        return _chunk_values(a_chunk, p_chunk, neg_chunk, None, fn, start)
-
-    if regime == "independent" and neg is not None:
-        values = per_anchor_in_chunks(independent_chunk, (a, p, neg), rows)
-    else:
-        values = per_anchor_in_chunks(shared_chunk, (a, p), rows)
+        values = _shared_values(negs, fn, chunk or chunk_rows(n, negs.m), a, p)
     return values.mean() if reduction == "mean" else values

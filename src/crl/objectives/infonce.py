@@ -13,29 +13,35 @@ that turns those into a loss.
 """
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from crl._vocab import FORMS, REGIMES, Form, Regime, check_choice
+from crl._vocab import FORMS, REGIMES, Form, Regime, check_choice, check_count
 from crl.objectives._checks import (
     REDUCTIONS,
     TILINGS,
     Reduction,
     Tiling,
-    check_embeddings,
     check_inputs,
+    check_pair,
     check_scores,
     upcast,
 )
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
+from crl.objectives._negatives import Negatives, NegativeSet, resolve_negatives
 from crl.objectives.temperature import TauLike, Temperature, resolve_tau
-from crl.objectives.tiled import GradientForecast, dense_logsumexp_both, tiled_logsumexp, tiled_logsumexp_both
+from crl.objectives.tiled import (
+    GradientForecast,
+    dense_logsumexp,
+    dense_logsumexp_both,
+    tiled_logsumexp,
+    tiled_logsumexp_both,
+)
 
 TILED_ABOVE_ELEMENTS = 1 << 22
 """``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
-
-Negatives = Tensor | tuple[Tensor, Tensor] | None
 
 
 def contrastive_form(
@@ -78,7 +84,7 @@ def contrastive_loss_from_scores(
         ValueError: on shape mismatch, m = 0, NaN/Inf scores, tau <= 0, or an unknown form/reduction.
 
     Examples:
-        >>> pos, neg = torch.zeros(2), torch.zeros(2, 3)
+        >>> pos, neg = torch.zeros(2, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)
         >>> float(contrastive_loss_from_scores(pos, neg, tau=0.5, form="dcl")) == math.log(3)
         True
     """
@@ -91,61 +97,43 @@ def contrastive_loss_from_scores(
     return _reduce(per_anchor, reduction)
 
 
-def _check_pair(anchors: Tensor, positives: Tensor) -> tuple[Tensor, Tensor]:
-    a = check_embeddings("anchors", anchors, 2)
-    p = check_embeddings("positives", positives, 2)
-    if a.shape != p.shape:
-        raise ValueError(
-            f"anchors {tuple(a.shape)} and positives {tuple(p.shape)} differ; pass one positive per anchor (n, d)."
-        )
-    return a, p
-
-
-def _check_shared_negatives(name: str, negatives: Tensor, dim: int) -> Tensor:
-    neg = check_embeddings(name, negatives, 2)
-    if neg.shape[1] != dim:
-        raise ValueError(
-            f"{name} has dimension {neg.shape[1]} but the anchors have d = {dim}; embed both alike."
-        )
-    return neg
-
-
-def _check_independent_negatives(negatives: Negatives, n: int, dim: int) -> Tensor:
-    if not isinstance(negatives, Tensor):
-        raise ValueError(
-            "regime='independent' needs negatives of shape (n, m, d), one set of m per anchor; "
-            f"got {type(negatives).__name__}. Use regime='shared' for in-batch or shared negatives."
-        )
-    neg = check_embeddings("negatives", negatives, 3)
-    if neg.shape[0] != n or neg.shape[2] != dim:
-        raise ValueError(
-            f"negatives has shape {tuple(neg.shape)}; regime='independent' needs (n, m, d) = ({n}, m, {dim})."
-        )
-    if neg.shape[1] == 0:
-        raise ValueError("negatives has m = 0 per anchor; contrastive losses need at least one negative.")
-    return neg
-
-
 def _use_tiled(tiling: Tiling, n: int, m: int) -> bool:
     return tiling == "tiled" or (tiling == "auto" and n * m > TILED_ABOVE_ELEMENTS)
 
 
-def _shared_lse(
-    q: Tensor,
-    c: Tensor,
-    *,
-    exclude_offset: int | None,
-    want_columns: bool,
-    tiling: Tiling,
-    block_size: int | None,
-    forecast: GradientForecast | None = None,
-) -> tuple[Tensor, Tensor | None]:
-    if not _use_tiled(tiling, q.shape[0], c.shape[0]):
-        return dense_logsumexp_both(q, c, exclude_offset=exclude_offset, want_columns=want_columns)
-    if want_columns:
-        return tiled_logsumexp_both(q, c, exclude_offset=exclude_offset, block_size=block_size)
-    lse = tiled_logsumexp(q, c, exclude_offset=exclude_offset, block_size=block_size, forecast=forecast)
-    return lse, None
+@dataclass(frozen=True)
+class _Kernel:
+    """How the shared regime computes its log-sum-exps.
+
+    Attributes:
+        tiling: "dense", "tiled", or "auto" (tiled above 2^22 scores).
+        block_size: rows and columns per block of the tiled kernel (None: its default).
+        forecast: let the tiled kernel precompute the gradients of a mean over anchors (one-sided directions).
+    """
+
+    tiling: Tiling
+    block_size: int | None
+    forecast: bool
+
+
+def _row_lse(
+    q: Tensor, c: Tensor, *, exclude_offset: int | None, kernel: _Kernel, forecast: GradientForecast | None
+) -> Tensor:
+    """lse_i = log sum_{j != i + offset} exp(<q_i, c_j>), dense or tiled."""
+    if not _use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
+        return dense_logsumexp(q, c, exclude_offset=exclude_offset)
+    return tiled_logsumexp(
+        q, c, exclude_offset=exclude_offset, block_size=kernel.block_size, forecast=forecast
+    )
+
+
+def _row_and_column_lse(
+    q: Tensor, c: Tensor, *, exclude_offset: int, kernel: _Kernel
+) -> tuple[Tensor, Tensor]:
+    """Row and column log-sum-exps of one n x n logit matrix (in-batch symmetric loss), dense or tiled."""
+    if not _use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
+        return dense_logsumexp_both(q, c, exclude_offset=exclude_offset)
+    return tiled_logsumexp_both(q, c, exclude_offset=exclude_offset, block_size=kernel.block_size)
 
 
 def _mean_gradient_forecast(
@@ -237,135 +225,76 @@ def contrastive_loss(
     check_choice("regime", regime, REGIMES)
     check_choice("tiling", tiling, TILINGS)
     check_choice("reduction", reduction, REDUCTIONS)
-    if block_size is not None and block_size < 1:
-        raise ValueError(f"block_size={block_size!r} must be a positive integer (or None for the default).")
-    a, p = _check_pair(anchors, positives)
-    tensors = {"anchors": a, "positives": p}
-    if isinstance(negatives, Tensor):
-        tensors["negatives"] = check_embeddings("negatives", negatives, 3 if regime == "independent" else 2)
-    elif isinstance(negatives, tuple):
-        if len(negatives) != 2:
-            raise ValueError(
-                f"negatives is a tuple of {len(negatives)}; symmetric=True takes a pair (negatives_y, negatives_x)."
-            )
-        tensors["negatives[0]"] = check_embeddings("negatives[0]", negatives[0], 2)
-        tensors["negatives[1]"] = check_embeddings("negatives[1]", negatives[1], 2)
-    elif negatives is not None:
-        raise TypeError(
-            f"negatives must be None, a tensor or a pair of tensors, got {type(negatives).__name__}."
-        )
-    check_inputs(tensors)
-    t = resolve_tau(tau).to(device=a.device, dtype=upcast(a).dtype)
-    a, p = upcast(a), upcast(p)
-    if regime == "independent":
-        if symmetric or positive_offset is not None:
-            raise ValueError(
-                "symmetric=True and positive_offset need regime='shared' (they describe one batch's negatives)."
-            )
-        neg = upcast(_check_independent_negatives(negatives, a.shape[0], a.shape[1]))
-        rows = block_size or chunk_rows(a.shape[0], neg.shape[1] * neg.shape[2])
+    if block_size is not None:
+        check_count("block_size", block_size, 1)
+    a, p = check_pair(anchors, positives)
+    negs = resolve_negatives(
+        negatives,
+        n=a.shape[0],
+        dim=a.shape[1],
+        regime=regime,
+        symmetric=symmetric,
+        positive_offset=positive_offset,
+    )
+    check_inputs({"anchors": a, "positives": p, **negs.named()})
+    a, p, negs = upcast(a), upcast(p), negs.upcast()
+    t = resolve_tau(tau).to(device=a.device, dtype=a.dtype)
+    if negs.kind == "independent":
+        neg = negs.candidates(p)
+        rows = block_size or chunk_rows(a.shape[0], negs.m * a.shape[1])
         return _reduce(_independent_per_anchor(a, p, neg, t, form, rows), reduction)
-    if positive_offset is not None and negatives is None:
-        _check_offset(positive_offset, a.shape[0], [])
-    forecast = reduction == "mean" and torch.is_grad_enabled()
-    options = (tiling, block_size, forecast)
-    per_anchor = _shared_per_anchor(a, p, negatives, t, form, symmetric, positive_offset, options)
-    return _reduce(per_anchor, reduction)
+    kernel = _Kernel(tiling, block_size, forecast=reduction == "mean" and torch.is_grad_enabled())
+    return _reduce(_shared_per_anchor(a, p, negs, t, form, kernel), reduction)
 
 
 def _one_direction(
     queries: Tensor,
     candidates: Tensor,
     positive_logits: Tensor,
+    *,
+    m: int,
     offset: int | None,
     t: Tensor,
     form: Form,
-    tiling: Tiling,
-    block_size: int | None,
-    forecast: bool,
+    kernel: _Kernel,
 ) -> Tensor:
     """Per-query loss against shared candidates; with ``offset`` the candidate at row offset + i is query i's
-    positive and is left out of its negatives (m = M - 1)."""
-    m = candidates.shape[0] - (offset is not None)
-    hint = _mean_gradient_forecast(positive_logits, m, t, form) if forecast else None
-    lse, _ = _shared_lse(
-        queries / t,
-        candidates,
-        exclude_offset=offset,
-        want_columns=False,
-        tiling=tiling,
-        block_size=block_size,
-        forecast=hint,
-    )
+    positive and is left out of its m negatives."""
+    hint = _mean_gradient_forecast(positive_logits, m, t, form) if kernel.forecast else None
+    lse = _row_lse(queries / t, candidates, exclude_offset=offset, kernel=kernel, forecast=hint)
     return contrastive_form(positive_logits, lse, n_negatives=m, tau=t, form=form)
 
 
-def _check_offset(positive_offset: int | None, n: int, sizes: list[int]) -> None:
-    if positive_offset is None:
-        return
-    if not sizes:
-        raise ValueError(
-            "positive_offset needs explicit negatives that contain the batch's positives; pass them."
-        )
-    if positive_offset < 0 or any(positive_offset + n > size for size in sizes) or min(sizes) < 2:
-        raise ValueError(
-            f"positive_offset={positive_offset!r} must satisfy 0 <= offset and offset + n <= M, with n = {n} "
-            f"anchors and M = {sizes} negatives (rows offset..offset+n-1 are this batch's positives)."
-        )
-
-
 def _shared_per_anchor(
-    a: Tensor,
-    p: Tensor,
-    negatives: Negatives,
-    t: Tensor,
-    form: Form,
-    symmetric: bool,
-    positive_offset: int | None,
-    options: tuple[Tiling, int | None, bool],
+    a: Tensor, p: Tensor, negs: NegativeSet, t: Tensor, form: Form, kernel: _Kernel
 ) -> Tensor:
-    """Per-anchor loss in the shared regime. ``options`` = (tiling, block_size, forecast), where ``forecast`` lets
-    the tiled kernel precompute the gradients of a mean (one-sided directions)."""
-    tiling, block_size, forecast = options
-    n, dim = a.shape
+    """Per-anchor loss in the shared regime: the x->y direction, averaged with the y->x one when ``negs.m_x`` is set.
+
+    In batch, both directions come from one n x n logit matrix <a_i, p_j> / tau: its rows rank p_i among the
+    positives, its columns a_i among the anchors.
+    """
     positive_logits = (a * p).sum(dim=1) / t
-    if negatives is None:
-        if n < 2:
-            raise ValueError(
-                "negatives=None uses the other positives of the batch, so it needs n >= 2 anchors."
-            )
-        if not symmetric:
-            return _one_direction(a, p, positive_logits, 0, t, form, tiling, block_size, forecast)
-        row, col = _shared_lse(
-            a / t, p, exclude_offset=0, want_columns=True, tiling=tiling, block_size=block_size
-        )
-        assert col is not None
-        forward = contrastive_form(positive_logits, row, n_negatives=n - 1, tau=t, form=form)
-        backward = contrastive_form(positive_logits, col, n_negatives=n - 1, tau=t, form=form)
+    if negs.kind == "in_batch" and negs.m_x is not None:
+        row, col = _row_and_column_lse(a / t, p, exclude_offset=0, kernel=kernel)
+        forward = contrastive_form(positive_logits, row, n_negatives=negs.m, tau=t, form=form)
+        backward = contrastive_form(positive_logits, col, n_negatives=negs.m_x, tau=t, form=form)
         return 0.5 * (forward + backward)
-    if isinstance(negatives, tuple):
-        if not symmetric:
-            raise ValueError(
-                "a pair of negatives (negatives_y, negatives_x) is for symmetric=True only; pass one (m, d) tensor."
-            )
-        neg_y = upcast(_check_shared_negatives("negatives[0]", negatives[0], dim))
-        neg_x = upcast(_check_shared_negatives("negatives[1]", negatives[1], dim))
-        _check_offset(positive_offset, n, [neg_y.shape[0], neg_x.shape[0]])
-        forward = _one_direction(
-            a, neg_y, positive_logits, positive_offset, t, form, tiling, block_size, forecast
-        )
-        backward = _one_direction(
-            p, neg_x, positive_logits, positive_offset, t, form, tiling, block_size, forecast
-        )
-        return 0.5 * (forward + backward)
-    if symmetric:
-        raise ValueError(
-            "symmetric=True with explicit shared negatives needs a pair (negatives_y (m, d), negatives_x (m', d)) "
-            "so that the y->x direction has negatives of its own; or pass negatives=None for in-batch negatives."
-        )
-    neg = upcast(_check_shared_negatives("negatives", negatives, dim))
-    _check_offset(positive_offset, n, [neg.shape[0]])
-    return _one_direction(a, neg, positive_logits, positive_offset, t, form, tiling, block_size, forecast)
+    forward = _one_direction(
+        a, negs.candidates(p), positive_logits, m=negs.m, offset=negs.offset, t=t, form=form, kernel=kernel
+    )
+    if negs.m_x is None:
+        return forward
+    backward = _one_direction(
+        p,
+        negs.reverse_candidates(a),
+        positive_logits,
+        m=negs.m_x,
+        offset=negs.offset,
+        t=t,
+        form=form,
+        kernel=kernel,
+    )
+    return 0.5 * (forward + backward)
 
 
 class ContrastiveLoss(nn.Module):

@@ -14,6 +14,7 @@ negatives, as SigLIP normalises by the batch size only). With in-batch negatives
 pairs. SigLIP initialises 1/tau = 10 and b = -10.
 """
 
+import typing
 from typing import Literal
 
 import torch
@@ -26,7 +27,7 @@ from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 
 Psi = Literal["hinge", "squared_hinge", "logistic", "exponential"]
-PSIS: tuple[str, ...] = ("hinge", "squared_hinge", "logistic", "exponential")
+PSIS: tuple[str, ...] = typing.get_args(Psi)
 
 
 def pairwise_psi(t: Tensor, psi: Psi, margin: float) -> Tensor:

@@ -316,15 +316,24 @@ def tiled_logsumexp_both(
     return row_lse, col_lse
 
 
-def dense_logsumexp_both(
-    queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None, want_columns: bool = True
-) -> tuple[Tensor, Tensor | None]:
-    """The plain reference: materialise S = q c^T (n x m) and take its row (and column) log-sum-exps."""
+def _dense_logits(queries: Tensor, candidates: Tensor, exclude_offset: int | None) -> Tensor:
+    """S = q c^T (n x m), with S_{i, i + offset} = -inf when ``exclude_offset`` is given."""
     logits = queries @ candidates.T
-    if exclude_offset is not None:
-        rows = torch.arange(logits.shape[0], device=logits.device)
-        own = torch.arange(logits.shape[1], device=logits.device)[None, :] == (rows + exclude_offset)[:, None]
-        logits = logits.masked_fill(own, -math.inf)
-    row_lse = torch.logsumexp(logits, dim=1)
-    col_lse = torch.logsumexp(logits, dim=0) if want_columns else None
-    return row_lse, col_lse
+    if exclude_offset is None:
+        return logits
+    rows = torch.arange(logits.shape[0], device=logits.device)
+    own = torch.arange(logits.shape[1], device=logits.device)[None, :] == (rows + exclude_offset)[:, None]
+    return logits.masked_fill(own, -math.inf)
+
+
+def dense_logsumexp(queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None) -> Tensor:
+    """The plain reference: materialise S = q c^T (n x m) and take its row log-sum-exps, (n,)."""
+    return torch.logsumexp(_dense_logits(queries, candidates, exclude_offset), dim=1)
+
+
+def dense_logsumexp_both(
+    queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None
+) -> tuple[Tensor, Tensor]:
+    """The plain reference of :func:`tiled_logsumexp_both`: ``(row_lse (n,), col_lse (m,))`` of S = q c^T."""
+    logits = _dense_logits(queries, candidates, exclude_offset)
+    return torch.logsumexp(logits, dim=1), torch.logsumexp(logits, dim=0)
