@@ -1,12 +1,13 @@
 """The ``crl`` command line: one thin typer front-end per command, each calling the library.
 
-Every command lives in its own module here (``verify``, ``train``, ``evaluate``) and reports expected errors
+Every command lives in its own module here (``verify``, ``train``, ``evaluate``, ``config``) and reports expected errors
 (bad input, a missing path, a full disk) as one line and exit status 2 (:mod:`crl.commands._errors`); the
 library does the work. Heavy imports (torch, the claims) happen inside the commands, so ``crl --help`` is fast.
 """
 
 import typer
 
+from crl.commands.config import config
 from crl.commands.evaluate import evaluate
 from crl.commands.train import train
 from crl.commands.verify import verify
@@ -30,5 +31,6 @@ def version() -> None:
 app.command()(verify)
 app.command()(train)
 app.command("eval")(evaluate)
+app.command()(config)
 
 __all__ = ["app"]
