@@ -31,11 +31,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from crl.data import PairSource
 from crl.objectives import contrastive_loss
 from crl.train.build import build_model, build_optimizer, build_schedule, derive_generator
 from crl.train.config import TrainConfig, load_config, parse_config
 from crl.train.data import build_source
-from crl.train.source import PairSource
 from crl.train.trainer import Trainer
 
 CONFIGS = ("configs/fashion_sscrl.toml", "configs/fashion_scrl.toml")

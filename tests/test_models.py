@@ -7,7 +7,17 @@ import torch
 from torch import nn
 
 import crl.objectives
-from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature, init_parameters, project_to_sphere
+from crl.models import (
+    MLP,
+    DualEncoder,
+    Encoder,
+    SmallCNN,
+    Temperature,
+    TokenBag,
+    embed,
+    init_parameters,
+    project_to_sphere,
+)
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -111,3 +121,26 @@ def test_temperature_is_the_objectives_one_and_is_a_parameter_when_learnable() -
     )
     assert any(p is model.temperature.log_inverse for p in model.parameters())
     assert math.isclose(float(model.tau().detach()), 0.2, rel_tol=1e-6)
+
+
+def test_token_bag_is_a_masked_mean_then_a_linear_map() -> None:
+    """TokenBag must average the embeddings of unmasked tokens only: padding must not move the embedding."""
+    bag = TokenBag(10, 4, 3, generator=_gen())
+    ids = torch.tensor([[1, 2, 3], [1, 2, 0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    out = bag({"input_ids": ids, "attention_mask": mask})
+    expected = bag.head(bag.tokens.weight[[1, 2]].mean(dim=0))
+    assert torch.allclose(out[0], expected) and torch.allclose(out[1], expected)
+    with pytest.raises(TypeError, match="input_ids and attention_mask"):
+        bag(ids)
+
+
+def test_embed_gives_the_same_rows_for_any_batch_size() -> None:
+    """embed() in slices must equal one forward pass, for tensor and mapping inputs alike."""
+    mlp = Encoder(MLP(6, [5], 3, generator=_gen()))
+    x = torch.randn(11, 6)
+    for size in (1, 4, 11, 50):
+        assert torch.allclose(embed(mlp, x, batch_size=size, device=torch.device("cpu")), mlp(x).detach())
+    bag = TokenBag(10, 4, 3, generator=_gen())
+    tokens = {"input_ids": torch.randint(10, (9, 5)), "attention_mask": torch.ones(9, 5, dtype=torch.long)}
+    assert torch.allclose(embed(bag, tokens, batch_size=2, device=torch.device("cpu")), bag(tokens).detach())

@@ -6,41 +6,28 @@ Fashion-MNIST: the 10,000 test images, as two augmented views drawn once with a 
 ``eval.seed``, or as left/right halves. The metrics (recall@k, MRR, nDCG@k, MAP, AUC with standard errors) come
 from :func:`crl.metrics.retrieval.retrieval_metrics`.
 
-Class accuracy (labelled data): embeddings f(x) of the anchor view of every train and test image (the clean
-image for two views, the left half for halves), then
-
-- weighted kNN (the InstDisc / SimCLR kNN monitor): the k train items of highest cosine similarity s_j vote
-  for their class with weight exp(s_j / T); the class with the largest total wins;
-- linear probe: multinomial logistic regression (scikit-learn's objective with C = 1, solved by L-BFGS in
-  torch) on standardised features, fit on train, scored on test.
+Class accuracy (labelled data): embeddings f(x) (:func:`crl.models.embed`) of the anchor view of every train and
+test image (the clean image for two views, the left half for halves), scored by the weighted kNN monitor and the
+linear probe of :mod:`crl.metrics.classification`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
+from crl.metrics.classification import knn_accuracy, linear_probe_accuracy
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
-from crl.models import DualEncoder, project_to_sphere
+from crl.models import DualEncoder, embed
 from crl.train.build import build_model, derive_generator
-from crl.train.checkpoint import load_checkpoint, newest_checkpoint
-from crl.train.config import TrainConfig, parse_config
+from crl.train.checkpoint import load_train_state, newest_checkpoint
+from crl.train.config import TrainConfig
 from crl.train.data import heldout_pairs, labelled_inputs
 
-__all__ = [
-    "EvalResult",
-    "embed",
-    "evaluate_checkpoint",
-    "knn_accuracy",
-    "linear_probe_accuracy",
-    "load_trained_model",
-    "resolve_checkpoint",
-]
+__all__ = ["EvalResult", "evaluate_checkpoint", "load_trained_model", "resolve_checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -103,118 +90,13 @@ def load_trained_model(path: str | Path, device: torch.device) -> tuple[DualEnco
     Returns:
         (model, config, step).
     """
-    checkpoint = load_checkpoint(resolve_checkpoint(path))
-    config = parse_config(checkpoint.state["config"], source=f"{checkpoint.path} (saved config)")
-    anchor_shape = tuple(checkpoint.state["anchor_shape"])
-    positive_shape = tuple(checkpoint.state["positive_shape"])
+    state = load_train_state(resolve_checkpoint(path))
+    config = state.config
     model = build_model(
-        config.model, config.loss, anchor_shape, positive_shape, derive_generator(0, "eval-init")
+        config.model, config.loss, state.anchor_shape, state.positive_shape, derive_generator(0, "eval-init")
     )
-    weights = {k.removeprefix("model."): v for k, v in checkpoint.tensors.items() if k.startswith("model.")}
-    model.load_state_dict(weights)
-    return model.to(device).eval(), config, checkpoint.step
-
-
-@torch.no_grad()
-def embed(
-    encode: Callable[[Tensor], Tensor], inputs: Tensor, *, batch_size: int, device: torch.device
-) -> Tensor:
-    """Apply an encoder to ``inputs`` in batches; returns float32 embeddings on the CPU, (N, d)."""
-    parts = [
-        encode(inputs[start : start + batch_size].to(device)).float().cpu()
-        for start in range(0, inputs.shape[0], batch_size)
-    ]
-    return torch.cat(parts)
-
-
-def knn_accuracy(
-    train_features: Tensor,
-    train_labels: Tensor,
-    test_features: Tensor,
-    test_labels: Tensor,
-    *,
-    k: int = 20,
-    temperature: float = 0.07,
-    n_classes: int | None = None,
-    chunk_size: int = 512,
-) -> float:
-    """Weighted kNN accuracy with cosine similarity (Wu et al. 2018, InstDisc; the SimCLR kNN monitor).
-
-    For test item q: s_j = cos(q, t_j) over train items t_j; the top-k j vote with weight exp(s_j / T) for
-    label(t_j); the prediction is the class of largest total weight (ties: lowest class index).
-
-    Args:
-        train_features: (N, d) memory bank.
-        train_labels: (N,) integer labels.
-        test_features: (M, d) queries.
-        test_labels: (M,) integer labels.
-        k: neighbours (at most N).
-        temperature: T > 0.
-        n_classes: number of classes (default: 1 + the largest label).
-        chunk_size: queries per chunk (memory chunk_size x N).
-
-    Returns:
-        The fraction of test items whose prediction equals their label.
-    """
-    if not 1 <= k <= train_features.shape[0]:
-        raise ValueError(f"k = {k} must be between 1 and the {train_features.shape[0]} train items")
-    if temperature <= 0:
-        raise ValueError(f"temperature = {temperature} must be > 0")
-    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
-    bank = project_to_sphere(train_features.float())
-    queries = project_to_sphere(test_features.float())
-    correct = 0
-    for start in range(0, queries.shape[0], chunk_size):
-        similarity = queries[start : start + chunk_size] @ bank.T
-        top, index = similarity.topk(k, dim=1)
-        votes = torch.zeros(top.shape[0], classes)
-        votes.scatter_add_(1, train_labels[index], torch.exp(top / temperature))
-        correct += int((votes.argmax(dim=1) == test_labels[start : start + chunk_size]).sum())
-    return correct / queries.shape[0]
-
-
-def linear_probe_accuracy(
-    train_features: Tensor,
-    train_labels: Tensor,
-    test_features: Tensor,
-    test_labels: Tensor,
-    *,
-    max_iter: int = 200,
-    n_classes: int | None = None,
-) -> float:
-    """Accuracy of a multinomial logistic-regression probe on standardised frozen features.
-
-    Features are standardised with the train mean and standard deviation; W, b minimise
-    ``(1/N) sum_i CE(softmax(W z_i + b), label_i) + ||W||^2 / (2N)``, which is scikit-learn's
-    ``LogisticRegression(C=1)`` objective divided by N (same minimiser), by full-batch L-BFGS (strong Wolfe) in
-    float64 for at most ``max_iter`` iterations.
-    """
-    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
-    train = train_features.double()
-    mean, std = train.mean(dim=0), train.std(dim=0, unbiased=False).clamp_min(1e-12)
-    z_train, z_test = (train - mean) / std, (test_features.double() - mean) / std
-    weight = torch.zeros(z_train.shape[1], classes, dtype=torch.float64, requires_grad=True)
-    bias = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.LBFGS(
-        [weight, bias],
-        max_iter=max_iter,
-        tolerance_grad=1e-9,
-        tolerance_change=1e-12,
-        line_search_fn="strong_wolfe",
-    )
-    n = z_train.shape[0]
-
-    def objective() -> Tensor:
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(z_train @ weight + bias, train_labels)
-        loss = loss + (weight**2).sum() / (2 * n)
-        loss.backward()
-        return loss
-
-    optimizer.step(objective)
-    with torch.no_grad():
-        predictions = (z_test @ weight + bias).argmax(dim=1)
-    return float((predictions == test_labels).double().mean())
+    model.load_state_dict(state.model)
+    return model.to(device).eval(), config, state.step
 
 
 def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult:

@@ -11,12 +11,22 @@ from crl.train.trainer import RunResult, Trainer
 TINY = Path(__file__).parent / "configs" / "tiny_digits.toml"
 
 
+_TAGS = {"data": "source", "model": "encoder"}
+
+
 def tiny_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> TrainConfig:
-    """tests/train/configs/tiny_digits.toml with the run folder under tmp_path and section overrides."""
+    """tests/train/configs/tiny_digits.toml with the run folder under tmp_path and section overrides.
+
+    Overrides that change a section's kind (``source``, ``encoder``) replace the section instead of updating it.
+    """
     data = load_config(TINY).model_dump()
     data["run"].update(out_dir=str(tmp_path / "runs"), name=name, tensorboard=False)
     for section, values in sections.items():
-        data[section].update(values)
+        tag = _TAGS.get(section)
+        if tag in values and values[tag] != data[section][tag]:
+            data[section] = dict(values)
+        else:
+            data[section].update(values)
     return parse_config(data)
 
 

@@ -5,12 +5,18 @@ import math
 import pytest
 import torch
 
-from crl.negatives import EmbeddedBatch, Independent, Queue, Shared
-from crl.train.build import WarmupCosine, build_model, build_optimizer, build_schedule, derive_generator
+from crl.negatives import EmbeddedBatch, Gathered, Independent, Queue, Shared
+from crl.train.build import (
+    Streams,
+    WarmupCosine,
+    build_model,
+    build_optimizer,
+    build_sampler,
+    build_schedule,
+    derive_generator,
+)
 from crl.train.config import parse_config
 from crl.train.cursor import DataCursor
-from crl.train.distributed import DistContext
-from crl.train.trainer import build_sampler
 
 
 def test_warmup_cosine_closed_form() -> None:
@@ -71,10 +77,9 @@ def test_cursor_visits_each_pair_once_per_epoch_and_resumes() -> None:
     cursor = DataCursor(23, 5, torch.Generator().manual_seed(0))
     epoch = [cursor.next_batch() for _ in range(4)]
     assert torch.cat(epoch).unique().numel() == 20 and cursor.epoch == 0
-    permutation, position = cursor.state()
     twin = DataCursor(23, 5, torch.Generator())
     twin.generator.set_state(cursor.generator.get_state())
-    twin.restore(permutation, **position)
+    twin.restore(cursor.state())
     for _ in range(7):
         assert torch.equal(cursor.next_batch(), twin.next_batch())
     assert cursor.epoch == twin.epoch == 2  # 4 + 7 batches of 4 per epoch
@@ -105,8 +110,7 @@ class _Truth(_Pool):
 def test_sampler_follows_the_config(loss: dict, source: object, world: int, kind: str) -> None:
     """[loss] negatives picks the regime and the source: pool indices, or p- samples for synthetic truths."""
     config = parse_config({"loss": loss})
-    context = DistContext(rank=0, world_size=world, local_rank=0, device=torch.device("cpu"))
-    sampler = build_sampler(config, source, context)  # type: ignore[arg-type]
+    sampler = build_sampler(config, source, distributed=world > 1)  # type: ignore[arg-type]
     expected = {"shared": Shared, "independent": Independent}[config.loss.regime]
     assert isinstance(sampler, expected)
     batch = EmbeddedBatch(torch.zeros(3, 2), torch.zeros(3, 2))
@@ -119,6 +123,25 @@ def test_sampler_follows_the_config(loss: dict, source: object, world: int, kind
 def test_queue_sampler_has_the_configured_size() -> None:
     """negatives = 'queue' must give a memory of m entries of the embedding dimension."""
     config = parse_config({"loss": {"negatives": "queue", "n_negatives": 9}, "model": {"embedding_dim": 5}})
-    context = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
-    sampler = build_sampler(config, _Pool(), context)  # type: ignore[arg-type]
+    sampler = build_sampler(config, _Pool())  # type: ignore[arg-type]
     assert isinstance(sampler, Queue) and sampler.memory_y.shape == (9, 5)
+
+
+def test_in_batch_negatives_are_gathered_across_ranks() -> None:
+    """With K > 1 processes in-batch negatives must come from the global batch (Gathered), not the local one."""
+    sampler = build_sampler(parse_config({}), _Pool(), distributed=True)  # type: ignore[arg-type]
+    assert isinstance(sampler, Gathered)
+
+
+def test_streams_follow_the_regime() -> None:
+    """Shared negatives are drawn alike on every rank; independent ones per rank; views always per rank."""
+
+    def first(generator: torch.Generator) -> float:
+        return float(torch.rand(1, generator=generator))
+
+    shared = [Streams.derive(0, rank=rank, regime="shared") for rank in (0, 1)]
+    independent = [Streams.derive(0, rank=rank, regime="independent") for rank in (0, 1)]
+    assert first(shared[0].negatives) == first(shared[1].negatives)
+    assert first(independent[0].negatives) != first(independent[1].negatives)
+    assert first(shared[0].views) != first(shared[1].views)
+    assert first(shared[0].order) == first(shared[1].order)

@@ -6,11 +6,12 @@ from pathlib import Path
 import torch
 
 from crl.train.checkpoint import (
+    OptimizerState,
     list_checkpoints,
     load_checkpoint,
     load_optimizer_state,
     newest_checkpoint,
-    optimizer_state_tensors,
+    optimizer_state,
     save_checkpoint,
 )
 
@@ -75,20 +76,20 @@ def test_adamw_state_round_trip_continues_bitwise(tmp_path: Path) -> None:
 
     original, optimizer = make()
     _train(original, optimizer, 3, seed=0)
-    tensors, groups = optimizer_state_tensors(optimizer, original)
+    saved = optimizer_state(optimizer, original)
     path = save_checkpoint(
         tmp_path,
         3,
-        {**tensors, **{f"model.{k}": v for k, v in original.state_dict().items()}},
-        {"optimizer": groups},
+        {**saved.tensors, **{f"model.{k}": v for k, v in original.state_dict().items()}},
+        {"optimizer": saved.groups},
         keep=1,
     )
     loaded = load_checkpoint(path)
     restored, restored_optimizer = make()
     restored.load_state_dict({k[6:]: v for k, v in loaded.tensors.items() if k.startswith("model.")})
-    load_optimizer_state(
-        restored_optimizer, restored, loaded.tensors, json.loads(json.dumps(loaded.state["optimizer"]))
-    )
+    groups = json.loads(json.dumps(loaded.state["optimizer"]))
+    optim_tensors = {k: v for k, v in loaded.tensors.items() if k.startswith("optim.")}
+    load_optimizer_state(restored_optimizer, restored, OptimizerState(optim_tensors, groups))
     _train(original, optimizer, 4, seed=1)
     _train(restored, restored_optimizer, 4, seed=1)
     for a, b in zip(original.parameters(), restored.parameters(), strict=True):

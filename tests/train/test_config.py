@@ -4,7 +4,20 @@ from pathlib import Path
 
 import pytest
 
-from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_config, parse_config
+from crl.commands.config import section_variants
+from crl.train.config import (
+    CnnModel,
+    ConfigError,
+    DigitsData,
+    FashionMnistData,
+    MlpModel,
+    SyntheticData,
+    TrainConfig,
+    config_to_toml,
+    load_config,
+    parse_config,
+    resume_differences,
+)
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted((ROOT / "configs").glob("*.toml")) + sorted(
@@ -16,11 +29,10 @@ def test_every_field_has_a_default_and_a_description() -> None:
     """Configs are documented by their models: a field without a description or default is a defect."""
     TrainConfig()
     for section in TrainConfig.model_fields.values():
-        model = section.annotation
-        assert model is not None
-        for name, field in model.model_fields.items():
-            assert field.description, f"[{model.__name__}] {name} has no description"
-            assert not field.is_required(), f"[{model.__name__}] {name} has no default"
+        for model in section_variants(section):
+            for name, field in model.model_fields.items():
+                assert field.description, f"[{model.__name__}] {name} has no description"
+                assert not field.is_required(), f"[{model.__name__}] {name} has no default"
 
 
 @pytest.mark.parametrize(
@@ -40,6 +52,14 @@ def test_every_field_has_a_default_and_a_description() -> None:
         ({"loss": {"negatives": "independent_pool", "n_negatives": 4, "symmetric": True}}, ["symmetric"]),
         ({"optim": {"warmup_steps": 20, "total_steps": 10}}, ["[optim]", "warmup_steps = 20"]),
         ({"data": {"source": "synthetic"}}, ["[data]", "n_train"]),
+        (
+            {"data": {"source": "digits", "kappa": 3.0}},
+            ["[data] kappa", "not a known field", "source = 'digits'"],
+        ),
+        ({"model": {"encoder": "mlp", "channels": [4]}}, ["[model] channels", "encoder = 'mlp'", "hidden"]),
+        ({"model": {"encoder": "rnn"}}, ["[model] encoder", "'rnn'", "'mlp', 'cnn', 'bag'"]),
+        ({"model": {"encoder": "cnn", "hidden": 0}}, ["[model] hidden", "greater than or equal to 1"]),
+        ({"data": {"source": "synthetic", "n_train": 8, "dim": 1}}, ["[data] dim = 1", "greater than"]),
     ],
 )
 def test_bad_fields_are_named_with_value_and_what_is_allowed(document: dict, expected: list[str]) -> None:
@@ -99,3 +119,31 @@ def test_crl_train_reports_a_bad_config_and_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["train", str(bad)])
     assert result.exit_code == 2
     assert "[loss] form = 'nce' is not allowed" in result.output
+
+
+def test_each_kind_holds_only_its_own_fields() -> None:
+    """[data] source and [model] encoder pick one model each; a section without its tag is of the default kind."""
+    assert isinstance(TrainConfig().data, FashionMnistData) and isinstance(TrainConfig().model, CnnModel)
+    assert isinstance(parse_config({"data": {"batch_size": 8}}).data, FashionMnistData)
+    assert isinstance(parse_config({"data": {"source": "digits"}}).data, DigitsData)
+    synthetic = parse_config({"data": {"source": "synthetic", "n_train": 64, "kappa": 2.0}}).data
+    assert isinstance(synthetic, SyntheticData) and synthetic.kappa == 2.0
+    assert not hasattr(synthetic, "crop_scale_min") and not hasattr(DigitsData(), "root")
+    mlp = parse_config({"model": {"encoder": "mlp", "hidden": [8]}}).model
+    assert isinstance(mlp, MlpModel) and mlp.hidden == [8] and not hasattr(mlp, "channels")
+
+
+def test_resume_differences_skip_what_is_declared_resumable() -> None:
+    """Only RESUMABLE fields may differ on resume; another kind of [data] shows every field it changes."""
+    base = parse_config({})
+    moved = parse_config({"run": {"name": "elsewhere", "num_threads": 2}, "eval": {"knn_k": 3}})
+    assert resume_differences(base, moved) == []
+    assert resume_differences(base, parse_config({"run": {"seed": 1}})) == [
+        "[run] seed: 0 in the run folder, 1 now"
+    ]
+    digits = parse_config({"data": {"source": "digits"}})
+    assert resume_differences(base, digits) == [
+        "[data] source: 'fashion_mnist' in the run folder, 'digits' now",
+        "[data] root: '/usr/share/datasets/fashion-mnist' in the run folder, None now",
+    ]
+    assert "run.seed" not in TrainConfig.RESUMABLE and "eval" in TrainConfig.RESUMABLE

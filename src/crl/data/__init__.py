@@ -1,4 +1,5 @@
-"""Paired data sets: real images (Fashion-MNIST, digits), pair makers, torch-only augmentations, arrays.
+"""Paired data sets: the pair-source protocol (``PairSource``, ``Batch``), real images (Fashion-MNIST, digits),
+pair makers, torch-only augmentations, arrays.
 
 Nothing here downloads anything: Fashion-MNIST comes from the Debian package ``dataset-fashion-mnist`` and the
 digits ship inside scikit-learn.
@@ -19,28 +20,34 @@ from crl.data.fashion_mnist import FASHION_MNIST_CLASSES, FASHION_MNIST_ROOT, lo
 from crl.data.idx import read_idx
 from crl.data.images import ImageSet
 from crl.data.pairs import PairSampler, SyntheticPairs, TwoViewPairs, halves_pairs, split_halves
+from crl.data.source import Batch, PairSource, batch_rows, move_batch, slice_rows
 
 __all__ = [
     "DIGITS_CLASSES",
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_ROOT",
+    "Batch",
     "GenerateNegatives",
     "ImageAugmentation",
     "ImageSet",
     "PairSampler",
+    "PairSource",
     "PairedArrays",
     "SyntheticPairs",
     "TwoViewPairs",
+    "batch_rows",
     "gaussian_noise",
     "halves_pairs",
     "horizontal_flip",
     "load_digits",
     "load_fashion_mnist",
     "load_paired_npz",
+    "move_batch",
     "random_erasing",
     "random_horizontal_flip",
     "random_resized_crop",
     "random_shift",
     "read_idx",
+    "slice_rows",
     "split_halves",
 ]

@@ -1,7 +1,7 @@
 """Paired arrays held in memory: n pairs (x_i, y_i) with optional labels, the generic paired data set.
 
 ``PairedArrays`` is both a map-style ``torch.utils.data.Dataset`` (item i is ``(x_i, y_i)`` or
-``(x_i, y_i, label_i)``) and a pair source for the trainer (``crl.train.source.PairSource``: ``n_pairs``,
+``(x_i, y_i, label_i)``) and a pair source for the trainer (``crl.data.source.PairSource``: ``n_pairs``,
 ``anchor_shape``, ``positive_shape``, ``pairs``/``anchors``/``positives`` by index).
 """
 

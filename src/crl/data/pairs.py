@@ -7,7 +7,7 @@
 
 Items of grey-scale images (C = 1) drop the channel axis and are (H, W), the input shape of
 ``crl.models.SmallCNN`` and of the trainer's pair sources; images with C > 1 keep (C, H, W).
-All three satisfy the trainer's ``PairSource`` protocol (``crl.train.source``).
+All three satisfy the ``PairSource`` protocol (``crl.data.source``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""From a config to the objects of a run: model, optimiser, learning-rate schedule, generators.
+"""From a config to the objects of a run: model, optimiser, learning-rate schedule, negative sampler, generators.
 
-Shared by the trainer and by ``crl eval`` (which rebuilds the model of a checkpoint from its saved config).
+Shared by the training loop, the trainer and ``crl eval`` (which rebuilds the model of a checkpoint from its saved
+config).
 """
 
 from __future__ import annotations
@@ -13,10 +14,21 @@ import numpy as np
 import torch
 from torch import nn
 
-from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature
-from crl.train.config import LossConfig, ModelConfig, OptimConfig
+from crl._vocab import Regime
+from crl.data.source import PairSource
+from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature, TokenBag
+from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
+from crl.train.config import CnnModel, LossConfig, MlpModel, ModelConfig, OptimConfig, TrainConfig
 
-__all__ = ["WarmupCosine", "build_model", "build_optimizer", "build_schedule", "derive_generator"]
+__all__ = [
+    "Streams",
+    "WarmupCosine",
+    "build_model",
+    "build_optimizer",
+    "build_sampler",
+    "build_schedule",
+    "derive_generator",
+]
 
 
 def derive_generator(seed: int, stream: str, rank: int = 0) -> torch.Generator:
@@ -31,9 +43,40 @@ def derive_generator(seed: int, stream: str, rank: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
+@dataclass(frozen=True)
+class Streams:
+    """The named random streams of one rank of a run, each a CPU ``torch.Generator``.
+
+    Attributes:
+        init: the initial weights.
+        order: the data permutation of each epoch (the same on every rank).
+        views: the augmented views of the batch (per rank).
+        negatives: pool draws and their views (the same on every rank in the shared regime, so shared negatives
+            are shared by the global batch; per rank in the independent regime).
+    """
+
+    init: torch.Generator
+    order: torch.Generator
+    views: torch.Generator
+    negatives: torch.Generator
+
+    @classmethod
+    def derive(cls, seed: int, *, rank: int = 0, regime: Regime = "shared") -> Streams:
+        """The streams of ``rank`` from :func:`derive_generator` (seed, stream name, rank)."""
+        negatives_rank = rank if regime == "independent" else 0
+        return cls(
+            init=derive_generator(seed, "init"),
+            order=derive_generator(seed, "order"),
+            views=derive_generator(seed, "views", rank),
+            negatives=derive_generator(seed, "negatives", negatives_rank),
+        )
+
+
 def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    if config.encoder == "mlp":
+    if isinstance(config, MlpModel):
         return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
+    if not isinstance(config, CnnModel):
+        return TokenBag(config.vocab_size, config.token_dim, config.embedding_dim, generator=generator)
     if len(input_shape) not in (2, 3):
         raise ValueError(
             f"model.encoder = 'cnn' needs image inputs (C, H, W) or (H, W), but the data gives shape {input_shape}; "
@@ -44,7 +87,7 @@ def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torc
         (input_shape[-2], input_shape[-1]),
         config.embedding_dim,
         config.channels,
-        config.cnn_hidden,
+        config.hidden,
         in_channels,
         generator=generator,
     )
@@ -74,6 +117,31 @@ def build_model(
     )
     temperature = Temperature(loss.tau, learnable=loss.learnable_tau, max_inverse=loss.max_inverse_tau)
     return DualEncoder(anchor, positive, temperature)
+
+
+def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool = False) -> Sampler:
+    """The negative sampler of ``[loss] negatives`` (in-batch becomes :class:`Gathered` with K > 1 ranks).
+
+    Pool samplers draw indices into the source's n pairs, or samples y' ~ p- when the source generates them.
+    """
+    loss = config.loss
+    m = loss.n_negatives
+    if loss.negatives == "in_batch":
+        return Gathered() if distributed else Shared.in_batch()
+    if loss.negatives == "queue":
+        return Queue(m, config.model.embedding_dim, two_sided=loss.symmetric, distributed=distributed)
+    generate = source.generate_negatives
+    if loss.negatives == "shared_pool":
+        return (
+            Shared.from_generator(generate, m)
+            if generate is not None
+            else Shared.from_pool(source.n_pairs, m)
+        )
+    return (
+        Independent.from_generator(generate, m)
+        if generate is not None
+        else Independent.from_pool(source.n_pairs, m)
+    )
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:

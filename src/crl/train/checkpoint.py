@@ -6,7 +6,12 @@ A checkpoint of step t is two files in ``run_dir/checkpoints/``:
   (AdamW's exp_avg, exp_avg_sq, step), ``rng.<stream>.rank<r>`` (torch.Generator states as uint8),
   ``sampler.<key>`` (a queue's memory), ``data.permutation`` (the epoch's order);
 - ``step-<t>.json``: the scalars: step, data position, optimiser hyper-parameters (per parameter group, with
-  parameter names instead of indices), the LR scheduler's state, the config.
+  parameter names instead of indices), the LR scheduler's state, the config, the number of processes and the
+  input shapes.
+
+:class:`TrainState` is that layout as one record: :meth:`TrainState.to_tensors` gives the two files' contents and
+:meth:`TrainState.from_tensors` reads them back (a config saved in the flat layout of earlier versions is
+migrated, see :mod:`crl.train.config_migration`).
 
 Each file is written to a temporary name in the same folder, flushed and fsync'ed, then moved into place with
 ``os.replace`` (atomic on POSIX); the folder is fsync'ed after. The JSON file is written last, so a checkpoint is
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +33,22 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 from torch import Tensor, nn
 
+from crl.train.config import TrainConfig, parse_config
+from crl.train.cursor import CursorState
+
 __all__ = [
     "Checkpoint",
+    "OptimizerState",
+    "StreamStates",
+    "TrainState",
     "list_checkpoints",
     "load_checkpoint",
     "load_optimizer_state",
+    "load_train_state",
     "newest_checkpoint",
-    "optimizer_state_tensors",
+    "optimizer_state",
     "save_checkpoint",
+    "save_train_state",
 ]
 
 _NAME = re.compile(r"^step-(\d{8,})\.json$")
@@ -153,14 +166,19 @@ def _parameter_names(optimizer: torch.optim.Optimizer, model: nn.Module) -> list
     return [by_id[id(parameter)] for group in optimizer.param_groups for parameter in group["params"]]
 
 
-def optimizer_state_tensors(
-    optimizer: torch.optim.Optimizer, model: nn.Module
-) -> tuple[dict[str, Tensor], list[dict[str, Any]]]:
+@dataclass(frozen=True)
+class OptimizerState:
+    """An optimiser's state by parameter name: tensors ``optim.<param name>.<state key>`` (AdamW's exp_avg,
+    exp_avg_sq, step) and JSON-able parameter groups (hyper-parameters, ``"params"`` as parameter names)."""
+
+    tensors: dict[str, Tensor]
+    groups: list[dict[str, Any]]
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module) -> OptimizerState:
     """Split an optimiser's state into named tensors and JSON-able parameter groups.
 
-    Returns:
-        ``({"optim.<param name>.<state key>": tensor}, groups)`` where each group holds its hyper-parameters and
-        ``"params"`` as parameter names. Non-tensor per-parameter state is not supported (AdamW has none).
+    Non-tensor per-parameter state is not supported (AdamW has none).
     """
     names = _parameter_names(optimizer, model)
     full = optimizer.state_dict()
@@ -177,20 +195,15 @@ def optimizer_state_tensors(
         entry = {key: (list(value) if isinstance(value, tuple) else value) for key, value in group.items()}
         entry["params"] = [names[index] for index in group["params"]]
         groups.append(entry)
-    return tensors, groups
+    return OptimizerState(tensors, groups)
 
 
-def load_optimizer_state(
-    optimizer: torch.optim.Optimizer,
-    model: nn.Module,
-    tensors: dict[str, Tensor],
-    groups: list[dict[str, Any]],
-) -> None:
-    """Restore what :func:`optimizer_state_tensors` saved into ``optimizer`` (same model and grouping)."""
+def load_optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module, saved: OptimizerState) -> None:
+    """Restore what :func:`optimizer_state` saved into ``optimizer`` (same model and grouping)."""
     names = _parameter_names(optimizer, model)
     index_of = {name: index for index, name in enumerate(names)}
     state: dict[int, dict[str, Tensor]] = {}
-    for key, value in tensors.items():
+    for key, value in saved.tensors.items():
         if not key.startswith("optim."):
             continue
         name, entry = key.removeprefix("optim.").rsplit(".", 1)
@@ -198,8 +211,119 @@ def load_optimizer_state(
             raise ValueError(f"checkpoint has optimizer state for unknown parameter {name!r}")
         state.setdefault(index_of[name], {})[entry] = value
     param_groups = []
-    for group in groups:
+    for group in saved.groups:
         restored = {key: (tuple(value) if isinstance(value, list) else value) for key, value in group.items()}
         restored["params"] = [index_of[name] for name in group["params"]]
         param_groups.append(restored)
     optimizer.load_state_dict({"state": state, "param_groups": param_groups})
+
+
+@dataclass(frozen=True)
+class StreamStates:
+    """The states (uint8 tensors of ``torch.Generator.get_state``) of the streams one rank draws from while it
+    trains: data order, views, negatives (the "init" stream is spent when the model is built)."""
+
+    order: Tensor
+    views: Tensor
+    negatives: Tensor
+
+
+def _with_prefix(prefix: str, tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    return {f"{prefix}{key}": value for key, value in tensors.items()}
+
+
+def _strip(prefix: str, tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    return {key.removeprefix(prefix): value for key, value in tensors.items() if key.startswith(prefix)}
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """Everything a run needs to continue bitwise from optimiser step ``step``.
+
+    Attributes:
+        step: optimiser steps taken.
+        model: the model's ``state_dict`` (encoders and temperature).
+        optimizer: AdamW's moments and hyper-parameters.
+        schedule: the LR scheduler's ``state_dict`` (JSON-able).
+        streams: the generator states of each rank, in rank order (K = len(streams) processes).
+        sampler: the negative sampler's tensors (a queue's memory; empty for the others).
+        cursor: the data permutation and position.
+        config: the run's config.
+        anchor_shape, positive_shape: the shapes of one input x and y (to rebuild the model).
+    """
+
+    step: int
+    model: dict[str, Tensor]
+    optimizer: OptimizerState
+    schedule: dict[str, Any]
+    streams: tuple[StreamStates, ...]
+    sampler: dict[str, Tensor]
+    cursor: CursorState
+    config: TrainConfig
+    anchor_shape: tuple[int, ...]
+    positive_shape: tuple[int, ...]
+
+    @property
+    def world_size(self) -> int:
+        """K, the number of processes that trained the run."""
+        return len(self.streams)
+
+    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """(the safetensors content by key, the JSON document); see the module docstring for the keys."""
+        tensors = {**_with_prefix("model.", self.model), **self.optimizer.tensors}
+        for rank, states in enumerate(self.streams):
+            for field in fields(states):
+                tensors[f"rng.{field.name}.rank{rank}"] = getattr(states, field.name)
+        tensors.update(_with_prefix("sampler.", self.sampler))
+        tensors["data.permutation"] = self.cursor.permutation
+        document = {
+            "step": self.step,
+            "data": {"position": self.cursor.position, "epoch": self.cursor.epoch},
+            "optimizer": self.optimizer.groups,
+            "schedule": self.schedule,
+            "config": self.config.model_dump(),
+            "world_size": self.world_size,
+            "anchor_shape": list(self.anchor_shape),
+            "positive_shape": list(self.positive_shape),
+        }
+        return tensors, document
+
+    @classmethod
+    def from_tensors(
+        cls, tensors: dict[str, Tensor], document: dict[str, Any], *, source: str = "checkpoint"
+    ) -> TrainState:
+        """Read back what :meth:`to_tensors` wrote (``source`` names the file in config errors)."""
+        streams = tuple(
+            StreamStates(
+                **{field.name: tensors[f"rng.{field.name}.rank{rank}"] for field in fields(StreamStates)}
+            )
+            for rank in range(int(document["world_size"]))
+        )
+        data = document["data"]
+        return cls(
+            step=int(document["step"]),
+            model=_strip("model.", tensors),
+            optimizer=OptimizerState(
+                {key: value for key, value in tensors.items() if key.startswith("optim.")},
+                document["optimizer"],
+            ),
+            schedule=document["schedule"],
+            streams=streams,
+            sampler=_strip("sampler.", tensors),
+            cursor=CursorState(tensors["data.permutation"], int(data["position"]), int(data["epoch"])),
+            config=parse_config(document["config"], source=f"{source} (saved config)"),
+            anchor_shape=tuple(document["anchor_shape"]),
+            positive_shape=tuple(document["positive_shape"]),
+        )
+
+
+def save_train_state(directory: str | Path, state: TrainState, *, keep: int) -> Path:
+    """Write ``state`` as the checkpoint of its step (atomically; see :func:`save_checkpoint`)."""
+    tensors, document = state.to_tensors()
+    return save_checkpoint(directory, state.step, tensors, document, keep=keep)
+
+
+def load_train_state(path: str | Path) -> TrainState:
+    """The :class:`TrainState` of a checkpoint (its .safetensors or .json path)."""
+    checkpoint = load_checkpoint(path)
+    return TrainState.from_tensors(checkpoint.tensors, checkpoint.state, source=str(checkpoint.path))

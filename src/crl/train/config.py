@@ -1,7 +1,8 @@
 """The training configuration: a TOML file validated by pydantic models.
 
-Sections: ``[data]``, ``[model]``, ``[loss]``, ``[optim]``, ``[run]``, ``[eval]``. Every field has a default and
-a description; unknown fields are errors. :func:`load_config` turns pydantic's errors into a
+Sections: ``[data]``, ``[model]``, ``[loss]``, ``[optim]``, ``[run]``, ``[eval]``. ``[data]`` and ``[model]`` are
+kinds chosen by ``source`` and ``encoder`` (:mod:`crl.train.config_kinds`), each with only its own fields. Every
+field has a default and a description; unknown fields are errors. :func:`load_config` turns pydantic's errors into a
 :class:`ConfigError` whose message names the field, the value given and what is allowed, e.g.::
 
     configs/x.toml: [loss] form = 'nce' is not allowed: expected one of 'infonce', 'dcl', 'gcl'
@@ -10,26 +11,46 @@ a description; unknown fields are errors. :func:`load_config` turns pydantic's e
 from __future__ import annotations
 
 import tomllib
-import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from crl._vocab import Form, Regime
+from crl.train._config_errors import describe_error
+from crl.train.config_kinds import (
+    BagModel,
+    CnnModel,
+    DataConfig,
+    DigitsData,
+    FashionMnistData,
+    MlpModel,
+    ModelConfig,
+    Section,
+    SyntheticData,
+)
+from crl.train.config_migration import migrate_flat_sections
 
 __all__ = [
+    "BagModel",
+    "CnnModel",
     "ConfigError",
     "DataConfig",
+    "DigitsData",
     "EvalConfig",
+    "FashionMnistData",
     "LossConfig",
+    "MlpModel",
     "ModelConfig",
     "OptimConfig",
     "RunConfig",
+    "SyntheticData",
     "TrainConfig",
     "config_to_toml",
     "load_config",
     "parse_config",
+    "read_toml",
+    "resume_differences",
 ]
 
 
@@ -37,92 +58,7 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message names each bad field, its value and the fix."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DataConfig(_Section):
-    """``[data]``: the paired data set (x_i, y_i), i = 1..n."""
-
-    source: Literal["fashion_mnist", "digits", "synthetic"] = Field(
-        default="fashion_mnist",
-        description="Data set: Fashion-MNIST (60k train / 10k test images), scikit-learn digits (1,797 8x8 "
-        "images, a quick sanity set), or a synthetic ground truth.",
-    )
-    pairs: Literal["augment", "halves"] = Field(
-        default="augment",
-        description="How an image becomes a pair: two random augmentations (two views, SimCLR) or its "
-        "left and right halves (two 'modalities').",
-    )
-    root: str = Field(
-        default="/usr/share/datasets/fashion-mnist",
-        description="Folder with the Fashion-MNIST idx files (Debian package dataset-fashion-mnist).",
-    )
-    n_train: int = Field(
-        default=0,
-        ge=0,
-        description="n: number of training pairs, the first n of the training split (0: all of it).",
-    )
-    batch_size: int = Field(
-        default=256, ge=2, description="Pairs per step on each process (the global batch is K times this)."
-    )
-    crop_scale_min: float = Field(
-        default=0.6,
-        gt=0,
-        le=1,
-        description="Augment: random resized crop keeps an area fraction in [this, 1].",
-    )
-    max_shift: int = Field(
-        default=0, ge=0, description="Augment: random integer shift of up to this many pixels."
-    )
-    flip_p: float = Field(default=0.5, ge=0, le=1, description="Augment: probability of a horizontal flip.")
-    erase_p: float = Field(default=0.25, ge=0, le=1, description="Augment: probability of random erasing.")
-    noise_std: float = Field(default=0.05, ge=0, description="Augment: std of added Gaussian pixel noise.")
-    truth: Literal["vmf", "gaussian"] = Field(
-        default="vmf",
-        description="Synthetic ground truth (source = 'synthetic'): vMF kernel with uniform anchors on the sphere "
-        "S^{dim-1}, or the Gaussian two-tower model (THEORY.md section 6).",
-    )
-    dim: int = Field(default=8, ge=2, description="Synthetic: dimension d of x and y.")
-    kappa: float = Field(default=10.0, gt=0, description="Synthetic vMF: concentration kappa of M(z, .).")
-    rho: float = Field(
-        default=0.8, gt=-1, lt=1, description="Synthetic Gaussian: correlation rho of y with x."
-    )
-    n_heldout: int = Field(default=10000, ge=2, description="Synthetic: held-out pairs drawn for evaluation.")
-
-    @model_validator(mode="after")
-    def _synthetic_needs_n(self) -> DataConfig:
-        if self.source == "synthetic" and self.n_train == 0:
-            raise ValueError("source = 'synthetic' needs n_train >= 1 (the number of training pairs to draw)")
-        return self
-
-
-class ModelConfig(_Section):
-    """``[model]``: the encoders f (anchors) and g (positives) of s(x, y) = <f(x), g(y)>."""
-
-    encoder: Literal["mlp", "cnn"] = Field(
-        default="cnn", description="Backbone: an MLP on flattened inputs or a small CNN."
-    )
-    embedding_dim: int = Field(default=64, ge=1, description="d, the embedding dimension.")
-    hidden: list[int] = Field(
-        default_factory=lambda: [256], description="MLP hidden layer widths (empty: a linear map)."
-    )
-    channels: list[int] = Field(
-        default_factory=lambda: [32, 64],
-        min_length=1,
-        description="CNN convolution widths, one 2x pooling each.",
-    )
-    cnn_hidden: int = Field(default=128, ge=1, description="Width of the CNN's fully connected layer.")
-    towers: Literal["shared", "two"] = Field(
-        default="shared",
-        description="'shared': f = g (Siamese); 'two': separate weights for anchors and positives.",
-    )
-    normalize: bool = Field(
-        default=True, description="Project embeddings onto the unit sphere (cosine scores, [B])."
-    )
-
-
-class LossConfig(_Section):
+class LossConfig(Section):
     """``[loss]``: the contrastive objective and its negatives (THEORY.md sections 1-2)."""
 
     form: Form = Field(
@@ -181,7 +117,7 @@ class LossConfig(_Section):
         return "independent" if self.negatives == "independent_pool" else "shared"
 
 
-class OptimConfig(_Section):
+class OptimConfig(Section):
     """``[optim]``: AdamW with linear warm-up then cosine decay, and gradient-norm clipping."""
 
     lr: float = Field(default=1e-3, gt=0, description="Peak learning rate, reached at the end of warm-up.")
@@ -213,7 +149,7 @@ class OptimConfig(_Section):
         return self
 
 
-class RunConfig(_Section):
+class RunConfig(Section):
     """``[run]``: where the run lives and how it logs, checkpoints and uses the machine."""
 
     name: str = Field(default="run", min_length=1, description="Run name; the run folder is out_dir/name.")
@@ -244,7 +180,7 @@ class RunConfig(_Section):
     tensorboard: bool = Field(default=True, description="Write TensorBoard event files into the run folder.")
 
 
-class EvalConfig(_Section):
+class EvalConfig(Section):
     """``[eval]``: held-out evaluation by ``crl eval``."""
 
     seed: int = Field(
@@ -264,15 +200,49 @@ class EvalConfig(_Section):
     batch_size: int = Field(default=1024, ge=1, description="Images per forward pass when embedding.")
 
 
-class TrainConfig(_Section):
-    """A whole training run: one TOML file with the sections below (all optional)."""
+class TrainConfig(Section):
+    """A whole training run: one TOML file with the sections below (all optional).
 
-    data: DataConfig = Field(default=DataConfig(), description="The paired data set.")
-    model: ModelConfig = Field(default=ModelConfig(), description="The encoders.")
+    ``RESUMABLE`` declares, as dotted field paths (a section name stands for all its fields), what may differ
+    between a run folder's config and the config that resumes it: where the folder is, how the run reports,
+    the machine, and the held-out evaluation; none changes what is trained (threads and device may change
+    floating-point rounding). :func:`resume_differences` checks every other field.
+    """
+
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset(
+        {
+            "run.name",
+            "run.out_dir",
+            "run.progress",
+            "run.tensorboard",
+            "run.device",
+            "run.num_threads",
+            "run.log_every",
+            "run.checkpoint_every",
+            "run.keep_checkpoints",
+            "eval",
+        }
+    )
+
+    data: DataConfig = Field(default=FashionMnistData(), description="The paired data set.")
+    model: ModelConfig = Field(default=CnnModel(), description="The encoders.")
     loss: LossConfig = Field(default=LossConfig(), description="The objective and negatives.")
     optim: OptimConfig = Field(default=OptimConfig(), description="Optimiser and schedule.")
     run: RunConfig = Field(default=RunConfig(), description="Run folder, logging, checkpoints.")
     eval: EvalConfig = Field(default=EvalConfig(), description="Held-out evaluation.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kinds(cls, document: Any) -> Any:
+        """A ``[data]`` without ``source`` or a ``[model]`` without ``encoder`` is of the default kind."""
+        if not isinstance(document, dict):
+            return document
+        filled = dict(document)
+        for section, tag in _TAGS.items():
+            values = filled.get(section)
+            if isinstance(values, dict) and tag not in values:
+                filled[section] = {tag: getattr(cls.model_fields[section].default, tag), **values}
+        return filled
 
     @property
     def run_dir(self) -> Path:
@@ -280,88 +250,81 @@ class TrainConfig(_Section):
         return Path(self.run.out_dir) / self.run.name
 
 
-def _allowed(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The pydantic model that holds the field at ``loc[:-1]``, for listing its allowed field names."""
-    current: type[BaseModel] = model
-    for key in loc[:-1]:
-        field = current.model_fields.get(str(key))
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        current = annotation
-    return current
+_TAGS = {"data": "source", "model": "encoder"}
+"""The field of each union section that picks its kind."""
 
 
-def _format_location(loc: tuple[int | str, ...]) -> str:
-    if not loc:
-        return "(top level)"
-    section = [str(part) for part in loc[:-1] if isinstance(part, str)]
-    head = f"[{'.'.join(section)}] " if section else ""
-    return f"{head}{loc[-1]}"
+def _flatten(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"optim": {"lr": 0.1}}`` -> ``{"optim.lr": 0.1}`` (lists stay values)."""
+    flat: dict[str, Any] = {}
+    for key, value in document.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{path}."))
+        else:
+            flat[path] = value
+    return flat
 
 
-def _expected(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
-    holder = _allowed(model, loc)
-    if holder is None or not loc:
-        return ""
-    field = holder.model_fields.get(str(loc[-1]))
-    if field is None:
-        return ""
-    choices = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is Literal else ()
-    if choices:
-        return "expected one of " + ", ".join(repr(c) for c in choices)
-    return f"{field.description}"
+def _resumable(path: str) -> bool:
+    section = path.split(".", 1)[0]
+    return path in TrainConfig.RESUMABLE or section in TrainConfig.RESUMABLE
 
 
-def _describe(error: Any, model: type[BaseModel]) -> str:
-    loc = tuple(error["loc"])
-    where = _format_location(loc)
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        holder = _allowed(model, loc)
-        names = ", ".join(holder.model_fields) if holder is not None else ""
-        return f"{where} = {error['input']!r} is not a known field; allowed fields here: {names}"
-    if kind == "missing":
-        return f"{where} is required"
-    if not loc or (kind == "value_error" and _allowed(model, (*loc, "_")) is not None):
-        section = f"[{'.'.join(str(part) for part in loc)}]" if loc else "(top level)"
-        return f"{section} {error['msg'].removeprefix('Value error, ')}"
-    expected = _expected(model, loc)
-    detail = error["msg"]
-    if kind == "literal_error" and expected:
-        detail = expected
-    elif expected:
-        detail = f"{detail} ({expected})"
-    return f"{where} = {error['input']!r} is not allowed: {detail}"
+def resume_differences(saved: TrainConfig, current: TrainConfig) -> list[str]:
+    """The fields outside :attr:`TrainConfig.RESUMABLE` whose values differ, one line each.
+
+    A line reads ``[optim] lr: 0.003 in the run folder, 0.01 now``; a field that only one side has (another
+    ``source`` or ``encoder``) reads as ``None`` on the other.
+    """
+    old, new = _flatten(saved.model_dump()), _flatten(current.model_dump())
+    lines = []
+    for path in [*new, *(path for path in old if path not in new)]:
+        if _resumable(path) or old.get(path) == new.get(path):
+            continue
+        section, key = path.rsplit(".", 1)
+        lines.append(f"[{section}] {key}: {old.get(path)!r} in the run folder, {new.get(path)!r} now")
+    return lines
 
 
-def parse_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+def parse_config(document: dict[str, Any], *, source: str = "config") -> TrainConfig:
     """Validate a parsed TOML document into a :class:`TrainConfig`.
+
+    A ``[data]`` or ``[model]`` section in the flat layout of run folders written before the sections became
+    kinds is migrated first (:func:`crl.train.config_migration.migrate_flat_sections`).
 
     Raises:
         ConfigError: listing every bad field with its value and what is allowed.
     """
     try:
-        return TrainConfig.model_validate(data)
+        return TrainConfig.model_validate(migrate_flat_sections(document))
     except ValidationError as exc:
-        lines = [_describe(error, TrainConfig) for error in exc.errors()]
+        lines = [describe_error(error, TrainConfig) for error in exc.errors()]
         raise ConfigError(f"{source}: " + "\n  ".join(lines)) from None
 
 
-def load_config(path: str | Path) -> TrainConfig:
-    """Read and validate a TOML config file.
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The TOML document of a config file as a dict.
 
     Raises:
-        ConfigError: if the file is missing, is not valid TOML, or has bad fields (each named with its value).
+        ConfigError: if the file is missing or is not valid TOML.
     """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass the path of a .toml file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    return parse_config(data, source=str(path))
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate a TOML config file: TOML -> dict -> (flat layout migrated) -> pydantic validation.
+
+    Raises:
+        ConfigError: if the file is missing, is not valid TOML, or has bad fields (each named with its value).
+    """
+    return parse_config(read_toml(path), source=str(path))
 
 
 def _toml_value(value: Any) -> str:
@@ -378,10 +341,12 @@ def _toml_value(value: Any) -> str:
 
 
 def config_to_toml(config: TrainConfig) -> str:
-    """The config as TOML text (every field written, so the file documents the whole run)."""
+    """The config as TOML text (every field written, the kind of a section first, so the file documents the run)."""
     lines: list[str] = []
     for section, values in config.model_dump().items():
+        tag = _TAGS.get(section)
+        ordered = sorted(values.items(), key=lambda item: item[0] != tag)
         lines.append(f"[{section}]")
-        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in ordered]
         lines.append("")
     return "\n".join(lines)

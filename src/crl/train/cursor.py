@@ -9,10 +9,22 @@ is dropped, so every step has K*b pairs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-__all__ = ["DataCursor"]
+__all__ = ["CursorState", "DataCursor"]
+
+
+@dataclass(frozen=True)
+class CursorState:
+    """Where a run stands in its data: the epoch's permutation (empty before the first batch), the position of
+    the next global batch in it, and the epoch (from 0)."""
+
+    permutation: Tensor
+    position: int
+    epoch: int
 
 
 class DataCursor:
@@ -54,17 +66,17 @@ class DataCursor:
         self.position += self.global_batch
         return batch
 
-    def state(self) -> tuple[Tensor, dict[str, int]]:
-        """(the current permutation, {"position", "epoch"}) for a checkpoint."""
-        return self.permutation.clone(), {"position": self.position, "epoch": self.epoch}
+    def state(self) -> CursorState:
+        """The current permutation, position and epoch, for a checkpoint."""
+        return CursorState(self.permutation.clone(), self.position, self.epoch)
 
-    def restore(self, permutation: Tensor, position: int, epoch: int) -> None:
+    def restore(self, state: CursorState) -> None:
         """Continue from a saved :meth:`state`."""
-        if permutation.numel() not in (0, self.n_pairs):
+        if state.permutation.numel() not in (0, self.n_pairs):
             raise ValueError(
-                f"saved permutation has {permutation.numel()} entries but the data set has {self.n_pairs} pairs; "
-                "the run was made with other data"
+                f"saved permutation has {state.permutation.numel()} entries but the data set has {self.n_pairs} "
+                "pairs; the run was made with other data"
             )
-        self.permutation = permutation.clone()
-        self.position = position
-        self.epoch = epoch
+        self.permutation = state.permutation.clone()
+        self.position = state.position
+        self.epoch = state.epoch

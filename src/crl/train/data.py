@@ -22,6 +22,7 @@ from crl.data import (
     ImageAugmentation,
     ImageSet,
     PairedArrays,
+    PairSource,
     SyntheticPairs,
     TwoViewPairs,
     halves_pairs,
@@ -30,8 +31,8 @@ from crl.data import (
     split_halves,
 )
 from crl.train.build import derive_generator
-from crl.train.config import DataConfig, TrainConfig
-from crl.train.source import PairSource
+from crl.train.config import DataConfig, DigitsData, FashionMnistData, SyntheticData, TrainConfig
+from crl.train.config_kinds import ImageData
 
 __all__ = ["LabelledInputs", "build_source", "heldout_pairs", "labelled_inputs"]
 
@@ -47,9 +48,14 @@ class LabelledInputs:
     n_classes: int
 
 
-def _images(config: DataConfig, split: Split) -> ImageSet:
-    fashion = config.source == "fashion_mnist"
-    images = load_fashion_mnist(split, root=config.root) if fashion else load_digits(split)
+def _load_images(config: FashionMnistData | DigitsData, split: Split) -> ImageSet:
+    if isinstance(config, FashionMnistData):
+        return load_fashion_mnist(split, root=config.root)
+    return load_digits(split)
+
+
+def _images(config: FashionMnistData | DigitsData, split: Split) -> ImageSet:
+    images = _load_images(config, split)
     if split == "train" and config.n_train > 0:
         if config.n_train > len(images):
             raise ValueError(
@@ -60,7 +66,7 @@ def _images(config: DataConfig, split: Split) -> ImageSet:
     return images
 
 
-def _augmentation(config: DataConfig) -> ImageAugmentation:
+def _augmentation(config: ImageData) -> ImageAugmentation:
     return ImageAugmentation(
         crop_scale=(config.crop_scale_min, 1.0),
         max_shift=config.max_shift,
@@ -70,7 +76,7 @@ def _augmentation(config: DataConfig) -> ImageAugmentation:
     )
 
 
-def _truth(config: DataConfig) -> object:
+def _truth(config: SyntheticData) -> object:
     if config.truth == "vmf":
         from crl.synthetic.vmf import VMFUniform
 
@@ -80,15 +86,20 @@ def _truth(config: DataConfig) -> object:
     return GaussianTwoTower(config.dim, config.rho)
 
 
+def _synthetic_pairs(config: SyntheticData, count: int, generator: torch.Generator) -> SyntheticPairs:
+    """``count`` float32 pairs drawn once from the truth of ``config``."""
+    return SyntheticPairs(_truth(config), count, generator, dtype=torch.float32)  # type: ignore[arg-type]
+
+
 def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> PairSource:
     """The training pair source of ``[data]`` (``split="test"`` gives the held-out images' source).
 
     Synthetic training pairs are drawn once from the "data" stream of ``seed``.
     """
-    if config.source == "synthetic":
+    if isinstance(config, SyntheticData):
         count = config.n_train if split == "train" else config.n_heldout
         stream = "data" if split == "train" else "heldout"
-        return SyntheticPairs(_truth(config), count, derive_generator(seed, stream), dtype=torch.float32)  # type: ignore[arg-type]
+        return _synthetic_pairs(config, count, derive_generator(seed, stream))
     images = _images(config, split)
     if config.pairs == "halves":
         return halves_pairs(images)
@@ -98,10 +109,9 @@ def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> Pa
 def heldout_pairs(config: TrainConfig) -> PairedArrays:
     """The fixed held-out pairs: two views of each test image drawn with the ``eval.seed`` generator, the
     halves of each test image, or n_heldout fresh synthetic pairs."""
-    if config.data.source == "synthetic":
-        source = build_source(config.data, seed=config.eval.seed, split="test")
-        assert isinstance(source, PairedArrays)
-        return source
+    if isinstance(config.data, SyntheticData):
+        heldout = derive_generator(config.eval.seed, "heldout")
+        return _synthetic_pairs(config.data, config.data.n_heldout, heldout)
     images = _images(config.data, "test")
     if config.data.pairs == "halves":
         return halves_pairs(images)
@@ -111,7 +121,7 @@ def heldout_pairs(config: TrainConfig) -> PairedArrays:
 
 def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
     """Anchor-view inputs and labels of a split (``None`` for synthetic data, which has no classes)."""
-    if config.source == "synthetic":
+    if isinstance(config, SyntheticData):
         return None
     images = _images(config, split)
     pixels = images.images if config.pairs == "augment" else split_halves(images.images)[0]

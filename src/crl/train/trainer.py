@@ -1,31 +1,24 @@
-"""The training loop: ``Trainer(config).fit() -> RunResult``.
+"""The trainer: the pure :class:`~crl.train.loop.TrainingLoop` inside a run folder, under DDP.
 
-One step: take the next global batch of K*b pair indices (:class:`~crl.train.cursor.DataCursor`), make this
-rank's b pairs (fresh augmented views from the "views" generator), embed them, draw negatives with the sampler
-of ``[loss] negatives`` (:mod:`crl.negatives`; pool items are embedded by the positive tower), compute the loss
-(:func:`crl.train.loss.batch_loss`, i.e. :func:`crl.objectives.contrastive_loss`), and take an AdamW step
-with gradient-norm clipping and the warm-up + cosine schedule.
+``Trainer(config).fit() -> RunResult``. Around the loop it adds what a run on disk needs: the run folder
+``run.out_dir/run.name`` with ``config.toml``, ``metrics.jsonl`` (one JSON row per ``log_every`` steps),
+TensorBoard events, ``checkpoints/step-*.safetensors`` + ``.json`` every ``checkpoint_every`` steps and at the
+end (a :class:`~crl.train.checkpoint.TrainState`), a progress bar, ``torch.set_num_threads`` and the torchrun
+process group (DDP, gathered in-batch negatives). A new ``Trainer`` with the same config resumes from the newest
+checkpoint: model, optimiser, schedule, every generator state of every rank, the queue, the data permutation and
+position, and the step are restored, so the resumed run ends bitwise equal to an uninterrupted one (with the
+same thread count). Which config fields may differ on resume is declared by ``TrainConfig.RESUMABLE``.
 
-Run folder ``run.out_dir/run.name``: ``config.toml``, ``metrics.jsonl`` (one JSON row per ``log_every``
-steps), TensorBoard events, ``checkpoints/step-*.safetensors`` + ``.json`` every ``checkpoint_every`` steps and
-at the end. A new ``Trainer`` with the same config resumes from the newest checkpoint: model, optimiser,
-schedule, every generator state of every rank, the queue, the data permutation and position, and the step are
-restored, so the resumed run ends bitwise equal to an uninterrupted one (with the same thread count).
-
-Randomness: four named streams from :func:`~crl.train.build.derive_generator`: "init" (weights), "order"
-(data permutation, same on all ranks), "views" (augmentations, per rank), "negatives" (pool draws and their
-views; the same on all ranks in the shared regime, so shared negatives are shared by the global batch, and per
-rank in the independent regime).
+Randomness: the named streams of :class:`~crl.train.build.Streams` ("init", "order", "views", "negatives").
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,55 +33,20 @@ from rich.progress import (
 )
 from torch import Tensor
 
-from crl.negatives import (
-    EmbeddedBatch,
-    Gathered,
-    Independent,
-    Negatives,
-    Queue,
-    Sampler,
-    Shared,
-    embed_negatives,
-)
-from crl.train.build import build_model, build_optimizer, build_schedule, derive_generator
-from crl.train.checkpoint import (
-    load_checkpoint,
-    load_optimizer_state,
-    newest_checkpoint,
-    optimizer_state_tensors,
-    save_checkpoint,
-)
-from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_config
-from crl.train.cursor import DataCursor
+from crl.data.source import PairSource
+from crl.train.build import Streams, build_sampler
+from crl.train.checkpoint import StreamStates, load_train_state, newest_checkpoint, save_train_state
+from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_config, resume_differences
 from crl.train.distributed import (
-    DistContext,
     all_gather_equal,
     init_distributed,
     mean_over_ranks,
     shutdown,
     wrap_model,
 )
-from crl.train.loss import batch_loss
-from crl.train.source import PairSource
+from crl.train.loop import Shard, TrainingLoop, check_finite_loss
 
-__all__ = ["RunResult", "Trainer", "build_sampler"]
-
-_RESUMABLE_CHANGES = {
-    "run": {
-        "name",
-        "out_dir",
-        "progress",
-        "tensorboard",
-        "device",
-        "num_threads",
-        "log_every",
-        "checkpoint_every",
-        "keep_checkpoints",
-    }
-}
-"""Fields that may differ between a run folder's config and the config that resumes it ([eval] may too):
-where the folder is, how the run reports, and the machine; none changes what is trained (threads and device may
-change floating-point rounding)."""
+__all__ = ["RunResult", "Trainer"]
 
 
 @dataclass(frozen=True)
@@ -110,40 +68,6 @@ class RunResult:
     metrics: dict[str, float]
     wall_time_s: float
     resumed_from: int
-
-
-def build_sampler(config: TrainConfig, source: PairSource, context: DistContext) -> Sampler:
-    """The negative sampler of ``[loss] negatives`` (in-batch becomes :class:`Gathered` with K > 1 ranks)."""
-    loss = config.loss
-    m = loss.n_negatives
-    if loss.negatives == "in_batch":
-        return Gathered() if context.distributed else Shared.in_batch()
-    if loss.negatives == "queue":
-        return Queue(m, config.model.embedding_dim, two_sided=loss.symmetric, distributed=context.distributed)
-    generate = source.generate_negatives
-    if loss.negatives == "shared_pool":
-        return (
-            Shared.from_generator(generate, m)
-            if generate is not None
-            else Shared.from_pool(source.n_pairs, m)
-        )
-    return (
-        Independent.from_generator(generate, m)
-        if generate is not None
-        else Independent.from_pool(source.n_pairs, m)
-    )
-
-
-def _config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    differences = []
-    for section, values in current.items():
-        for key, value in values.items():
-            if key in _RESUMABLE_CHANGES.get(section, set()) or section == "eval":
-                continue
-            old = saved.get(section, {}).get(key)
-            if old != value:
-                differences.append(f"[{section}] {key}: {old!r} in the run folder, {value!r} now")
-    return differences
 
 
 class _RunLog:
@@ -183,7 +107,7 @@ class _RunLog:
 
 
 class Trainer:
-    """Trains the dual encoder of a :class:`~crl.train.config.TrainConfig`; see the module docstring.
+    """Trains the dual encoder of a :class:`~crl.train.config.TrainConfig` in its run folder; see the module docstring.
 
     Args:
         config: the validated config (``load_config(path)``).
@@ -205,26 +129,16 @@ class Trainer:
 
             source = build_source(config.data, seed=config.run.seed, split="train")
         self.source = source
-        rank, seed = self.context.rank, config.run.seed
-        self.model = build_model(
-            config.model,
-            config.loss,
-            source.anchor_shape,
-            source.positive_shape,
-            derive_generator(seed, "init"),
-        ).to(self.context.device)
-        self.optimizer = build_optimizer(self.model, config.optim)
-        self.schedule = build_schedule(self.optimizer, config.optim)
-        negatives_rank = rank if config.loss.regime == "independent" else 0
-        self.generators = {
-            "order": derive_generator(seed, "order"),
-            "views": derive_generator(seed, "views", rank),
-            "negatives": derive_generator(seed, "negatives", negatives_rank),
-        }
-        global_batch = config.data.batch_size * self.context.world_size
-        self.cursor = DataCursor(source.n_pairs, global_batch, self.generators["order"])
-        self.sampler = build_sampler(config, source, self.context)
-        self.step = 0
+        context = self.context
+        self.loop = TrainingLoop(
+            config,
+            source,
+            Streams.derive(config.run.seed, rank=context.rank, regime=config.loss.regime),
+            device=context.device,
+            shard=Shard(context.rank, context.world_size),
+            sampler=build_sampler(config, source, distributed=context.distributed),
+            wrap=lambda model: wrap_model(model, context),
+        )
 
     @property
     def run_dir(self) -> Path:
@@ -242,35 +156,35 @@ class Trainer:
             return RunResult(
                 self.run_dir, final, resumed_from, {}, time.perf_counter() - started, resumed_from
             )
-        network = wrap_model(self.model, self.context)
         log = (
             _RunLog(self.run_dir, resumed_step=resumed_from, tensorboard=self.config.run.tensorboard)
             if self.context.is_main
             else None
         )
         try:
-            metrics, final = self._loop(network, log)
+            metrics, final = self._run(log)
         finally:
             if log is not None:
                 log.close()
             shutdown(self.context)
-        return RunResult(self.run_dir, final, self.step, metrics, time.perf_counter() - started, resumed_from)
+        return RunResult(
+            self.run_dir, final, self.loop.step, metrics, time.perf_counter() - started, resumed_from
+        )
 
-    def _loop(self, network: torch.nn.Module, log: _RunLog | None) -> tuple[dict[str, float], Path]:
-        run, total = self.config.run, self.config.optim.total_steps
+    def _run(self, log: _RunLog | None) -> tuple[dict[str, float], Path]:
+        run, total, loop = self.config.run, self.config.optim.total_steps, self.loop
         loss_sum = torch.zeros((), device=self.context.device)
         since, tick, metrics = 0, time.perf_counter(), {}
         final = self.run_dir
         with self._progress() as advance:
-            while self.step < total:
-                loss_sum += self._train_step(network)
-                self.step += 1
+            while not loop.done:
+                loss_sum += loop.train_step()
                 since += 1
-                if self.step % run.log_every == 0 or self.step == total:
+                if loop.step % run.log_every == 0 or loop.step == total:
                     metrics = self._log_row(loss_sum / since, since, time.perf_counter() - tick, log)
                     loss_sum.zero_()
                     since, tick = 0, time.perf_counter()
-                if self.step % run.checkpoint_every == 0 or self.step == total:
+                if loop.step % run.checkpoint_every == 0 or loop.step == total:
                     final = self._save()
                 advance(metrics.get("loss"))
         return metrics, final
@@ -288,7 +202,7 @@ class Trainer:
         )
         with Progress(*columns, disable=not enabled) as progress:
             task = progress.add_task(
-                "train", total=self.config.optim.total_steps, completed=self.step, loss="-"
+                "train", total=self.config.optim.total_steps, completed=self.loop.step, loss="-"
             )
 
             def advance(loss: float | None) -> None:
@@ -296,59 +210,19 @@ class Trainer:
 
             yield advance
 
-    def _train_step(self, network: torch.nn.Module) -> Tensor:
-        """One optimiser step on this rank's slice of the next global batch; returns the detached loss."""
-        device, b, rank = self.context.device, self.config.data.batch_size, self.context.rank
-        indices = self.cursor.next_batch()[rank * b : (rank + 1) * b]
-        x, y = self.source.pairs(indices, self.generators["views"])
-        anchors, positives = network(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
-        batch = EmbeddedBatch(anchors, positives)
-        negatives = self._embedded_negatives(self.sampler.draw(batch, self.generators["negatives"]))
-        loss = batch_loss(
-            batch,
-            negatives,
-            tau=self.model.tau(),
-            form=self.config.loss.form,
-            symmetric=self.config.loss.symmetric,
-        )
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.config.optim.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
-        self.optimizer.step()
-        self.schedule.step()
-        self.sampler.update(batch)
-        return loss.detach()
-
-    def _embedded_negatives(self, drawn: Negatives) -> Negatives:
-        device, generator = self.context.device, self.generators["negatives"]
-        if drawn.kind == "indices":
-
-            def embed_y(indices: Tensor) -> Tensor:
-                return self.model.encode_positives(self.source.positives(indices, generator).to(device))
-
-            def embed_x(indices: Tensor) -> Tensor:
-                return self.model.encode_anchors(self.source.anchors(indices, generator).to(device))
-
-            return embed_negatives(drawn, embed_y, embed_x if self.config.loss.symmetric else None)
-        return embed_negatives(drawn, lambda samples: self.model.encode_positives(samples.to(device)))
-
     def _log_row(
         self, mean_loss: Tensor, steps: int, seconds: float, log: _RunLog | None
     ) -> dict[str, float]:
+        loop = self.loop
         loss = float(mean_over_ranks(mean_loss))
-        if not math.isfinite(loss):
-            raise FloatingPointError(
-                f"the training loss is {loss} in steps {self.step - steps + 1}..{self.step}; lower optim.lr, "
-                "raise loss.tau or set optim.grad_clip"
-            )
+        check_finite_loss(loss, loop.step - steps + 1, loop.step)
         pairs = steps * self.config.data.batch_size * self.context.world_size
         row = {
-            "step": self.step,
-            "epoch": self.cursor.epoch,
+            "step": loop.step,
+            "epoch": loop.cursor.epoch,
             "loss": loss,
-            "lr": float(self.schedule.get_last_lr()[0]),
-            "tau": float(self.model.tau().detach()),
+            "lr": loop.last_lr(),
+            "tau": float(loop.model.tau().detach()),
             "pairs_per_s": pairs / max(seconds, 1e-9),
         }
         if log is not None:
@@ -358,8 +232,7 @@ class Trainer:
     def _prepare_run_dir(self) -> None:
         config_path = self.run_dir / "config.toml"
         if config_path.exists():
-            saved = load_config(config_path)
-            differences = _config_differences(saved.model_dump(), self.config.model_dump())
+            differences = resume_differences(load_config(config_path), self.config)
             if differences:
                 raise ConfigError(
                     f"run folder {str(self.run_dir)!r} holds a run with another config:\n  "
@@ -374,51 +247,22 @@ class Trainer:
         path = newest_checkpoint(self.run_dir / "checkpoints")
         if path is None:
             return 0
-        checkpoint = load_checkpoint(path)
-        saved_world = int(checkpoint.state["world_size"])
-        if saved_world != self.context.world_size:
+        state = load_train_state(path)
+        if state.world_size != self.context.world_size:
             raise ValueError(
-                f"checkpoint {str(path)!r} was written by {saved_world} processes, this run has "
+                f"checkpoint {str(path)!r} was written by {state.world_size} processes, this run has "
                 f"{self.context.world_size}; resume with the same number of processes"
             )
-        tensors, rank = checkpoint.tensors, self.context.rank
-        self.model.load_state_dict(_strip(tensors, "model."))
-        load_optimizer_state(self.optimizer, self.model, tensors, checkpoint.state["optimizer"])
-        self.schedule.load_state_dict(checkpoint.state["schedule"])
-        for name, generator in self.generators.items():
-            generator.set_state(tensors[f"rng.{name}.rank{rank}"])
-        self.sampler.load_state_dict(_strip(tensors, "sampler."))
-        data = checkpoint.state["data"]
-        self.cursor.restore(tensors["data.permutation"], data["position"], data["epoch"])
-        self.step = checkpoint.step
-        return checkpoint.step
+        self.loop.restore(state)
+        return state.step
 
     def _save(self) -> Path:
-        tensors = {f"model.{key}": value for key, value in self.model.state_dict().items()}
-        optimizer_tensors, groups = optimizer_state_tensors(self.optimizer, self.model)
-        tensors.update(optimizer_tensors)
-        for name, generator in self.generators.items():
-            for rank, generator_state in enumerate(all_gather_equal(generator.get_state())):
-                tensors[f"rng.{name}.rank{rank}"] = generator_state
-        tensors.update({f"sampler.{key}": value for key, value in self.sampler.state_dict().items()})
-        permutation, position = self.cursor.state()
-        tensors["data.permutation"] = permutation
-        state = {
-            "data": position,
-            "optimizer": groups,
-            "schedule": self.schedule.state_dict(),
-            "config": self.config.model_dump(),
-            "world_size": self.context.world_size,
-            "anchor_shape": list(self.source.anchor_shape),
-            "positive_shape": list(self.source.positive_shape),
-        }
+        local = self.loop.stream_states()
+        gathered = [all_gather_equal(getattr(local, field.name)) for field in fields(StreamStates)]
+        streams = tuple(StreamStates(*states) for states in zip(*gathered, strict=True))
         directory = self.run_dir / "checkpoints"
         if self.context.is_main:
-            return save_checkpoint(
-                directory, self.step, tensors, state, keep=self.config.run.keep_checkpoints
+            return save_train_state(
+                directory, self.loop.state(streams), keep=self.config.run.keep_checkpoints
             )
-        return directory / f"step-{self.step:08d}.safetensors"
-
-
-def _strip(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
-    return {key.removeprefix(prefix): value for key, value in tensors.items() if key.startswith(prefix)}
+        return directory / f"step-{self.loop.step:08d}.safetensors"

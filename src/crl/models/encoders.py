@@ -1,4 +1,4 @@
-"""Encoders and the score they define.
+"""Encoders of tensors and the dual encoder that defines the score.
 
 A contrastive model scores a pair by an inner product of embeddings, s(x, y) = <f(x), g(y)> (THEORY.md,
 section 1). This module gives the pieces:
@@ -9,7 +9,7 @@ section 1). This module gives the pieces:
 - :class:`DualEncoder`: the two towers f (anchors x) and g (positives y). ``towers="shared"`` ties them
   (Siamese, f = g = phi, [B]'s setting); ``towers="two"`` keeps separate weights (the two-tower model of
   [A], e.g. left/right halves as two "modalities");
-- :class:`Temperature`, re-exported from :mod:`crl.objectives` (tau, fixed or learnable).
+- the temperature tau (:class:`crl.objectives.Temperature`, fixed or learnable) is held by the DualEncoder.
 
 Every constructor takes a ``torch.Generator`` for its initial weights; no global random state is read.
 """
@@ -24,17 +24,10 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from crl.data.source import Batch
 from crl.objectives import Temperature
 
-__all__ = [
-    "MLP",
-    "DualEncoder",
-    "Encoder",
-    "SmallCNN",
-    "Temperature",
-    "init_parameters",
-    "project_to_sphere",
-]
+__all__ = ["MLP", "DualEncoder", "Encoder", "SmallCNN", "init_parameters", "project_to_sphere"]
 
 Towers = Literal["shared", "two"]
 
@@ -184,7 +177,8 @@ class Encoder(nn.Module):
     """phi = a backbone followed (optionally) by the projection onto the unit sphere.
 
     Args:
-        backbone: module mapping a batch (n, ...) to (n, d).
+        backbone: module mapping a batch of n inputs (a tensor (n, ...) or a mapping of tensors with n rows, see
+            :data:`crl.data.Batch`) to (n, d).
         normalize: project onto S^{d-1} (then s(x, y) = <phi(x), phi(y)> is a cosine in [-1, 1]).
     """
 
@@ -193,8 +187,8 @@ class Encoder(nn.Module):
         self.backbone = backbone
         self.normalize = normalize
 
-    def forward(self, x: Tensor) -> Tensor:
-        """phi(x): (n, ...) -> (n, d), unit rows when ``normalize``."""
+    def forward(self, x: Batch) -> Tensor:
+        """phi(x): n inputs -> (n, d), unit rows when ``normalize``."""
         z = self.backbone(x)
         return project_to_sphere(z) if self.normalize else z
 
@@ -235,20 +229,20 @@ class DualEncoder(nn.Module):
         value: Tensor = self.temperature()
         return value
 
-    def encode_anchors(self, x: Tensor) -> Tensor:
-        """f(x): embeddings of anchors, (n, ...) -> (n, d)."""
+    def encode_anchors(self, x: Batch) -> Tensor:
+        """f(x): embeddings of n anchors -> (n, d)."""
         return self.anchor_encoder(x)
 
-    def encode_positives(self, y: Tensor) -> Tensor:
-        """g(y): embeddings of positives or negatives, (n, ...) -> (n, d)."""
+    def encode_positives(self, y: Batch) -> Tensor:
+        """g(y): embeddings of n positives or negatives -> (n, d)."""
         encoder = self.anchor_encoder if self.positive_encoder is None else self.positive_encoder
         return encoder(y)
 
-    def forward(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Batch, y: Batch) -> tuple[Tensor, Tensor]:
         """Embed a batch of pairs: returns (f(x), g(y)), each (n, d)."""
         return self.encode_anchors(x), self.encode_positives(y)
 
-    def score(self, x: Tensor, y: Tensor) -> Tensor:
+    def score(self, x: Batch, y: Batch) -> Tensor:
         """s(x_i, y_i) = <f(x_i), g(y_i)> for each pair i: shape (n,)."""
         fx, gy = self(x, y)
         return (fx * gy).sum(dim=-1)

@@ -1,0 +1,24 @@
+"""Encoders, the score s(x, y) = <f(x), g(y)> they define, and embedding many inputs with them.
+
+- :mod:`crl.models.encoders`: :class:`MLP`, :class:`SmallCNN` (tensor inputs), :class:`Encoder` (a backbone then
+  the projection onto the unit sphere), :class:`DualEncoder` (towers f and g, and the temperature tau);
+- :mod:`crl.models.text`: :class:`TokenBag`, an encoder of token sequences (mapping batches);
+- :mod:`crl.models.embed`: :func:`embed`, phi of N inputs in batches.
+"""
+
+from crl.models.embed import embed
+from crl.models.encoders import MLP, DualEncoder, Encoder, SmallCNN, init_parameters, project_to_sphere
+from crl.models.text import TokenBag
+from crl.objectives import Temperature
+
+__all__ = [
+    "MLP",
+    "DualEncoder",
+    "Encoder",
+    "SmallCNN",
+    "Temperature",
+    "TokenBag",
+    "embed",
+    "init_parameters",
+    "project_to_sphere",
+]

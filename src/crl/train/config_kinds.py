@@ -1,0 +1,163 @@
+"""The config sections whose kind is chosen by a tag: ``[data]`` by ``source``, ``[model]`` by ``encoder``.
+
+Each kind is one pydantic model with only its own fields (pydantic discriminated unions), so a field of another
+kind is an unknown field, e.g. ``[data] kappa`` with ``source = "digits"``. Fields that every kind has sit in a
+private base class.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "BagModel",
+    "CnnModel",
+    "DataConfig",
+    "DigitsData",
+    "FashionMnistData",
+    "ImageData",
+    "MlpModel",
+    "ModelConfig",
+    "Section",
+    "SyntheticData",
+]
+
+
+class Section(BaseModel):
+    """A config section: frozen, and unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _DataSection(Section):
+    """Fields of every ``[data]`` source: how many pairs, and how many per step."""
+
+    n_train: int = Field(
+        default=0,
+        ge=0,
+        description="n: number of training pairs, the first n of the training split (0: all of it).",
+    )
+    batch_size: int = Field(
+        default=256, ge=2, description="Pairs per step on each process (the global batch is K times this)."
+    )
+
+
+class ImageData(_DataSection):
+    """Fields of the image sources: how an image becomes a pair, and the augmentation of its views."""
+
+    pairs: Literal["augment", "halves"] = Field(
+        default="augment",
+        description="How an image becomes a pair: two random augmentations (two views, SimCLR) or its "
+        "left and right halves (two 'modalities').",
+    )
+    crop_scale_min: float = Field(
+        default=0.6,
+        gt=0,
+        le=1,
+        description="Two views: random resized crop keeps an area fraction in [this, 1].",
+    )
+    max_shift: int = Field(
+        default=0, ge=0, description="Two views: random integer shift of up to this many pixels."
+    )
+    flip_p: float = Field(default=0.5, ge=0, le=1, description="Two views: probability of a horizontal flip.")
+    erase_p: float = Field(default=0.25, ge=0, le=1, description="Two views: probability of random erasing.")
+    noise_std: float = Field(default=0.05, ge=0, description="Two views: std of added Gaussian pixel noise.")
+
+
+class FashionMnistData(ImageData):
+    """``[data] source = "fashion_mnist"``: Fashion-MNIST, 60k train / 10k test 28x28 grey-scale images."""
+
+    source: Literal["fashion_mnist"] = Field(
+        default="fashion_mnist", description="Fashion-MNIST (60k train / 10k test images)."
+    )
+    root: str = Field(
+        default="/usr/share/datasets/fashion-mnist",
+        description="Folder with the Fashion-MNIST idx files (Debian package dataset-fashion-mnist).",
+    )
+
+
+class DigitsData(ImageData):
+    """``[data] source = "digits"``: scikit-learn's 1,797 8x8 digits, a quick sanity set."""
+
+    source: Literal["digits"] = Field(
+        default="digits", description="scikit-learn digits (1,797 8x8 images, a quick sanity set)."
+    )
+
+
+class SyntheticData(_DataSection):
+    """``[data] source = "synthetic"``: n pairs drawn from a ground truth of :mod:`crl.synthetic`."""
+
+    source: Literal["synthetic"] = Field(
+        default="synthetic", description="n pairs drawn from a synthetic ground truth (negatives from p-)."
+    )
+    truth: Literal["vmf", "gaussian"] = Field(
+        default="vmf",
+        description="vMF kernel with uniform anchors on the sphere S^{dim-1}, or the Gaussian two-tower model "
+        "(THEORY.md section 6).",
+    )
+    dim: int = Field(default=8, ge=2, description="Dimension d of x and y.")
+    kappa: float = Field(default=10.0, gt=0, description="truth = 'vmf': concentration kappa of M(z, .).")
+    rho: float = Field(
+        default=0.8, gt=-1, lt=1, description="truth = 'gaussian': correlation rho of y with x."
+    )
+    n_heldout: int = Field(default=10000, ge=2, description="Held-out pairs drawn for evaluation.")
+
+    @model_validator(mode="after")
+    def _needs_n(self) -> SyntheticData:
+        if self.n_train == 0:
+            raise ValueError("source = 'synthetic' needs n_train >= 1 (the number of training pairs to draw)")
+        return self
+
+
+DataConfig = Annotated[FashionMnistData | DigitsData | SyntheticData, Field(discriminator="source")]
+"""``[data]``: the paired data set (x_i, y_i), i = 1..n; ``source`` picks the kind and its fields."""
+
+
+class _ModelSection(Section):
+    """Fields of every ``[model]`` encoder: the embedding and the towers."""
+
+    embedding_dim: int = Field(default=64, ge=1, description="d, the embedding dimension.")
+    towers: Literal["shared", "two"] = Field(
+        default="shared",
+        description="'shared': f = g (Siamese); 'two': separate weights for anchors and positives.",
+    )
+    normalize: bool = Field(
+        default=True, description="Project embeddings onto the unit sphere (cosine scores, [B])."
+    )
+
+
+class MlpModel(_ModelSection):
+    """``[model] encoder = "mlp"``: an MLP on flattened inputs."""
+
+    encoder: Literal["mlp"] = Field(default="mlp", description="An MLP on flattened inputs.")
+    hidden: list[int] = Field(
+        default_factory=lambda: [256], description="Hidden layer widths (empty: a linear map)."
+    )
+
+
+class CnnModel(_ModelSection):
+    """``[model] encoder = "cnn"``: a small CNN on (C, H, W) or (H, W) images."""
+
+    encoder: Literal["cnn"] = Field(default="cnn", description="A small CNN on images.")
+    channels: list[int] = Field(
+        default_factory=lambda: [32, 64],
+        min_length=1,
+        description="Convolution widths, one 2x pooling each.",
+    )
+    hidden: int = Field(default=128, ge=1, description="Width of the fully connected layer.")
+
+
+class BagModel(_ModelSection):
+    """``[model] encoder = "bag"``: a masked mean of token embeddings, then a linear map (token-id inputs)."""
+
+    encoder: Literal["bag"] = Field(
+        default="bag", description="A bag of token embeddings (input_ids and attention_mask batches)."
+    )
+    vocab_size: int = Field(default=30522, ge=1, description="V: token ids lie in 0..V-1.")
+    token_dim: int = Field(default=128, ge=1, description="Width of the token embeddings.")
+
+
+ModelConfig = Annotated[MlpModel | CnnModel | BagModel, Field(discriminator="encoder")]
+"""``[model]``: the encoders f (anchors) and g (positives) of s(x, y) = <f(x), g(y)>; ``encoder`` picks the kind."""
