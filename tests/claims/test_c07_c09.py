@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from crl.claims.c07_ce_gap import doubling, sphere_embedding
-from crl.claims.c09_temperature import (
+from crl.claims._kernel_series import doubling
+from crl.claims._sphere_kernel import sphere_embedding
+from crl.claims._temperature_parts import (
     closed_form_best_kl,
     kernel_extremes,
     lifted_embedding,
@@ -80,5 +81,5 @@ def test_training_moves_the_kernel_towards_m() -> None:
     tau = 0.25
     random = kernel_extremes(model, random_mlp_embedding(5), tau)
     trained = kernel_extremes(model, trained_mlp_embedding(model, tau, 5), tau)
-    assert trained["mean_kl_kernel_to_learned"] < random["mean_kl_kernel_to_learned"] / 5
-    assert trained["sup_abs_log_ratio"] <= 2 / tau
+    assert trained.mean_kl_kernel_to_learned < random.mean_kl_kernel_to_learned / 5
+    assert trained.sup_abs_log_ratio <= 2 / tau

@@ -1,6 +1,7 @@
 """C8: [B]'s risk R is within O(1/k) of the ideal search's cross-entropy over k unseen points (Prop. 2).
 
-Same model, embeddings, k grids and draws as C7 (:mod:`crl.claims.c07_ce_gap`). The ideal search weights k unseen
+Same model, embeddings, k grids and draws as C7 (:mod:`crl.claims._sphere_kernel`,
+:mod:`crl.claims._kernel_series`). The ideal search weights k unseen
 points xi_i ~ pi by ``w_i = dM(z,.)/dpi (xi_i)``; crl's choice of its normalisation (``M_hat_k = (1/k) sum_i w_i
 delta_{xi_i}``, the cross-entropy relative to the empirical law of the k points) is explained in
 :mod:`crl.metrics.risk.kernel`. Per draw, the variance-reduced estimate of
@@ -8,10 +9,35 @@ delta_{xi_i}``, the cross-entropy relative to the empirical law of the k points)
 """
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Self
 
 import torch
 
+from crl._vocab import KernelForm
+from crl.claims._kernel_series import (
+    FORM_ORDER,
+    KAPPA,
+    PLANS,
+    SERIES,
+    ControlOutcome,
+    SeriesFit,
+    SeriesRun,
+    fit_series,
+    run_series,
+    series_label,
+    series_points,
+    slope_verdict,
+)
+from crl.claims._sphere_kernel import (
+    DIM,
+    DrawSummary,
+    FormGap,
+    GapCell,
+    draw_kernel_scores,
+    gap_coefficients_by_quadrature,
+    sphere_embedding,
+)
 from crl.claims.base import (
     Claim,
     ClaimContext,
@@ -19,37 +45,42 @@ from crl.claims.base import (
     Curve,
     FigureSpec,
     Statistic,
-    Verdict,
     combine_verdicts,
     curve,
     loglog_figure,
     verdict_no_violations,
 )
-from crl.claims.c07_ce_gap import (
-    DIM,
-    FORM_ORDER,
-    KAPPA,
-    PLANS,
-    SERIES,
-    Results,
-    SeriesFit,
-    draw_kernel_scores,
-    fit_series,
-    gap_coefficients_by_quadrature,
-    run_series,
-    series_label,
-    series_points,
-    slope_verdict,
-    sphere_embedding,
-    summarise_draws,
-)
 from crl.metrics.risk import ideal_search_bound, ideal_search_cross_entropy, ideal_search_gap
-from crl.metrics.risk.kernel import GapCoefficients, KernelForm
+from crl.metrics.risk.kernel import GapCoefficients
 from crl.stats import ViolationCount, bound_violations
 from crl.sweep import Cell
 from crl.synthetic.vmf import VMFUniform
 
 _CONTROL_SERIES = ("identity", 1.0)
+
+
+@dataclass(frozen=True)
+class IdealSearchCell(GapCell):
+    """The result of one (phi, tau, k) cell of C8: both forms' ideal-search gaps and the search's cross-entropy.
+
+    Attributes:
+        search_ce: per-draw ``CE[M_hat_k||Q_hat_k]`` (its sd is the control's O(k^-1/2) fluctuation).
+    """
+
+    search_ce: DrawSummary
+
+    def to_dict(self) -> dict[str, float]:
+        """The flat JSON dict the sweep stores (C7's keys plus ``"search_ce_*"``)."""
+        return super().to_dict() | self.search_ce.to_dict("search_ce")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Self:
+        """The record stored by :meth:`to_dict`."""
+        return cls(
+            dcl=FormGap.from_dict("dcl", values),
+            infonce=FormGap.from_dict("infonce", values),
+            search_ce=DrawSummary.from_dict("search_ce", values),
+        )
 
 
 def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
@@ -71,15 +102,16 @@ def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
     log_w = draws.log_kernel_ratio
     if log_w is None:
         raise RuntimeError("draw_kernel_scores returned no dM/dpi although with_kernel_ratio=True.")
-    result: dict[str, float] = {}
-    for form in FORM_ORDER:
-        gap = ideal_search_gap(
-            draws.positive_scores, draws.negative_scores, log_w, draws.log_partition, tau=tau, form=form
+    gaps = {
+        form: FormGap.of(
+            ideal_search_gap(
+                draws.positive_scores, draws.negative_scores, log_w, draws.log_partition, tau=tau, form=form
+            )
         )
-        result |= summarise_draws(form, gap.estimate)
-        result |= summarise_draws(f"{form}_naive", gap.naive)
-    search = ideal_search_cross_entropy(draws.negative_scores, log_w, tau=tau)
-    return result | summarise_draws("search_ce", search)
+        for form in FORM_ORDER
+    }
+    search = DrawSummary.of(ideal_search_cross_entropy(draws.negative_scores, log_w, tau=tau))
+    return IdealSearchCell(dcl=gaps["dcl"], infonce=gaps["infonce"], search_ce=search).to_dict()
 
 
 class IdealSearchClaim(Claim):
@@ -116,14 +148,16 @@ class IdealSearchClaim(Claim):
         plan = PLANS[ctx.fidelity]
         phi_seed = ctx.seed_for("phi")
         second_moment = VMFUniform(DIM, KAPPA).density_ratio_second_moment()
-        results, fits = run_series(ctx, plan, phi_seed, measure_ideal_search_gap)
-        violations = _bound_violations(results, plan.ks, second_moment, alpha=1 - ctx.level)
-        verdict = combine_verdicts(*(slope_verdict(s, -1.0) for s in fits), verdict_no_violations(violations))
+        run = run_series(ctx, plan, phi_seed, measure_ideal_search_gap, IdealSearchCell)
+        violations = _bound_violations(run, plan.ks, second_moment, alpha=1 - ctx.level)
+        verdict = combine_verdicts(
+            *(slope_verdict(s, -1.0) for s in run.fits), verdict_no_violations(violations)
+        )
         statistics = [
-            Statistic.from_slope(f"slope of |ideal-search gap| vs k, {s.label}", s.fit) for s in fits
+            Statistic.from_slope(f"slope of |ideal-search gap| vs k, {s.label}", s.fit) for s in run.fits
         ]
         statistics.append(Statistic.from_violations("Prop. 2 bound violations beyond MC error", violations))
-        control_verdict, control_stats, control_figure = _control(ctx, results, plan.ks, second_moment)
+        control = _control(ctx, run, plan.ks, second_moment)
         coefficients = {
             (kind, tau): gap_coefficients_by_quadrature(
                 VMFUniform(DIM, KAPPA), sphere_embedding(kind, phi_seed), tau
@@ -134,10 +168,10 @@ class IdealSearchClaim(Claim):
             ctx,
             verdict=verdict,
             statistics=statistics,
-            control_verdict=control_verdict,
-            control_statistics=control_stats,
-            figures=[_gap_figure(fits, plan.ks, second_moment, coefficients), control_figure],
-            table=_table(results, plan.ks, second_moment, coefficients),
+            control_verdict=control.verdict,
+            control_statistics=control.statistics,
+            figures=[_gap_figure(run.fits, plan.ks, second_moment, coefficients), control.figure],
+            table=_table(run, plan.ks, second_moment, coefficients),
             notes=(
                 "Unseen points of the search = the draw's negatives (common random numbers). Per draw, the "
                 "O(1)-fluctuating terms with exactly known common means (E wbar = 1, E (1/k) sum w_i s_i = E_M s) "
@@ -154,24 +188,25 @@ class IdealSearchClaim(Claim):
 
 
 def _control(
-    ctx: ClaimContext, results: Results, ks: Sequence[int], second_moment: float
-) -> tuple[Verdict, list[Statistic], FigureSpec]:
+    ctx: ClaimContext, run: SeriesRun[IdealSearchCell], ks: Sequence[int], second_moment: float
+) -> ControlOutcome:
     """The rule applied to the O(k^-1/2) fluctuation sd of CE[M_hat_k||Q_hat_k]."""
     kind, tau = _CONTROL_SERIES
+    search = [cell.search_ce for cell in run.series(kind, tau, ks)]
     series = fit_series(
         f"sd of CE[M_hat_k||Q_hat_k] (phi = {kind}, tau = {tau:g})",
         ks,
-        [results[(kind, tau, k)]["search_ce_sd"] for k in ks],
-        [results[(kind, tau, k)]["search_ce_sd_se"] for k in ks],
+        [summary.sd for summary in search],
+        [summary.sd_se for summary in search],
         ctx.rng("control-slope"),
     )
     bounds = [ideal_search_bound(k, tau, second_moment, "dcl") for k in ks]
     violations = bound_violations(series.values, bounds, series.ses)
     verdict = combine_verdicts(slope_verdict(series, -1.0), verdict_no_violations(violations))
-    stats = [
+    stats = (
         Statistic.from_slope("slope of the fluctuation sd vs k", series.fit),
         Statistic.from_violations("Prop. 2 (DCL) bound violations beyond MC error", violations),
-    ]
+    )
     figure = loglog_figure(
         "control",
         "C8 control: fluctuation sd of CE[M_hat_k||Q_hat_k], O(k^-1/2)",
@@ -181,11 +216,11 @@ def _control(
         theory_slope=-1.0,
         bounds=[curve(f"Prop. 2 bound (DCL), tau = {tau:g}", ks, bounds)],
     )
-    return verdict, stats, figure
+    return ControlOutcome(verdict, stats, figure)
 
 
 def _bound_violations(
-    results: Results, ks: Sequence[int], second_moment: float, *, alpha: float
+    run: SeriesRun[IdealSearchCell], ks: Sequence[int], second_moment: float, *, alpha: float
 ) -> ViolationCount:
     """Violations of ``|gap| <= bound`` by every (series, form, k) point, both signs in one family."""
     values, limits, ses = [], [], []
@@ -193,7 +228,8 @@ def _bound_violations(
         for form in FORM_ORDER:
             for k in ks:
                 bound = ideal_search_bound(k, tau, second_moment, form)
-                mean, se = results[(kind, tau, k)][f"{form}_mean"], results[(kind, tau, k)][f"{form}_se"]
+                gap = run.cell(kind, tau, k).gap(form).estimate
+                mean, se = gap.mean, gap.se
                 values += [mean, -mean]
                 limits += [bound, bound]
                 ses += [se, se]
@@ -244,7 +280,7 @@ def _gap_figure(
 
 
 def _table(
-    results: Results,
+    run: SeriesRun[IdealSearchCell],
     ks: Sequence[int],
     second_moment: float,
     coefficients: Mapping[tuple[str, float], GapCoefficients],
@@ -255,21 +291,22 @@ def _table(
         for form in FORM_ORDER:
             a = _leading_constant(coefficients[(kind, tau)], form)
             for k in ks:
-                r = results[(kind, tau, k)]
+                cell = run.cell(kind, tau, k)
+                gap = cell.gap(form)
                 rows.append(
                     {
                         "phi": kind,
                         "tau": tau,
                         "form": form,
                         "k": k,
-                        "gap": r[f"{form}_mean"],
-                        "se": r[f"{form}_se"],
-                        "plain_gap": r[f"{form}_naive_mean"],
-                        "plain_se": r[f"{form}_naive_se"],
+                        "gap": gap.estimate.mean,
+                        "se": gap.estimate.se,
+                        "plain_gap": gap.naive.mean,
+                        "plain_se": gap.naive.se,
                         "bound": ideal_search_bound(k, tau, second_moment, form),
-                        "k_times_gap": k * r[f"{form}_mean"],
+                        "k_times_gap": k * gap.estimate.mean,
                         "leading_constant_a": a,
-                        "search_ce_sd": r["search_ce_sd"],
+                        "search_ce_sd": cell.search_ce.sd,
                     }
                 )
     return rows

@@ -14,7 +14,8 @@ Model: VMFUniform(d = 3, kappa = 4). Two measurements:
 """
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,16 @@ import torch
 from scipy import optimize
 from torch import Tensor
 
+from crl.claims._sphere_kernel import DIM, Embedding, sphere_embedding
+from crl.claims._temperature_parts import (
+    BestKL,
+    KernelExtremes,
+    closed_form_best_kl,
+    kernel_extremes,
+    kl_sampler,
+    random_mlp_embedding,
+    trained_mlp_embedding,
+)
 from crl.claims.base import (
     Claim,
     ClaimContext,
@@ -36,24 +47,11 @@ from crl.claims.base import (
     points,
     verdict_no_violations,
 )
-from crl.claims.c07_ce_gap import sphere_embedding
-from crl.metrics.risk import (
-    kernel_divergences,
-    learned_log_density_ratio,
-    learned_log_partition,
-    temperature_bound,
-    uniform_sphere_quadrature,
-)
-from crl.models import MLP, project_to_sphere
-from crl.objectives import contrastive_loss
+from crl.metrics.risk import temperature_bound
 from crl.stats import ViolationCount, bound_violations
-from crl.sweep import Cell
-from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
+from crl.sweep import Cell, CellRecord
 from crl.synthetic.vmf import VMFUniform
 
-Embedding = Callable[[Tensor], Tensor]
-
-DIM = 3
 KAPPA = 4.0
 """Concentration of M(z, .) = vMF(z, kappa): the lift family reaches M exactly iff tau <= 1/kappa = 0.25."""
 BOUND_TAUS = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -62,10 +60,6 @@ BEST_KL_TAUS = (0.1, 0.15, 0.2, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5)
 """Temperatures of the best-KL curve (1/kappa = 0.25 on the grid)."""
 EMBEDDINGS = ("linear", "mlp", "trained")
 """phi of the bound checks: random linear map, random MLP (3 -> 32 -> 8, ReLU), trained MLP (same shape)."""
-ANCHOR_RULE = (12, 24)
-SUPPORT_RULE = (48, 96)
-HIDDEN, EMBED_DIM = 32, 8
-TRAIN_STEPS, TRAIN_BATCH, TRAIN_LR = 300, 256, 1e-2
 CONTROL_NORM = 1.5
 """Norm of the control embedding 1.5 * id (off the unit sphere: eq. 8's premise broken)."""
 AGREEMENT_ATOL = 1e-3
@@ -74,71 +68,9 @@ _BEST_KL_DRAWS = {Fidelity.QUICK: (128, 64), Fidelity.STANDARD: (512, 64), Fidel
 """(anchors, positives per anchor) of the best-KL Monte Carlo."""
 
 
-def lifted_embedding(c: float) -> Embedding:
-    """``phi_c(z) = (sqrt(c) z, sqrt(1-c))`` on S^d, so that ``<phi_c z, phi_c z'> = c <z,z'> + 1 - c``."""
-    if not 0.0 <= c <= 1.0:
-        raise ValueError(f"c={c!r} must lie in [0, 1] (phi_c maps onto the unit sphere only there).")
-
-    def embed(z: Tensor) -> Tensor:
-        extra = torch.full((*z.shape[:-1], 1), (1.0 - c) ** 0.5, dtype=z.dtype)
-        return torch.cat([c**0.5 * z, extra], dim=-1)
-
-    return embed
-
-
-def random_mlp_embedding(seed: int) -> Embedding:
-    """A random MLP 3 -> 32 -> 8 (ReLU, PyTorch's default init law) followed by projection onto S^7."""
-    mlp = MLP(DIM, [HIDDEN], EMBED_DIM, generator=torch.Generator().manual_seed(seed)).double()
-    return _MLPEmbedding(mlp)
-
-
-def trained_mlp_embedding(model: VMFUniform, tau: float, seed: int) -> Embedding:
-    """The MLP of :func:`random_mlp_embedding` after ``TRAIN_STEPS`` Adam steps on InfoNCE at ``tau``.
-
-    Each step draws ``TRAIN_BATCH`` fresh pairs (x, y ~ M(x,.)) and minimises
-    ``contrastive_loss(phi(x), phi(y), tau=tau, form="infonce")`` with the batch's other positives as negatives.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    mlp = MLP(DIM, [HIDDEN], EMBED_DIM, generator=generator).double()
-    optimiser = torch.optim.Adam(mlp.parameters(), lr=TRAIN_LR)
-    for _ in range(TRAIN_STEPS):
-        x, y = model.sample(TRAIN_BATCH, generator)
-        loss = contrastive_loss(project_to_sphere(mlp(x)), project_to_sphere(mlp(y)), tau=tau, form="infonce")
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-    return _MLPEmbedding(mlp)
-
-
-class _MLPEmbedding:
-    """phi = projection onto the sphere of an MLP, evaluated without gradients."""
-
-    def __init__(self, mlp: MLP) -> None:
-        self.mlp = mlp
-
-    def __call__(self, z: Tensor) -> Tensor:
-        with torch.no_grad():
-            return project_to_sphere(self.mlp(z))
-
-
 def _scaled_identity(z: Tensor) -> Tensor:
     """The control phi = 1.5 z (norm 1.5)."""
     return CONTROL_NORM * z
-
-
-def kernel_extremes(model: VMFUniform, embed: Embedding, tau: float) -> dict[str, float]:
-    """sup |log dQ/dpi|, sup_z KL(Q||pi), mean and max KL(M||Q) over the anchor rule, on the support rule."""
-    anchors, anchor_weights = uniform_sphere_quadrature(*ANCHOR_RULE)
-    nodes, weights = uniform_sphere_quadrature(*SUPPORT_RULE)
-    log_q = learned_log_density_ratio(embed(anchors), embed(nodes), tau=tau, support_weights=weights)
-    log_m = model.log_positive_density(anchors[:, None, :], nodes[None, :, :])
-    div = kernel_divergences(log_q, log_m, support_weights=weights)
-    return {
-        "sup_abs_log_ratio": float(div.sup_abs_log_ratio.max()),
-        "sup_kl_learned_to_anchor": float(div.kl_learned_to_anchor.max()),
-        "mean_kl_kernel_to_learned": float((anchor_weights * div.kl_kernel_to_learned).sum()),
-        "bound": temperature_bound(tau),
-    }
 
 
 def measure_bounds(cell: Cell) -> dict[str, float]:
@@ -158,7 +90,7 @@ def measure_bounds(cell: Cell) -> dict[str, float]:
         embed = _scaled_identity
     else:
         raise ValueError(f"phi={kind!r} is not one of C9's embeddings.")
-    return kernel_extremes(model, embed, tau)
+    return kernel_extremes(model, embed, tau).to_dict()
 
 
 def measure_best_kl(cell: Cell) -> dict[str, float]:
@@ -172,56 +104,101 @@ def measure_best_kl(cell: Cell) -> dict[str, float]:
     tau = float(p["tau"])
     generator = torch.Generator().manual_seed(cell.seed)
     halves = [
-        _kl_sampler(model, tau, int(p["n_anchors"]) // 2, int(p["n_positives"]), generator) for _ in range(2)
+        kl_sampler(model, tau, int(p["n_anchors"]) // 2, int(p["n_positives"]), generator) for _ in range(2)
     ]
     search = optimize.minimize_scalar(
         lambda c: float(halves[0](c).mean()), bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-7}
     )
     c_hat = float(search.x)
     per_anchor = halves[1](c_hat)
-    return {
-        "c_hat": c_hat,
-        "best_kl": float(per_anchor.mean()),
-        "best_kl_se": float(per_anchor.std(ddof=1) / np.sqrt(per_anchor.size)),
-    }
+    return BestKL(
+        best_kl=float(per_anchor.mean()),
+        best_kl_se=float(per_anchor.std(ddof=1) / np.sqrt(per_anchor.size)),
+        c_hat=c_hat,
+    ).to_dict()
 
 
-def _kl_sampler(
-    model: VMFUniform, tau: float, n_anchors: int, n_positives: int, generator: torch.Generator
-) -> Callable[[float], np.ndarray]:
-    """``c -> (n_anchors,)`` Monte-Carlo KL(M(z,.)||Q_c(z,.)) per anchor, on fixed draws (common random numbers).
+@dataclass(frozen=True)
+class BoundRow:
+    """A bound-check (or control) cell: its (phi, tau) and the learned kernel's extremes there."""
 
-    ``KL = E_{y~M(z,.)}[log dM/dpi(y) - (c<z,y> + 1 - c)/tau] + log N_c(z)``, log N_c by the support rule.
+    arm: str
+    kappa: float
+    phi: str
+    tau: float
+    extremes: KernelExtremes
+
+    @classmethod
+    def of(cls, record: CellRecord) -> "BoundRow":
+        """The row of a stored bound cell."""
+        p = record.cell.params
+        extremes = KernelExtremes.from_dict(record.result)
+        return cls(str(p["arm"]), float(p["kappa"]), str(p["phi"]), float(p["tau"]), extremes)
+
+    def table_row(self) -> dict[str, Any]:
+        """The row of the claim's table: the extremes, then the cell's params."""
+        return self.extremes.to_dict() | {
+            "arm": self.arm,
+            "kappa": self.kappa,
+            "phi": self.phi,
+            "tau": self.tau,
+        }
+
+
+@dataclass(frozen=True)
+class BestKLRow:
+    """A best-KL cell: its tau and Monte-Carlo sizes, the measured best KL and the closed form."""
+
+    arm: str
+    kappa: float
+    n_anchors: int
+    n_positives: int
+    tau: float
+    measured: BestKL
+
+    @classmethod
+    def of(cls, record: CellRecord) -> "BestKLRow":
+        """The row of a stored best-KL cell."""
+        p = record.cell.params
+        measured = BestKL.from_dict(record.result)
+        return cls(
+            str(p["arm"]),
+            float(p["kappa"]),
+            int(p["n_anchors"]),
+            int(p["n_positives"]),
+            float(p["tau"]),
+            measured,
+        )
+
+    @property
+    def closed_form(self) -> float:
+        """``min_c KL(vMF(kappa)||vMF(c/tau))`` at this tau."""
+        return closed_form_best_kl(self.kappa, self.tau)
+
+    def table_row(self) -> dict[str, Any]:
+        """The row of the claim's table: the measurement, the cell's params, the closed form."""
+        params = {
+            "arm": self.arm,
+            "kappa": self.kappa,
+            "n_anchors": self.n_anchors,
+            "n_positives": self.n_positives,
+        }
+        return self.measured.to_dict() | params | {"tau": self.tau, "closed_form": self.closed_form}
+
+
+@dataclass(frozen=True)
+class BestKLChecks:
+    """Part (ii) of the rule on the best-KL rows.
+
+    Attributes:
+        agreement: disagreements with the closed form beyond the Bonferroni multiple of the se + atol.
+        positive: every tau > 1/kappa has best KL > 3 se.
+        increasing: the best KL increases strictly in tau over tau > 1/kappa (at least two points).
     """
-    z = model.sample_anchors(n_anchors, generator)
-    y = model.sample_positives(z.repeat_interleave(n_positives, dim=0), generator).reshape(
-        n_anchors, n_positives, DIM
-    )
-    log_m = model.log_positive_density(z[:, None, :], y).mean(dim=1)
-    cosine = (z[:, None, :] * y).sum(dim=-1).mean(dim=1)
-    nodes, weights = uniform_sphere_quadrature(*SUPPORT_RULE)
 
-    def kl(c: float) -> np.ndarray:
-        embed = lifted_embedding(c)
-        log_n = learned_log_partition(embed(z), embed(nodes), tau=tau, support_weights=weights)
-        return (log_m - (c * cosine + 1.0 - c) / tau + log_n).numpy()
-
-    return kl
-
-
-def closed_form_best_kl(kappa: float, tau: float) -> float:
-    """``min_c KL(vMF(kappa)||vMF(c/tau))``: 0 if ``kappa tau <= 1``, else ``KL(vMF(kappa)||vMF(1/tau))``.
-
-    ``KL(vMF(a)||vMF(b)) = (a - b) A_d(a) - log C_d(a) + log C_d(b)`` (decreasing in b on [0, a]).
-    """
-    if kappa * tau <= 1.0:
-        return 0.0
-    other = 1.0 / tau
-    return float(
-        (kappa - other) * vmf_mean_resultant_length(DIM, kappa)
-        - log_vmf_normaliser(DIM, kappa)
-        + log_vmf_normaliser(DIM, other)
-    )
+    agreement: ViolationCount
+    positive: bool
+    increasing: bool
 
 
 class TemperatureClaim(Claim):
@@ -279,30 +256,32 @@ class TemperatureClaim(Claim):
                 }
             ]
         ]
-        bounds = [r.result | dict(r.cell.params) for r in ctx.run_cells(bound_cells, measure_bounds)]
-        control = [r.result | dict(r.cell.params) for r in ctx.run_cells(control_cells, measure_bounds)]
-        best = [r.result | dict(r.cell.params) for r in ctx.run_cells(best_cells, measure_best_kl)]
+        bounds = [BoundRow.of(r) for r in ctx.run_cells(bound_cells, measure_bounds)]
+        control = [BoundRow.of(r) for r in ctx.run_cells(control_cells, measure_bounds)]
+        best = [BestKLRow.of(r) for r in ctx.run_cells(best_cells, measure_best_kl)]
         bound_count = _eq8_violations(bounds)
-        agreement, positive, increasing = _best_kl_checks(best, alpha=1 - ctx.level)
+        checks = _best_kl_checks(best, alpha=1 - ctx.level)
         verdict = combine_verdicts(
             verdict_no_violations(bound_count),
-            verdict_no_violations(agreement),
-            Verdict.PASS if positive and increasing else Verdict.FAIL,
+            verdict_no_violations(checks.agreement),
+            Verdict.PASS if checks.positive and checks.increasing else Verdict.FAIL,
         )
         control_count = _eq8_violations(control)
-        rising = [row for row in best if KAPPA * row["tau"] > 1.0]
+        rising = [row for row in best if KAPPA * row.tau > 1.0]
         statistics = [
             Statistic.from_violations(
                 "eq. 8 violations (sup |log dQ/dpi|, sup KL(Q||pi) vs 2/tau)", bound_count
             ),
-            Statistic.from_violations("best KL vs closed form: disagreements beyond MC error", agreement),
+            Statistic.from_violations(
+                "best KL vs closed form: disagreements beyond MC error", checks.agreement
+            ),
             *(
                 Statistic(
-                    f"best KL(M||Q), tau = {row['tau']:g}",
-                    row["best_kl"],
-                    row["best_kl"] - 1.96 * row["best_kl_se"],
-                    row["best_kl"] + 1.96 * row["best_kl_se"],
-                    detail=f"closed form {closed_form_best_kl(KAPPA, row['tau']):.4g}; c_hat = {row['c_hat']:.4f}",
+                    f"best KL(M||Q), tau = {row.tau:g}",
+                    row.measured.best_kl,
+                    row.measured.best_kl - 1.96 * row.measured.best_kl_se,
+                    row.measured.best_kl + 1.96 * row.measured.best_kl_se,
+                    detail=f"closed form {row.closed_form:.4g}; c_hat = {row.measured.c_hat:.4f}",
                 )
                 for row in rising
             ),
@@ -314,49 +293,52 @@ class TemperatureClaim(Claim):
             control_verdict=verdict_no_violations(control_count),
             control_statistics=[Statistic.from_violations("eq. 8 violations by phi = 1.5 id", control_count)],
             figures=[_bounds_figure(bounds, control), _best_kl_figure(best, bounds)],
-            table=[
-                *bounds,
-                *control,
-                *({**row, "closed_form": closed_form_best_kl(KAPPA, row["tau"])} for row in best),
-            ],
+            table=[*(row.table_row() for row in (*bounds, *control)), *(row.table_row() for row in best)],
             notes=(
-                f"best KL strictly positive beyond 3 se for tau > 1/kappa: {positive}; increasing in tau there: "
-                f"{increasing}. mean_kl_kernel_to_learned in the table is E_z KL(M||Q) of each bound-check phi "
-                "(descriptive; the trained MLP's value is an upper estimate of what training reaches at that tau)."
+                f"best KL strictly positive beyond 3 se for tau > 1/kappa: {checks.positive}; increasing in tau "
+                f"there: {checks.increasing}. mean_kl_kernel_to_learned in the table is E_z KL(M||Q) of each "
+                "bound-check phi (descriptive; the trained MLP's value is an upper estimate of what training "
+                "reaches at that tau)."
             ),
         )
 
 
-def _eq8_violations(rows: Sequence[Mapping[str, Any]]) -> ViolationCount:
+def _eq8_violations(rows: Sequence[BoundRow]) -> ViolationCount:
     """Both eq. 8 quantities of every row against 2/tau (no MC error; atol 1e-9 for rounding)."""
-    values = [row[key] for row in rows for key in ("sup_abs_log_ratio", "sup_kl_learned_to_anchor")]
-    limits = [row["bound"] for row in rows for _ in range(2)]
+    values = [
+        value
+        for row in rows
+        for value in (row.extremes.sup_abs_log_ratio, row.extremes.sup_kl_learned_to_anchor)
+    ]
+    limits = [row.extremes.bound for row in rows for _ in range(2)]
     return bound_violations(values, limits, atol=1e-9)
 
 
-def _best_kl_checks(rows: Sequence[Mapping[str, Any]], *, alpha: float) -> tuple[ViolationCount, bool, bool]:
+def _best_kl_checks(rows: Sequence[BestKLRow], *, alpha: float) -> BestKLChecks:
     """Agreement with the closed form (two-sided, Bonferroni), positivity beyond 3 se, increase over tau > 1/kappa."""
     diffs, ses = [], []
     for row in rows:
-        diff = row["best_kl"] - closed_form_best_kl(KAPPA, row["tau"])
+        diff = row.measured.best_kl - row.closed_form
         diffs += [diff, -diff]
-        ses += [row["best_kl_se"], row["best_kl_se"]]
+        ses += [row.measured.best_kl_se, row.measured.best_kl_se]
     agreement = bound_violations(diffs, [0.0] * len(diffs), ses, atol=AGREEMENT_ATOL, alpha=alpha)
-    rising = sorted((row for row in rows if KAPPA * row["tau"] > 1.0), key=lambda row: row["tau"])
-    positive = all(row["best_kl"] > 3.0 * row["best_kl_se"] for row in rising)
-    increasing = len(rising) >= 2 and all(a["best_kl"] < b["best_kl"] for a, b in itertools.pairwise(rising))
-    return agreement, positive, increasing
+    rising = [row.measured for row in sorted(rows, key=lambda row: row.tau) if KAPPA * row.tau > 1.0]
+    positive = all(m.best_kl > 3.0 * m.best_kl_se for m in rising)
+    increasing = len(rising) >= 2 and all(a.best_kl < b.best_kl for a, b in itertools.pairwise(rising))
+    return BestKLChecks(agreement, positive, increasing)
 
 
-def _bounds_figure(bounds: Sequence[Mapping[str, Any]], control: Sequence[Mapping[str, Any]]) -> FigureSpec:
+def _bounds_figure(bounds: Sequence[BoundRow], control: Sequence[BoundRow]) -> FigureSpec:
     """sup |log dQ/dpi| and sup KL(Q||pi) vs tau for every phi and the control, under the bound 2/tau."""
     series = []
     for kind in (*EMBEDDINGS, "scaled_identity"):
-        rows = sorted((r for r in (*bounds, *control) if r["phi"] == kind), key=lambda r: r["tau"])
-        taus = [r["tau"] for r in rows]
-        series.append(points(f"sup |log dQ/dpi|, phi = {kind}", taus, [r["sup_abs_log_ratio"] for r in rows]))
+        rows = sorted((r for r in (*bounds, *control) if r.phi == kind), key=lambda r: r.tau)
+        taus = [r.tau for r in rows]
         series.append(
-            points(f"sup KL(Q||pi), phi = {kind}", taus, [r["sup_kl_learned_to_anchor"] for r in rows])
+            points(f"sup |log dQ/dpi|, phi = {kind}", taus, [r.extremes.sup_abs_log_ratio for r in rows])
+        )
+        series.append(
+            points(f"sup KL(Q||pi), phi = {kind}", taus, [r.extremes.sup_kl_learned_to_anchor for r in rows])
         )
     return loglog_figure(
         "bounds",
@@ -368,11 +350,11 @@ def _bounds_figure(bounds: Sequence[Mapping[str, Any]], control: Sequence[Mappin
     )
 
 
-def _best_kl_figure(rows: Sequence[Mapping[str, Any]], bounds: Sequence[Mapping[str, Any]]) -> FigureSpec:
+def _best_kl_figure(rows: Sequence[BestKLRow], bounds: Sequence[BoundRow]) -> FigureSpec:
     """Measured best KL vs tau (+-1.96 se) with the closed form and the trained MLP's E KL(M||Q)."""
-    ordered = sorted(rows, key=lambda r: r["tau"])
-    taus = [r["tau"] for r in ordered]
-    trained = sorted((r for r in bounds if r["phi"] == "trained"), key=lambda r: r["tau"])
+    ordered = sorted(rows, key=lambda r: r.tau)
+    taus = [r.tau for r in ordered]
+    trained = sorted((r for r in bounds if r.phi == "trained"), key=lambda r: r.tau)
     fine = np.geomspace(min(taus), max(taus), 60)
     return FigureSpec(
         "best_kl",
@@ -383,13 +365,13 @@ def _best_kl_figure(rows: Sequence[Mapping[str, Any]], bounds: Sequence[Mapping[
             points(
                 "measured (cross-fitted MC)",
                 taus,
-                [r["best_kl"] for r in ordered],
-                y_err=[1.96 * r["best_kl_se"] for r in ordered],
+                [r.measured.best_kl for r in ordered],
+                y_err=[1.96 * r.measured.best_kl_se for r in ordered],
             ),
             points(
                 "trained MLP (8-d), E KL(M||Q) by quadrature",
-                [r["tau"] for r in trained],
-                [r["mean_kl_kernel_to_learned"] for r in trained],
+                [r.tau for r in trained],
+                [r.extremes.mean_kl_kernel_to_learned for r in trained],
             ),
         ),
         (curve("closed form", fine, [closed_form_best_kl(KAPPA, float(t)) for t in fine], kind="theory"),),

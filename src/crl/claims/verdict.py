@@ -1,0 +1,104 @@
+"""What a claim's rule judges: measured statistics with their intervals, and the verdicts of the usual rules."""
+
+import enum
+from dataclasses import dataclass
+
+from crl._vocab import Estimate
+from crl.stats import SlopeFit, ViolationCount
+
+
+class Verdict(enum.StrEnum):
+    """Outcome of a pre-registered rule.
+
+    ``ERROR`` is set by `crl verify` when a claim's ``run`` raised; claims never return it.
+    """
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A measured statistic with its confidence interval.
+
+    Attributes:
+        name: what it is, e.g. ``"slope of L - E L_hat vs m"``.
+        value: the point estimate.
+        ci_low: lower end of the interval.
+        ci_high: upper end of the interval.
+        ci_level: nominal coverage, e.g. 0.95.
+        detail: how the interval was obtained (method, points, resamples).
+    """
+
+    name: str
+    value: float
+    ci_low: float
+    ci_high: float
+    ci_level: float = 0.95
+    detail: str = ""
+
+    @classmethod
+    def from_slope(cls, name: str, fit: SlopeFit) -> "Statistic":
+        """The slope of a :class:`~crl.stats.SlopeFit` with its bootstrap interval."""
+        detail = f"{fit.method}, {fit.n_points} points, {fit.n_boot} resamples"
+        if fit.scale > 1.0:
+            detail += f", widened x{fit.scale:.2f} for misfit (chi2/dof = {fit.chi2:.3g}/{fit.dof})"
+        return cls(name, fit.slope, fit.ci_low, fit.ci_high, fit.ci_level, detail)
+
+    @classmethod
+    def from_violations(cls, name: str, count: ViolationCount) -> "Statistic":
+        """Violations beyond MC error, with a one-sided Clopper-Pearson upper bound on their mean count."""
+        detail = (
+            f"{count.count_beyond_mc_error} of {count.n} beyond {count.k:.2f} se ({count.count} raw); "
+            f"one-sided {count.ci_level:g} upper bound on the expected count"
+        )
+        upper = count.n * count.rate_upper
+        return cls(name, float(count.count_beyond_mc_error), 0.0, upper, count.ci_level, detail)
+
+    @classmethod
+    def from_mean(cls, name: str, estimate: Estimate, level: float = 0.95) -> "Statistic":
+        """A mean with its Student-t interval."""
+        low, high = estimate.t_ci(level)
+        return cls(name, estimate.mean, low, high, level, f"mean of {estimate.n}, se {estimate.se:.3g}")
+
+    def contains(self, value: float) -> bool:
+        """Whether ``ci_low <= value <= ci_high``."""
+        return self.ci_low <= value <= self.ci_high
+
+
+def bonferroni_level(n_intervals: int, family_level: float = 0.95) -> float:
+    """Per-interval confidence level 1 - (1 - family_level)/S, so that S intervals of a true claim all contain
+    their targets with probability >= family_level (four separate 95% CIs would fail a true claim ~19% of runs)."""
+    if n_intervals < 1:
+        raise ValueError(f"n_intervals={n_intervals!r} must be >= 1.")
+    return 1.0 - (1.0 - family_level) / n_intervals
+
+
+def verdict_contains(statistic: Statistic, target: float, *, max_width: float | None = None) -> Verdict:
+    """The rule "the CI contains ``target``": PASS if it does, FAIL if it does not.
+
+    With ``max_width``, an interval that contains the target but is wider than ``max_width`` is INCONCLUSIVE
+    (a wide enough interval contains anything; the negative control should expose such a rule anyway).
+    """
+    if not statistic.contains(target):
+        return Verdict.FAIL
+    if max_width is not None and statistic.ci_high - statistic.ci_low > max_width:
+        return Verdict.INCONCLUSIVE
+    return Verdict.PASS
+
+
+def verdict_no_violations(count: ViolationCount) -> Verdict:
+    """The rule "zero violations beyond MC error": PASS if there are none, FAIL otherwise."""
+    return Verdict.PASS if count.holds else Verdict.FAIL
+
+
+def combine_verdicts(*verdicts: Verdict) -> Verdict:
+    """All parts of a rule must hold: ERROR, else FAIL, else INCONCLUSIVE if any part is so, else PASS."""
+    if not verdicts:
+        raise ValueError("combine_verdicts needs at least one verdict.")
+    for worst in (Verdict.ERROR, Verdict.FAIL, Verdict.INCONCLUSIVE):
+        if worst in verdicts:
+            return worst
+    return Verdict.PASS
