@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,15 +20,32 @@ if TYPE_CHECKING:
 
 def train(
     config: Annotated[Path, typer.Argument(help="TOML config (see configs/fashion_sscrl.toml).")],
+    out: Annotated[
+        Path | None, typer.Option(help="Parent folder of the run folder (sets run.out_dir).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override one field, e.g. --set loss.n_negatives=1024 (repeatable; the value is a TOML "
+            "literal, a bare word a string).",
+        ),
+    ] = None,
 ) -> None:
     """Train a contrastive encoder; resumes from the newest checkpoint of the run folder.
 
-    Distributed: torchrun --nproc_per_node=K -m crl train CONFIG (gloo on CPU, nccl on CUDA).
+    The run's config.toml records the config after --out and --set. Distributed:
+    torchrun --nproc_per_node=K -m crl train CONFIG (gloo on CPU, nccl on CUDA).
     """
-    raise typer.Exit(train_command(config))
+    raise typer.Exit(train_command(config, overrides=command_line_overrides(out, set_ or [])))
 
 
-def train_command(config_path: Path) -> int:
+def command_line_overrides(out: Path | None, sets: Sequence[str]) -> list[str]:
+    """``--out DIR`` as the override ``run.out_dir="DIR"`` (first, so an explicit --set wins), then ``--set``."""
+    return ([f"run.out_dir={json.dumps(str(out))}"] if out is not None else []) + list(sets)
+
+
+def train_command(config_path: Path, overrides: Sequence[str] = ()) -> int:
     """Run ``crl train``: 0 on success, 2 for a bad config or path (the error names the field, value and fix)."""
 
     def body() -> int:
@@ -35,7 +54,7 @@ def train_command(config_path: Path) -> int:
         from crl.train.config import load_config
         from crl.train.trainer import Trainer
 
-        result = Trainer(load_config(config_path)).fit()
+        result = Trainer(load_config(config_path, overrides)).fit()
         if int(os.environ.get("RANK", "0")) == 0:
             console = Console(soft_wrap=True)
             console.print(summary_table(result))

@@ -11,6 +11,7 @@ field has a default and a description; unknown fields are errors. :func:`load_co
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -30,6 +31,7 @@ from crl.train.config_kinds import (
     SyntheticData,
 )
 from crl.train.config_migration import migrate_flat_sections
+from crl.train.overrides import apply_overrides
 
 __all__ = [
     "BagModel",
@@ -313,18 +315,36 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass the path of a .toml file")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
 
-def load_config(path: str | Path) -> TrainConfig:
-    """Read and validate a TOML config file: TOML -> dict -> (flat layout migrated) -> pydantic validation.
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read and validate a TOML config file: TOML -> dict -> overrides -> (flat layout migrated) -> validation.
+
+    Args:
+        path: the TOML file.
+        overrides: ``section.field=value`` strings (``crl train --set``), applied in order to the parsed
+            document before validation (:mod:`crl.train.overrides`), so strict types still apply.
 
     Raises:
-        ConfigError: if the file is missing, is not valid TOML, or has bad fields (each named with its value).
+        ConfigError: if the file is missing, is not valid TOML, an override is malformed, or a field is bad
+            (each named with its value).
     """
-    return parse_config(read_toml(path), source=str(path))
+    data = read_toml(path)
+    try:
+        data = apply_overrides(data, overrides)
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    source = str(path) + (f" with --set {' --set '.join(overrides)}" if overrides else "")
+    return parse_config(data, source=source)
 
 
 def _toml_value(value: Any) -> str:
