@@ -1,4 +1,4 @@
-"""The pre-registered claims of THEORY.md section 7 (one module ``cNN_<name>.py`` each) and their contract.
+"""The pre-registered claims of docs/theory.md section 7 (one module ``cNN_<name>.py`` each) and their contract.
 
 Claim authors import everything from here::
 

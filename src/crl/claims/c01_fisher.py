@@ -237,7 +237,8 @@ class FisherConsistency(Claim):
         "of the population contrastive risk L maximises the retrieval AUC E (argmin L = argmax E)."
     )
     rule: ClassVar[str] = (
-        "THEORY.md C1: zero violations beyond MC error of L(s) - L* >= 0 and of E* - E(s) >= 0 over random s, and "
+        "docs/theory.md section 7, C1: "
+        "zero violations beyond MC error of L(s) - L* >= 0 and of E* - E(s) >= 0 over random s, and "
         "argmin L = argmax E within a family. Fixed by crl: (a) 3 models x 20/60/200 random scores "
         "(quick/standard/full); a violation is an estimate below 0 by more than k se + 1e-12, k the Bonferroni "
         "multiple for the claim's family-wise level over all scores (crl.stats.bound_violations); (b) Gaussian "

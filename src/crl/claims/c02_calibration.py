@@ -249,7 +249,8 @@ class Calibration(Claim):
         "risk forces a small loss of retrieval AUC."
     )
     rule: ClassVar[str] = (
-        "THEORY.md C2: every point <= sqrt(2/tau x) within CI; report the fitted slope. Fixed by crl: tau in "
+        "docs/theory.md section 7, C2: "
+        "every point <= sqrt(2/tau x) within CI; report the fitted slope. Fixed by crl: tau in "
         "{0.1, 0.5, 2}; rotations, random, trained, rank-swap and discrete scores (module docstring); a point "
         "violates when E* - E exceeds the bound by more than k se + 1e-12, k the Bonferroni multiple for "
         "the claim's family-wise level over all points, se combining both estimates (crl.stats.bound_violations). PASS "

@@ -97,7 +97,8 @@ class ScrlInnerError(Claim):
         "L(s) - E L_hat_m(s) (m independent negatives per anchor), is O(1/m) (bounded by 2 e^{8B/tau} tau/m)."
     )
     rule: ClassVar[str] = (
-        "THEORY.md C3: log-log slope CI contains -1. Fixed by crl: s(x,y) = <Wx, y>, W = diag(0.25, 0.1875, 0.125), "
+        "docs/theory.md section 7, C3: "
+        "log-log slope CI contains -1. Fixed by crl: s(x,y) = <Wx, y>, W = diag(0.25, 0.1875, 0.125), "
         "VMFUniform(3, kappa=4), tau = 0.5, m in {4, 8, ..., 1024} (full: {16, ..., 4096}); the CI (at the "
         "claim's level) of the "
         "OLS slope of log mean gap vs "

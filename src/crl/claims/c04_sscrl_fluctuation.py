@@ -26,9 +26,10 @@ Rule: SSCRL's sd slope CI contains -1/2 (and is at most 0.5 wide), and SCRL is f
 slope of the variance, fitted by :func:`crl.stats.loglog_slope_from_replicates` to the replicates
 ``(L_r - Lbar)^2 R/(R-1)`` (whose mean is the unbiased variance); its CI is half the variance slope's CI.
 
-Negative control (THEORY.md's pitfall). The same rule with uniform anchors: ``VMFUniform(3, kappa=1)`` and the
-same rotation-invariant score. Then ``E_x W(x, y')/Z = 1`` for every y', so C = 0: the 1/sqrt(m) shared
-fluctuation cancels and SSCRL is as flat as SCRL; the SSCRL part of the rule must FAIL.
+Negative control (the pitfall of docs/theory.md section 6.1). The same rule with uniform anchors:
+``VMFUniform(3, kappa=1)`` and the same rotation-invariant score. Then ``E_x W(x, y')/Z = 1`` for every y', so
+C = 0: the 1/sqrt(m) shared fluctuation cancels and SSCRL is as flat as SCRL; the SSCRL part of the rule must
+FAIL.
 """
 
 import dataclasses
@@ -80,7 +81,7 @@ INDEPENDENT_CHUNKS = 2
 
 
 def model(arm: str) -> GroundTruth:
-    """The claim's model (non-uniform anchors) or the control's (uniform anchors, THEORY.md's pitfall)."""
+    """The claim's model (non-uniform anchors) or the control's (uniform anchors: docs/theory.md 6.1's pitfall)."""
     if arm == "claim":
         return AsymmetricSphere(DIM, kappa=KAPPA, anchor_kappa=ANCHOR_KAPPA, negative_law="marginal")
     return VMFUniform(DIM, KAPPA)
@@ -152,7 +153,8 @@ class SscrlFluctuation(Claim):
         "the negatives' fluctuation is averaged over anchors and the sd is flat in m (dominated by O(1/sqrt n))."
     )
     rule: ClassVar[str] = (
-        "THEORY.md C4: SSCRL slope CI contains -1/2; SCRL flat. Fixed by crl: AsymmetricSphere(3, kappa=1, "
+        "docs/theory.md section 7, C4: "
+        "SSCRL slope CI contains -1/2; SCRL flat. Fixed by crl: AsymmetricSphere(3, kappa=1, "
         "anchor_kappa=10, negatives = positives' marginal), s = 0.25 <x,y>, tau = 0.5, m in {16, ..., 256}, "
         "n = 4096/8192/16384 (quick/standard/full), anchors and negatives redrawn per data set. CI (each of the "
         "two at half the claim's error rate, Bonferroni) of the "
@@ -162,7 +164,8 @@ class SscrlFluctuation(Claim):
         "INCONCLUSIVE. Both parts must PASS."
     )
     control_description: ClassVar[str] = (
-        "THEORY.md's pitfall: the same rule with uniform anchors (VMFUniform(3, kappa=1)) and the same "
+        "The pitfall of docs/theory.md section 6.1: the same rule with uniform anchors (VMFUniform(3, kappa=1)) "
+        "and the same "
         "rotation-invariant score, where the shared 1/sqrt(m) fluctuation cancels exactly (E_x W(x,y')/Z = 1), "
         "so SSCRL is flat too and its part of the rule must FAIL."
     )

@@ -89,7 +89,7 @@ class CrossEntropyGapClaim(Claim):
         "0. So the risk approaches the integrated cross-entropy CE = KL(M||Q) - KL(M||pi) at rate 1/k."
     )
     rule = (
-        "THEORY.md section 7, C7: slope -1; inside Prop. 1's two bounds for every k. crl's fixed criterion: for "
+        "docs/theory.md section 7, C7: slope -1; inside Prop. 1's two bounds for every k. crl's fixed criterion: for "
         "each series (phi = identity, tau = 1; phi = random linear map, tau = 0.5; vMF(kappa = 2) on S^2) and "
         "each form (InfoNCE, DCL), the bootstrap CI of the log-log slope of |∫CE dpi - R| against k, at level "
         "the claim's error rate / 4 each (Bonferroni over the four series), "
@@ -134,11 +134,7 @@ class CrossEntropyGapClaim(Claim):
             notes=(
                 "Gaps estimated per draw with the control variate Wbar/N - 1 (exact mean), so their relative "
                 "error does not grow with k; log N(z) by a 48 x 96 product Gauss rule on S^2. Theory curves: "
-                "crl's second-order constants a (gap ~ a/k), by quadrature; not part of the verdict. History of the "
-                "level: the first rule judged each series' 95% CI alone; a standard run of C8 (seed 0) then missed "
-                "-1 in one of four series by 2.6 se, and seeds 1-3 passed. Four separate 95% CIs fail a true claim "
-                "in ~19% of runs, and seven claims at 95% each fail ~30% of runs, so the levels became family-wise: "
-                "95% over the shipped claims, Bonferroni within each claim's series."
+                "crl's second-order constants a (gap ~ a/k), by quadrature; not part of the verdict."
             ),
         )
 

@@ -128,7 +128,7 @@ class IdealSearchClaim(Claim):
         "was not confirmed)."
     )
     rule = (
-        "THEORY.md section 7, C8: slope -1; below (4/(tau k)) E|dM/dpi|^2 (+ log term). crl's fixed criterion: "
+        "docs/theory.md section 7, C8: slope -1; below (4/(tau k)) E|dM/dpi|^2 (+ log term). crl's fixed criterion: "
         "for each series (phi = identity, tau = 1; phi = random linear map, tau = 0.5; vMF(kappa = 2) on S^2, "
         "E|dM/dpi|^2 = kappa coth kappa) and each form (InfoNCE, DCL), the bootstrap CI of the log-log slope "
         "(the claim's error rate / 4 each, Bonferroni over the four series) of |gap| against k "
@@ -177,12 +177,7 @@ class IdealSearchClaim(Claim):
                 "O(1)-fluctuating terms with exactly known common means (E wbar = 1, E (1/k) sum w_i s_i = E_M s) "
                 "are replaced by those means, so the estimate (wbar - 1) log(Wbar/N) [+ InfoNCE's "
                 "-log(1 + e^{s/tau}/(k Wbar))] has a relative error that does not grow with k. Theory curves: "
-                "crl's constants a (gap ~ a/k; InfoNCE: a = -1 for every phi), by quadrature; not in the verdict. "
-                "History of the level: with each series' 95% CI judged alone, a standard run (seed 0) missed -1 in "
-                "one series (DCL, random map, tau 0.5: -1.014 [-1.024, -1.003], 2.6 se; k * gap 0.986, 1.000, "
-                "0.973, 0.954, 0.963, 0.940, 0.943 against crl's a = 0.960), and seeds 1-3 passed. Four separate "
-                "95% CIs fail a true claim in ~19% of runs and seven claims ~30%, so the levels became family-wise: "
-                "95% over the shipped claims, Bonferroni within each claim's series."
+                "crl's constants a (gap ~ a/k; InfoNCE: a = -1 for every phi), by quadrature; not in the verdict."
             ),
         )
 

@@ -214,7 +214,7 @@ class TemperatureClaim(Claim):
         "kappa tau <= 1 and rises as 1/tau falls below kappa."
     )
     rule = (
-        "THEORY.md section 7, C9: bounds 2/tau hold for random and trained phi; best KL rises once 1/tau < kappa. "
+        "docs/theory.md section 7, C9: bounds 2/tau hold for random and trained phi; best KL rises once 1/tau < kappa. "
         "crl's fixed criterion (vMF, d = 3, kappa = 4): (i) for phi in {random linear map, random MLP, MLP "
         "trained 300 Adam steps with InfoNCE at tau} and tau in {0.1, 0.25, 0.5, 1, 2}, sup_{z,z'} |log dQ/dpi| "
         "<= 2/tau and sup_z KL(Q(z,.)||pi) <= 2/tau on Gauss rules of S^2 (anchors 12 x 24, support 48 x 96; "
