@@ -3,19 +3,22 @@
 Retrieval ([A]'s criterion E(s) and the usual ranking metrics): every held-out anchor f(x_i) queries the
 gallery of all held-out positives g(y_j) by the score s = <f(x), g(y)>; its positive is y_i (index-matched).
 Fashion-MNIST: the 10,000 test images, as two augmented views drawn once with a generator seeded by
-``eval.seed``, or as left/right halves. The metrics (recall@k, MRR, nDCG@k, MAP, AUC with standard errors) come
-from :func:`crl.metrics.retrieval.retrieval_metrics`.
+``eval.seed``, or as left/right halves; your own arrays (``source = "arrays"``): their held-out pairs. The
+metrics (recall@k, MRR, nDCG@k, MAP, AUC with standard errors) come from
+:func:`crl.metrics.retrieval.retrieval_metrics`.
 
 Class accuracy (labelled data): embeddings f(x) (:func:`crl.models.embed`) of the anchor view of every train and
 test image (the clean image for two views, the left half for halves), scored by the weighted kNN monitor and the
-linear probe of :mod:`crl.metrics.classification`.
+linear probe of :mod:`crl.metrics.classification`; skipped, with a note, for data without labels.
+
+:func:`embed_array` embeds any array with a checkpoint's anchor or positive tower (``crl embed``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -23,11 +26,18 @@ from crl.metrics.classification import knn_accuracy, linear_probe_accuracy
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
 from crl.train.build import build_model, derive_generator
-from crl.train.checkpoint import load_train_state, newest_checkpoint
-from crl.train.config import TrainConfig
+from crl.train.checkpoint import TrainState, load_train_state, resolve_checkpoint
+from crl.train.config import ArraysData, TrainConfig
 from crl.train.data import heldout_pairs, labelled_inputs
 
-__all__ = ["EvalResult", "evaluate_checkpoint", "load_trained_model", "resolve_checkpoint"]
+__all__ = [
+    "EvalResult",
+    "Tower",
+    "embed_array",
+    "evaluate_checkpoint",
+    "load_trained_model",
+    "resolve_checkpoint",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,7 @@ class EvalResult:
         retrieval: held-out two-view (or halves, or synthetic) retrieval metrics.
         knn_accuracy: weighted kNN class accuracy on the test split, or ``None`` without labels.
         probe_accuracy: linear-probe accuracy, or ``None`` (no labels, or the probe is off).
+        notes: why a figure was skipped, one line each (e.g. data without labels).
     """
 
     checkpoint: Path
@@ -47,6 +58,7 @@ class EvalResult:
     retrieval: RetrievalReport
     knn_accuracy: float | None
     probe_accuracy: float | None
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """A flat JSON-able dict (the content of eval.json)."""
@@ -62,28 +74,6 @@ class EvalResult:
         return out
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint path: the file itself, or the newest checkpoint of a run folder.
-
-    Raises:
-        FileNotFoundError: if nothing usable is there.
-    """
-    path = Path(path)
-    if path.is_dir():
-        folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-        newest = newest_checkpoint(folder)
-        if newest is None:
-            raise FileNotFoundError(
-                f"no complete checkpoint in {str(folder)!r}; train first (crl train CONFIG)"
-            )
-        return newest
-    if not path.with_suffix(".safetensors").is_file():
-        raise FileNotFoundError(
-            f"checkpoint {str(path)!r} does not exist; pass a step-*.safetensors file or a run folder"
-        )
-    return path.with_suffix(".safetensors")
-
-
 def load_trained_model(path: str | Path, device: torch.device) -> tuple[DualEncoder, TrainConfig, int]:
     """Rebuild the model of a checkpoint from its saved config and load its weights (eval mode).
 
@@ -91,12 +81,24 @@ def load_trained_model(path: str | Path, device: torch.device) -> tuple[DualEnco
         (model, config, step).
     """
     state = load_train_state(resolve_checkpoint(path))
+    return _model_of(state, device), state.config, state.step
+
+
+def _model_of(state: TrainState, device: torch.device) -> DualEncoder:
+    """The model of a saved state, rebuilt from its config with its weights, on ``device`` in eval mode."""
     config = state.config
     model = build_model(
         config.model, config.loss, state.anchor_shape, state.positive_shape, derive_generator(0, "eval-init")
     )
     model.load_state_dict(state.model)
-    return model.to(device).eval(), config, state.step
+    return model.to(device).eval()
+
+
+def _device(device: str) -> torch.device:
+    """The torch device of 'auto' (CUDA when available), 'cpu' or 'cuda'."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device = {device!r} is not known; use 'auto', 'cpu' or 'cuda'")
+    return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
 
 
 def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult:
@@ -104,9 +106,7 @@ def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult
 
     Uses the run's ``run.num_threads`` torch threads when it sets them.
     """
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device = {device!r} is not known; use 'auto', 'cpu' or 'cuda'")
-    chosen = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+    chosen = _device(device)
     checkpoint_path = resolve_checkpoint(path)
     model, config, step = load_trained_model(checkpoint_path, chosen)
     if config.run.num_threads > 0:
@@ -119,7 +119,20 @@ def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult
         queries, gallery, positive_index=torch.arange(queries.shape[0]), ks=config.eval.ks
     )
     knn, probe = _class_accuracy(model, config, chosen)
-    return EvalResult(checkpoint_path, step, retrieval, knn, probe)
+    notes = () if knn is not None else (_no_labels_note(config),)
+    return EvalResult(checkpoint_path, step, retrieval, knn, probe, notes)
+
+
+def _no_labels_note(config: TrainConfig) -> str:
+    """Why kNN and linear-probe accuracy were skipped for this run's data."""
+    if isinstance(config.data, ArraysData):
+        return (
+            "kNN and linear-probe accuracy skipped: the run's arrays have no labels ([data] labels_key = ''); "
+            "set labels_key to an (n,) integer array to get them"
+        )
+    return (
+        f"kNN and linear-probe accuracy skipped: [data] source = {config.data.source!r} has no class labels"
+    )
 
 
 def _class_accuracy(
@@ -151,3 +164,44 @@ def _class_accuracy(
             n_classes=train.n_classes,
         )
     return knn, probe
+
+
+Tower = Literal["anchor", "positive"]
+"""Which encoder embeds: f (anchors, x) or g (positives, y); the same network when towers = 'shared'."""
+
+
+def embed_array(
+    checkpoint: str | Path,
+    inputs: torch.Tensor,
+    *,
+    tower: Tower = "anchor",
+    device: str = "auto",
+    batch_size: int | None = None,
+) -> torch.Tensor:
+    """phi(input) for N inputs with a trained checkpoint's tower, (N, d) float32 on the CPU.
+
+    Args:
+        checkpoint: a step-*.safetensors file or a run folder (its newest checkpoint).
+        inputs: (N, *input_shape) inputs of the tower (cast to float32).
+        tower: 'anchor' (f) or 'positive' (g).
+        device: 'cpu', 'cuda' or 'auto'.
+        batch_size: inputs per forward pass (default: the run's ``eval.batch_size``).
+
+    Raises:
+        ValueError: if the tower is unknown or one input's shape is not the tower's input shape.
+    """
+    if tower not in ("anchor", "positive"):
+        raise ValueError(f"tower = {tower!r} is not known; use 'anchor' (f, for x) or 'positive' (g, for y)")
+    chosen = _device(device)
+    state = load_train_state(resolve_checkpoint(checkpoint))
+    expected = state.anchor_shape if tower == "anchor" else state.positive_shape
+    if tuple(inputs.shape[1:]) != expected:
+        raise ValueError(
+            f"the inputs have shape {tuple(inputs.shape)}, but the {tower} tower of this checkpoint takes "
+            f"(N, {', '.join(str(size) for size in expected)}) inputs; pass the array it was trained on "
+            f"({'x' if tower == 'anchor' else 'y'}) or choose the other --tower"
+        )
+    model = _model_of(state, chosen)
+    encode = model.encode_anchors if tower == "anchor" else model.encode_positives
+    size = batch_size if batch_size is not None else state.config.eval.batch_size
+    return embed(encode, inputs.float(), batch_size=size, device=chosen)

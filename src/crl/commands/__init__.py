@@ -8,6 +8,7 @@ library does the work. Heavy imports (torch, the claims) happen inside the comma
 import typer
 
 from crl.commands.config import config
+from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
 from crl.commands.train import train
 from crl.commands.verify import verify
@@ -32,5 +33,6 @@ app.command()(verify)
 app.command()(train)
 app.command("eval")(evaluate)
 app.command()(config)
+app.command()(embed)
 
 __all__ = ["app"]

@@ -43,6 +43,8 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
         target.write_text(json.dumps(result.as_dict(), indent=1), encoding="utf-8")
         console = Console(soft_wrap=True)
         console.print(result_table(result))
+        for note in result.notes:
+            console.print(f"note: {note}", markup=False, highlight=False)
         console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)
         console.print(f"written to {target}", markup=False, highlight=False)
         return EXIT_OK

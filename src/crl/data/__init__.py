@@ -5,7 +5,7 @@ Nothing here downloads anything: Fashion-MNIST comes from the Debian package ``d
 digits ship inside scikit-learn.
 """
 
-from crl.data.arrays import GenerateNegatives, PairedArrays, load_paired_npz
+from crl.data.arrays import GenerateNegatives, PairedArrays, load_paired_npz, read_arrays
 from crl.data.augment import (
     ImageAugmentation,
     gaussian_noise,
@@ -47,6 +47,7 @@ __all__ = [
     "random_horizontal_flip",
     "random_resized_crop",
     "random_shift",
+    "read_arrays",
     "read_idx",
     "slice_rows",
     "split_halves",

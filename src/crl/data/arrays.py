@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -102,13 +102,61 @@ class PairedArrays(Dataset[tuple[Tensor, ...]]):
         return PairedArrays(self.x[indices], self.y[indices], labels)
 
 
+def read_arrays(path: str | Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """Named numeric arrays from a ``.npz`` file (``np.savez``) or a folder of ``<key>.npy`` files, without pickle.
+
+    Args:
+        path: the ``.npz`` file, or a folder holding one ``.npy`` file per key.
+        keys: the names of the arrays to read.
+
+    Raises:
+        FileNotFoundError: if ``path`` (or a key's ``.npy`` file in a folder) does not exist.
+        KeyError: if an ``.npz`` lacks a key (the message lists the keys present).
+        ValueError: if an array holds Python objects (pickle is refused) or the file is not an array file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return {key: _read_npy(path / f"{key}.npy") for key in keys}
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"array file {str(path)!r} does not exist; pass an .npz file (np.savez) or a folder of .npy files"
+        )
+    if path.suffix != ".npz":
+        raise ValueError(
+            f"{path}: expected an .npz file (np.savez) or a folder of <key>.npy files; an .npy file holds one "
+            "array, so put x and y in one .npz or in one folder"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [key for key in keys if key not in archive.files]
+            if missing:
+                raise KeyError(f"{path}: no array named {missing}; the file holds {sorted(archive.files)}.")
+            return {key: np.array(archive[key]) for key in keys}
+    except ValueError as error:
+        raise ValueError(
+            f"{path}: cannot read without pickle ({error}); store numeric arrays only."
+        ) from error
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    """One array from an ``.npy`` file, without pickle."""
+    if not path.is_file():
+        raise FileNotFoundError(f"array file {str(path)!r} does not exist; save it with np.save")
+    try:
+        return np.asarray(np.load(path, allow_pickle=False))
+    except ValueError as error:
+        raise ValueError(
+            f"{path}: cannot read without pickle ({error}); store numeric arrays only."
+        ) from error
+
+
 def load_paired_npz(
     path: str | Path, *, x_key: str = "x", y_key: str = "y", labels_key: str | None = None
 ) -> PairedArrays:
-    """Paired arrays from a ``.npz`` file (``np.savez``), read without pickle.
+    """Paired arrays from a ``.npz`` file (``np.savez``) or a folder of ``.npy`` files, read without pickle.
 
     Args:
-        path: the ``.npz`` file.
+        path: the ``.npz`` file (or a folder with ``<x_key>.npy``, ``<y_key>.npy``, ...).
         x_key, y_key: names of the anchor and positive arrays (same first dimension n).
         labels_key: name of an (n,) integer label array, or ``None``.
 
@@ -116,16 +164,7 @@ def load_paired_npz(
         KeyError: if a key is missing (the message lists the keys present).
         ValueError: if an array holds Python objects (pickle is refused) or the arrays do not pair up.
     """
-    try:
-        with np.load(Path(path), allow_pickle=False) as archive:
-            keys = [x_key, y_key] + ([labels_key] if labels_key is not None else [])
-            missing = [key for key in keys if key not in archive.files]
-            if missing:
-                raise KeyError(f"{path}: no array named {missing}; the file holds {sorted(archive.files)}.")
-            arrays = [np.array(archive[key]) for key in keys]
-    except ValueError as error:
-        raise ValueError(
-            f"{path}: cannot read without pickle ({error}); store numeric arrays only."
-        ) from error
-    tensors = [torch.from_numpy(array) for array in arrays]
+    keys = [x_key, y_key] + ([labels_key] if labels_key is not None else [])
+    arrays = read_arrays(path, keys)
+    tensors = [torch.from_numpy(arrays[key]) for key in keys]
     return PairedArrays(tensors[0], tensors[1], tensors[2] if labels_key is not None else None)

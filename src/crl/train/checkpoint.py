@@ -47,6 +47,7 @@ __all__ = [
     "load_train_state",
     "newest_checkpoint",
     "optimizer_state",
+    "resolve_checkpoint",
     "save_checkpoint",
     "save_train_state",
 ]
@@ -133,6 +134,28 @@ def newest_checkpoint(directory: str | Path) -> Path | None:
     """The safetensors path of the newest complete checkpoint, or ``None``."""
     found = list_checkpoints(directory)
     return found[-1][1] if found else None
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint path: the file itself, or the newest checkpoint of a run folder.
+
+    Raises:
+        FileNotFoundError: if nothing usable is there.
+    """
+    path = Path(path)
+    if path.is_dir():
+        folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        newest = newest_checkpoint(folder)
+        if newest is None:
+            raise FileNotFoundError(
+                f"no complete checkpoint in {str(folder)!r}; train first (crl train CONFIG)"
+            )
+        return newest
+    if not path.with_suffix(".safetensors").is_file():
+        raise FileNotFoundError(
+            f"checkpoint {str(path)!r} does not exist; pass a step-*.safetensors file or a run folder"
+        )
+    return path.with_suffix(".safetensors")
 
 
 def _prune(directory: Path, keep: int) -> None:

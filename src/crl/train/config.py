@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, model_validator
 from crl._vocab import Form, Regime
 from crl.train._config_errors import describe_error
 from crl.train.config_kinds import (
+    ArraysData,
     BagModel,
     CnnModel,
     DataConfig,
@@ -34,6 +35,7 @@ from crl.train.config_migration import migrate_flat_sections
 from crl.train.overrides import apply_overrides
 
 __all__ = [
+    "ArraysData",
     "BagModel",
     "CnnModel",
     "ConfigError",

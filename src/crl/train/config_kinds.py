@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "ArraysData",
     "BagModel",
     "CnnModel",
     "DataConfig",
@@ -111,7 +112,51 @@ class SyntheticData(_DataSection):
         return self
 
 
-DataConfig = Annotated[FashionMnistData | DigitsData | SyntheticData, Field(discriminator="source")]
+class ArraysData(_DataSection):
+    """``[data] source = "arrays"``: your own pairs (x_i, y_i), from an .npz file or a folder of .npy files."""
+
+    source: Literal["arrays"] = Field(
+        default="arrays", description="Your own paired arrays (an .npz file or a folder of .npy files)."
+    )
+    path: str = Field(
+        default="pairs.npz",
+        min_length=1,
+        description="The .npz file (np.savez) with the arrays, or a folder with one <key>.npy file per array.",
+    )
+    x_key: str = Field(default="x", min_length=1, description="Name of the anchors x, an (n, ...) array.")
+    y_key: str = Field(default="y", min_length=1, description="Name of the positives y, an (n, ...) array.")
+    labels_key: str = Field(
+        default="",
+        description="Name of (n,) integer class labels for kNN/linear-probe accuracy ('': none, skipped).",
+    )
+    heldout_path: str = Field(
+        default="",
+        description="Held-out pairs in a file of the same layout and keys ('': hold out heldout_fraction of "
+        "path's pairs instead).",
+    )
+    heldout_fraction: float = Field(
+        default=0.1,
+        ge=0,
+        lt=1,
+        description="Without heldout_path: this fraction of the pairs, drawn with split_seed, is held out.",
+    )
+    split_seed: int = Field(
+        default=0, ge=0, description="Seed of the held-out split (the same split for training and crl eval)."
+    )
+
+    @model_validator(mode="after")
+    def _has_heldout(self) -> ArraysData:
+        if not self.heldout_path and self.heldout_fraction == 0:
+            raise ValueError(
+                "heldout_fraction = 0 without heldout_path leaves no held-out pairs for crl eval; set "
+                "heldout_fraction > 0 (e.g. 0.1) or heldout_path"
+            )
+        return self
+
+
+DataConfig = Annotated[
+    FashionMnistData | DigitsData | SyntheticData | ArraysData, Field(discriminator="source")
+]
 """``[data]``: the paired data set (x_i, y_i), i = 1..n; ``source`` picks the kind and its fields."""
 
 

@@ -5,9 +5,10 @@
 - ``pairs = "halves"``: :func:`crl.data.halves_pairs` (left half -> right half).
 - ``source = "synthetic"``: :class:`crl.data.SyntheticPairs` from a :mod:`crl.synthetic` truth; negatives are
   then drawn from p- itself.
+- ``source = "arrays"``: your own pairs (:mod:`crl.train.data_arrays`), held out by a file or a seeded split.
 
 Class-level evaluation embeds the *anchor view* of each labelled image with f: the clean image for two views,
-its left half for halves.
+its left half for halves, x for arrays with labels.
 """
 
 from __future__ import annotations
@@ -31,8 +32,16 @@ from crl.data import (
     split_halves,
 )
 from crl.train.build import derive_generator
-from crl.train.config import DataConfig, DigitsData, FashionMnistData, SyntheticData, TrainConfig
+from crl.train.config import (
+    ArraysData,
+    DataConfig,
+    DigitsData,
+    FashionMnistData,
+    SyntheticData,
+    TrainConfig,
+)
 from crl.train.config_kinds import ImageData
+from crl.train.data_arrays import read_split
 
 __all__ = ["LabelledInputs", "build_source", "heldout_pairs", "labelled_inputs"]
 
@@ -96,6 +105,8 @@ def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> Pa
 
     Synthetic training pairs are drawn once from the "data" stream of ``seed``.
     """
+    if isinstance(config, ArraysData):
+        return read_split(config, split)
     if isinstance(config, SyntheticData):
         count = config.n_train if split == "train" else config.n_heldout
         stream = "data" if split == "train" else "heldout"
@@ -108,7 +119,9 @@ def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> Pa
 
 def heldout_pairs(config: TrainConfig) -> PairedArrays:
     """The fixed held-out pairs: two views of each test image drawn with the ``eval.seed`` generator, the
-    halves of each test image, or n_heldout fresh synthetic pairs."""
+    halves of each test image, n_heldout fresh synthetic pairs, or the held-out part of your arrays."""
+    if isinstance(config.data, ArraysData):
+        return read_split(config.data, "test")
     if isinstance(config.data, SyntheticData):
         heldout = derive_generator(config.eval.seed, "heldout")
         return _synthetic_pairs(config.data, config.data.n_heldout, heldout)
@@ -120,10 +133,26 @@ def heldout_pairs(config: TrainConfig) -> PairedArrays:
 
 
 def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
-    """Anchor-view inputs and labels of a split (``None`` for synthetic data, which has no classes)."""
+    """Anchor-view inputs and labels of a split (``None`` for synthetic data, and arrays without labels)."""
     if isinstance(config, SyntheticData):
         return None
+    if isinstance(config, ArraysData):
+        return _labelled_arrays(config, split)
     images = _images(config, split)
     pixels = images.images if config.pairs == "augment" else split_halves(images.images)[0]
     inputs = pixels.squeeze(1) if pixels.shape[1] == 1 else pixels
     return LabelledInputs(inputs, images.labels, len(images.class_names))
+
+
+def _labelled_arrays(config: ArraysData, split: Split) -> LabelledInputs | None:
+    """x and labels of a split of your arrays (``None`` without ``labels_key``); the classes are those of both
+    splits."""
+    if not config.labels_key:
+        return None
+    parts = {name: read_split(config, name) for name in ("train", "test")}
+    labels = [part.labels for part in parts.values() if part.labels is not None]
+    n_classes = 1 + max(int(part.max()) for part in labels)
+    pairs = parts[split]
+    if pairs.labels is None or int(min(int(part.min()) for part in labels)) < 0:
+        raise ValueError(f"[data] labels_key = {config.labels_key!r}: labels must be integers >= 0")
+    return LabelledInputs(pairs.x, pairs.labels, n_classes)
