@@ -31,13 +31,22 @@ def train(
             "literal, a bare word a string).",
         ),
     ] = None,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start this new run from the encoder weights of a checkpoint or run folder (its newest "
+            "checkpoint); not its optimiser or schedule. Recorded as run.init_from.",
+        ),
+    ] = None,
 ) -> None:
     """Train a contrastive encoder; resumes from the newest checkpoint of the run folder.
 
-    The run's config.toml records the config after --out and --set. Distributed:
+    The run's config.toml records the config after --out, --set and --init-from. Distributed:
     torchrun --nproc_per_node=K -m crl train CONFIG (gloo on CPU, nccl on CUDA).
     """
-    raise typer.Exit(train_command(config, overrides=command_line_overrides(out, set_ or [])))
+    raise typer.Exit(
+        train_command(config, overrides=command_line_overrides(out, set_ or []), init_from=init_from)
+    )
 
 
 def command_line_overrides(out: Path | None, sets: Sequence[str]) -> list[str]:
@@ -45,7 +54,18 @@ def command_line_overrides(out: Path | None, sets: Sequence[str]) -> list[str]:
     return ([f"run.out_dir={json.dumps(str(out))}"] if out is not None else []) + list(sets)
 
 
-def train_command(config_path: Path, overrides: Sequence[str] = ()) -> int:
+def init_from_override(init_from: Path) -> str:
+    """``--init-from PATH`` as ``run.init_from="CHECKPOINT"``, a run folder resolved to its newest checkpoint.
+
+    Raises:
+        FileNotFoundError: if there is no checkpoint at ``init_from``.
+    """
+    from crl.train.checkpoint import resolve_checkpoint
+
+    return f"run.init_from={json.dumps(str(resolve_checkpoint(init_from)))}"
+
+
+def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: Path | None = None) -> int:
     """Run ``crl train``: 0 on success, 2 for a bad config or path (the error names the field, value and fix)."""
 
     def body() -> int:
@@ -54,12 +74,15 @@ def train_command(config_path: Path, overrides: Sequence[str] = ()) -> int:
         from crl.train.config import load_config
         from crl.train.trainer import Trainer
 
-        result = Trainer(load_config(config_path, overrides)).fit()
+        chosen = [*overrides, init_from_override(init_from)] if init_from is not None else list(overrides)
+        result = Trainer(load_config(config_path, chosen)).fit()
         if int(os.environ.get("RANK", "0")) == 0:
             console = Console(soft_wrap=True)
             console.print(summary_table(result))
             console.print(f"run folder: {result.run_dir}", markup=False, highlight=False)
             console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)
+            if result.already_complete:
+                console.print(already_complete_note(result), markup=False, highlight=False)
         return EXIT_OK
 
     return run_reporting_errors(body)
@@ -74,9 +97,19 @@ def summary_table(result: RunResult) -> Table:
     table.add_column("field", no_wrap=True)
     table.add_column("value", no_wrap=True)
     start = "fresh run" if result.resumed_from == 0 else f"resumed from step {result.resumed_from}"
+    if result.already_complete:
+        start = "already complete, nothing trained"
     table.add_row("steps", f"{result.step} ({start})")
     table.add_row("wall time", f"{result.wall_time_s:.1f} s")
     for key, value in result.metrics.items():
         if key != "step":
             table.add_row(key, f"{value:.6g}")
     return table
+
+
+def already_complete_note(result: RunResult) -> str:
+    """What to do when the run folder already holds the finished run."""
+    return (
+        f"the run is already complete (step {result.step}); nothing was trained. To train on from its weights, "
+        f"start a new run: crl train CONFIG --set run.name=NEW --init-from {result.run_dir}"
+    )

@@ -180,6 +180,11 @@ class RunConfig(Section):
     num_threads: int = Field(
         default=0, ge=0, description="torch CPU threads per process (0: leave torch's default)."
     )
+    init_from: str = Field(
+        default="",
+        description="Checkpoint whose encoder weights start this new run (crl train --init-from; '': the "
+        "weights are drawn from seed).",
+    )
     progress: bool = Field(default=True, description="Show a rich progress bar on rank 0.")
     tensorboard: bool = Field(default=True, description="Write TensorBoard event files into the run folder.")
 

@@ -7,7 +7,10 @@ end (a :class:`~crl.train.checkpoint.TrainState`), a progress bar, ``torch.set_n
 process group (DDP, gathered in-batch negatives). A new ``Trainer`` with the same config resumes from the newest
 checkpoint: model, optimiser, schedule, every generator state of every rank, the queue, the data permutation and
 position, and the step are restored, so the resumed run ends bitwise equal to an uninterrupted one (with the
-same thread count). Which config fields may differ on resume is declared by ``TrainConfig.RESUMABLE``.
+same thread count). Which config fields may differ on resume is declared by ``TrainConfig.RESUMABLE``; the data
+must be the same too (``data.json``, :mod:`crl.train.fingerprint`). A finished run is not trained again
+(``RunResult.already_complete``). ``[run] init_from`` starts a fresh run from another checkpoint's encoder weights
+(:mod:`crl.train.warm_start`).
 
 Randomness: the named streams of :class:`~crl.train.build.Streams` ("init", "order", "views", "negatives").
 """
@@ -35,7 +38,13 @@ from torch import Tensor
 
 from crl.data.source import PairSource
 from crl.train.build import Streams, build_sampler
-from crl.train.checkpoint import StreamStates, load_train_state, newest_checkpoint, save_train_state
+from crl.train.checkpoint import (
+    StreamStates,
+    load_train_state,
+    newest_checkpoint,
+    resolve_checkpoint,
+    save_train_state,
+)
 from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_config, resume_differences
 from crl.train.distributed import (
     all_gather_equal,
@@ -44,7 +53,9 @@ from crl.train.distributed import (
     shutdown,
     wrap_model,
 )
+from crl.train.fingerprint import check_same_data, fingerprint_source, write_fingerprint
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
+from crl.train.warm_start import load_encoder_weights
 
 __all__ = ["RunResult", "Trainer"]
 
@@ -60,6 +71,7 @@ class RunResult:
         metrics: the last logged row (loss, lr, tau, pairs_per_s, ...).
         wall_time_s: seconds spent in this call of ``fit`` (not counting earlier, interrupted calls).
         resumed_from: the step this call started from (0 for a fresh run).
+        already_complete: the run folder held a finished run, so nothing was trained.
     """
 
     run_dir: Path
@@ -68,6 +80,7 @@ class RunResult:
     metrics: dict[str, float]
     wall_time_s: float
     resumed_from: int
+    already_complete: bool = False
 
 
 class _RunLog:
@@ -153,9 +166,14 @@ class Trainer:
         final = newest_checkpoint(self.run_dir / "checkpoints")
         if resumed_from >= self.config.optim.total_steps and final is not None:
             shutdown(self.context)
+            seconds = time.perf_counter() - started
             return RunResult(
-                self.run_dir, final, resumed_from, {}, time.perf_counter() - started, resumed_from
+                self.run_dir, final, resumed_from, {}, seconds, resumed_from, already_complete=True
             )
+        if resumed_from == 0 and self.config.run.init_from:
+            checkpoint = self.config.run.init_from
+            state = load_train_state(resolve_checkpoint(checkpoint))
+            load_encoder_weights(self.loop.model, state, checkpoint=checkpoint)
         log = (
             _RunLog(self.run_dir, resumed_step=resumed_from, tensorboard=self.config.run.tensorboard)
             if self.context.is_main
@@ -230,17 +248,21 @@ class Trainer:
         return row
 
     def _prepare_run_dir(self) -> None:
+        """Check a run folder's config and data against this run's, or create the folder with both.
+
+        ``data.json`` is written before ``config.toml``, so a folder with a config always has its data's
+        fingerprint (folders written before fingerprints have none and are not checked).
+        """
         config_path = self.run_dir / "config.toml"
+        fingerprint = fingerprint_source(self.config.data.source, self.source)
         if config_path.exists():
             differences = resume_differences(load_config(config_path), self.config)
             if differences:
-                raise ConfigError(
-                    f"run folder {str(self.run_dir)!r} holds a run with another config:\n  "
-                    + "\n  ".join(differences)
-                    + "\nchoose another run.name (or run.out_dir), or delete that folder"
-                )
+                raise ConfigError(_another_config_message(self.run_dir, differences))
+            check_same_data(self.run_dir, fingerprint)
         elif self.context.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_fingerprint(self.run_dir, fingerprint)
             config_path.write_text(config_to_toml(self.config), encoding="utf-8")
 
     def _resume(self) -> int:
@@ -266,3 +288,18 @@ class Trainer:
                 directory, self.loop.state(streams), keep=self.config.run.keep_checkpoints
             )
         return directory / f"step-{self.loop.step:08d}.safetensors"
+
+
+def _another_config_message(run_dir: Path, differences: list[str]) -> str:
+    """Why a run folder cannot be resumed with this config, and the fixes (a finished run is not extended)."""
+    message = (
+        f"run folder {str(run_dir)!r} holds a run with another config:\n  "
+        + "\n  ".join(differences)
+        + "\nchoose another run.name (or run.out_dir, --out), or delete that folder"
+    )
+    if any(line.startswith("[optim] total_steps") for line in differences):
+        message += (
+            "; a run is not extended in place (its cosine schedule depends on total_steps): to train on "
+            f"from its weights, start a new run with --init-from {str(run_dir)!r} and another run.name"
+        )
+    return message
