@@ -64,11 +64,14 @@ def _where(model: type[BaseModel], loc: tuple[int | str, ...]) -> _Where:
 
 
 def _format_location(names: tuple[int | str, ...]) -> str:
-    if not names:
-        return "(top level)"
-    section = [str(part) for part in names[:-1] if isinstance(part, str)]
+    """``[section] field``; list items as ``field[i]``, e.g. ``[eval] ks[1]``."""
+    keys = [index for index, part in enumerate(names) if isinstance(part, str)]
+    if not keys:
+        return "".join(f"[{part}]" for part in names) or "(top level)"
+    last = keys[-1]
+    section = [str(part) for part in names[:last] if isinstance(part, str)]
     head = f"[{'.'.join(section)}] " if section else ""
-    return f"{head}{names[-1]}"
+    return head + str(names[last]) + "".join(f"[{part}]" for part in names[last + 1 :])
 
 
 def _kind_note(holder: type[BaseModel] | None) -> str:

@@ -2,7 +2,8 @@
 
 Sections: ``[data]``, ``[model]``, ``[loss]``, ``[optim]``, ``[run]``, ``[eval]``. ``[data]`` and ``[model]`` are
 kinds chosen by ``source`` and ``encoder`` (:mod:`crl.train.config_kinds`), each with only its own fields. Every
-field has a default and a description; unknown fields are errors. :func:`load_config` turns pydantic's errors into a
+field has a default and a description; unknown fields are errors; types are strict (no string -> number) and
+floats finite. :func:`load_config` turns pydantic's errors into a
 :class:`ConfigError` whose message names the field, the value given and what is allowed, e.g.::
 
     configs/x.toml: [loss] form = 'nce' is not allowed: expected one of 'infonce', 'dcl', 'gcl'

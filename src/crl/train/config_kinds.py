@@ -27,9 +27,14 @@ __all__ = [
 
 
 class Section(BaseModel):
-    """A config section: frozen, and unknown fields are errors."""
+    """A config section: frozen, unknown fields are errors, and types are strict and finite.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Strict: a value must already have its field's type (TOML ``tau = "0.1"`` or ``batch_size = "32"`` is an
+    error, not a number; an integer is fine where a float is wanted, and ``true`` is not 1). Finite: inf and NaN
+    are refused in every float field.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class _DataSection(Section):
