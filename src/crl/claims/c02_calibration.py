@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from crl.claims._random_scores import make_model, random_feature_score, random_table
 from crl.claims.base import (
     Claim,
     ClaimContext,
@@ -47,7 +48,6 @@ from crl.claims.base import (
     points,
     verdict_no_violations,
 )
-from crl.claims.c01_fisher import make_model, random_feature_score, random_table
 from crl.metrics.risk import (
     FeatureScore,
     FiniteLaw,
