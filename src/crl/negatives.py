@@ -1,6 +1,6 @@
 """How negatives y' are drawn: the two regimes of [A] and their practical sources.
 
-THEORY.md, section 1: in **SCRL** every anchor x_i gets its own m independent negatives y'_{i1..im}; in
+docs/theory.md, section 1: in **SCRL** every anchor x_i gets its own m independent negatives y'_{i1..im}; in
 **SSCRL** one set y'_1..y'_m is shared by all anchors of the batch. The number of negatives m is a
 parameter of its own, independent of the batch size n, in both regimes.
 
@@ -16,7 +16,7 @@ Samplers (``sampler.draw(batch, rng) -> Negatives``):
 - :class:`Gathered`: SSCRL over the global batch of all ranks: the embeddings of every rank are all-gathered
   **with gradient** (:func:`all_gather_with_grad`), so each anchor sees the K*n - 1 other positives.
 
-Pool draws are i.i.d. uniform over the pool, i.e. from the empirical marginal of y (the p- of THEORY.md;
+Pool draws are i.i.d. uniform over the pool, i.e. from the empirical marginal of y (the p- of docs/theory.md;
 a draw may hit the anchor's own positive, as an i.i.d. draw from p- can). Indices and samples are not yet
 embeddings: the caller embeds them with the positive tower g (and, for the symmetric loss, the anchor side
 with f).

@@ -1,6 +1,6 @@
 """Independent float64 references: explicit Python loops over anchors and negatives, with math, not torch.
 
-Nothing here calls crl; the formulas are written from THEORY.md section 2 directly.
+Nothing here calls crl; the formulas are written from docs/theory.md section 2 directly.
 """
 
 import math

@@ -45,7 +45,7 @@ CASES = [
 @pytest.mark.parametrize("tiling", ["dense", "tiled"])
 @pytest.mark.parametrize("tau", [0.05, 0.5, 2.0])
 def test_matches_float64_loops(form, regime, symmetric, explicit, tiling, tau):
-    """Every form x regime x symmetric equals the explicit loop of THEORY.md section 2 (else a formula is wrong)."""
+    """Every form x regime x symmetric equals the explicit loop of docs/theory.md sec. 2 (else a formula is wrong)."""
     a, p, neg = _case(regime, symmetric, explicit)
     got = contrastive_loss(
         a,

@@ -1,4 +1,4 @@
-"""The contrastive objective family of THEORY.md section 2, exact for any number of negatives m.
+"""The contrastive objective family of docs/theory.md section 2, exact for any number of negatives m.
 
 One definition of each loss lives here; training, risk estimates and claims all call these functions.
 """

@@ -5,7 +5,7 @@
     tau log mean_j exp(Delta_j / tau) = min_mu { mu + tau mean_j phi*((Delta_j - mu) / tau) },  phi*(t) = e^t - 1.
 
 Replacing the disutility phi* by another convex one gives other aggregations of the m negatives. [A]'s exact list of
-disutilities could not be confirmed (THEORY.md section 2), so the family offered here is crl's own choice:
+disutilities could not be confirmed (docs/theory.md section 2), so the family offered here is crl's own choice:
 
 - ``Entropic()``: phi*(t) = e^t - 1, the contrastive (GCL) risk. The minimiser is mu* = tau log mean_j exp(Delta_j/tau).
 - ``CVaR(alpha)``: phi*(t) = [t]_+ / alpha. The objective is mu + mean_j [Delta_j - mu]_+ / alpha (tau cancels),
