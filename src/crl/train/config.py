@@ -175,6 +175,15 @@ class RunConfig(Section):
         ge=1,
         description="Log loss, lr and tau to metrics.jsonl/TensorBoard every this many steps.",
     )
+    eval_every: int = Field(
+        default=0,
+        ge=0,
+        description="Every this many steps log held-out recall@1 and MRR (heldout/ in metrics.jsonl and "
+        "TensorBoard) on the first eval_pairs held-out pairs (0: off).",
+    )
+    eval_pairs: int = Field(
+        default=1000, ge=2, description="Held-out pairs of the periodic held-out metric (eval_every)."
+    )
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="'auto': CUDA when available, else CPU."
     )
@@ -230,6 +239,8 @@ class TrainConfig(Section):
             "run.log_every",
             "run.checkpoint_every",
             "run.keep_checkpoints",
+            "run.eval_every",
+            "run.eval_pairs",
             "eval",
         }
     )

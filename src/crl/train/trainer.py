@@ -1,9 +1,10 @@
 """The trainer: the pure :class:`~crl.train.loop.TrainingLoop` inside a run folder, under DDP.
 
 ``Trainer(config).fit() -> RunResult``. Around the loop it adds what a run on disk needs: the run folder
-``run.out_dir/run.name`` with ``config.toml``, ``metrics.jsonl`` (one JSON row per ``log_every`` steps),
-TensorBoard events, ``checkpoints/step-*.safetensors`` + ``.json`` every ``checkpoint_every`` steps and at the
-end (a :class:`~crl.train.checkpoint.TrainState`), a progress bar, ``torch.set_num_threads`` and the torchrun
+``run.out_dir/run.name`` with ``config.toml``, ``metrics.jsonl`` (one JSON row per ``log_every`` steps, and a
+``heldout/`` row per ``eval_every`` steps, :mod:`crl.train.heldout_monitor`), TensorBoard events,
+``checkpoints/step-*.safetensors`` + ``.json`` every ``checkpoint_every`` steps and at the end (a
+:class:`~crl.train.checkpoint.TrainState`), a progress bar, ``torch.set_num_threads`` and the torchrun
 process group (DDP, gathered in-batch negatives). A new ``Trainer`` with the same config resumes from the newest
 checkpoint: model, optimiser, schedule, every generator state of every rank, the queue, the data permutation and
 position, and the step are restored, so the resumed run ends bitwise equal to an uninterrupted one (with the
@@ -54,6 +55,7 @@ from crl.train.distributed import (
     wrap_model,
 )
 from crl.train.fingerprint import check_same_data, fingerprint_source, write_fingerprint
+from crl.train.heldout_monitor import HeldoutMonitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
 from crl.train.warm_start import load_encoder_weights
 
@@ -102,15 +104,16 @@ class _RunLog:
 
             self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resumed_step + 1)
 
-    def write(self, row: dict[str, float]) -> None:
-        """Append one row to metrics.jsonl (flushed) and its scalars to TensorBoard."""
+    def write(self, row: dict[str, float], *, prefix: str = "train/") -> None:
+        """Append one row to metrics.jsonl (flushed) and its scalars to TensorBoard, under ``prefix`` unless a
+        name already has a section (``heldout/recall@1``)."""
         self.handle.write(json.dumps(row) + "\n")
         self.handle.flush()
         if self.writer is not None:
             step = int(row["step"])
             for key, value in row.items():
                 if key != "step":
-                    self.writer.add_scalar(f"train/{key}", value, step)
+                    self.writer.add_scalar(key if "/" in key else f"{prefix}{key}", value, step)
 
     def close(self) -> None:
         """Close metrics.jsonl and the TensorBoard writer."""
@@ -191,8 +194,9 @@ class Trainer:
 
     def _run(self, log: _RunLog | None) -> tuple[dict[str, float], Path]:
         run, total, loop = self.config.run, self.config.optim.total_steps, self.loop
+        monitor = self._heldout_monitor()
         loss_sum = torch.zeros((), device=self.context.device)
-        since, tick, metrics = 0, time.perf_counter(), {}
+        since, tick, metrics, heldout = 0, time.perf_counter(), {}, {}
         final = self.run_dir
         with self._progress() as advance:
             while not loop.done:
@@ -202,10 +206,20 @@ class Trainer:
                     metrics = self._log_row(loss_sum / since, since, time.perf_counter() - tick, log)
                     loss_sum.zero_()
                     since, tick = 0, time.perf_counter()
+                if monitor is not None and loop.step % run.eval_every == 0:
+                    heldout = monitor(loop.model)
+                    if log is not None:
+                        log.write({"step": loop.step, **heldout})
                 if loop.step % run.checkpoint_every == 0 or loop.step == total:
                     final = self._save()
                 advance(metrics.get("loss"))
-        return metrics, final
+        return {**metrics, **heldout}, final
+
+    def _heldout_monitor(self) -> HeldoutMonitor | None:
+        """Rank 0's held-out monitor when ``run.eval_every`` > 0, else ``None``."""
+        if self.config.run.eval_every == 0 or not self.context.is_main:
+            return None
+        return HeldoutMonitor.from_config(self.config, self.context.device)
 
     @contextmanager
     def _progress(self) -> Iterator[Callable[[float | None], None]]:
