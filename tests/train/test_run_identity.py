@@ -95,3 +95,16 @@ def test_init_from_another_architecture_is_refused(tmp_path: Path) -> None:
     other = _config(tmp_path, "wide", data, model={"hidden": [24]}, run={"init_from": str(first.checkpoint)})
     with pytest.raises(ValueError, match=r"--init-from .*does not fit[\s\S]*\(24, 6\) here"):
         fit(other)
+
+
+def test_a_folder_without_data_json_still_names_a_shape_mismatch(tmp_path: Path) -> None:
+    """Run folders written before data.json: another input dimension is named, not a raw state_dict error."""
+    data = _pairs(tmp_path / "pairs.npz")
+    config = _config(tmp_path, "old", data)
+    fit(config)
+    (config.run_dir / "data.json").unlink()
+    _pairs(data, dim=8)
+    with pytest.raises(
+        ValueError, match=r"does not fit this run's model .*\(16, 6\) in the checkpoint, \(16, 8\) here"
+    ):
+        fit(config)

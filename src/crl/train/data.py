@@ -144,15 +144,25 @@ def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
     return LabelledInputs(inputs, images.labels, len(images.class_names))
 
 
+def _labels_of(pairs: PairedArrays, config: ArraysData) -> Tensor:
+    """The labels of pairs read with ``labels_key`` set, checked to be class indices >= 0."""
+    if pairs.labels is None or int(pairs.labels.min()) < 0:
+        raise ValueError(f"[data] labels_key = {config.labels_key!r}: labels must be class indices >= 0")
+    return pairs.labels
+
+
 def _labelled_arrays(config: ArraysData, split: Split) -> LabelledInputs | None:
-    """x and labels of a split of your arrays (``None`` without ``labels_key``); the classes are those of both
-    splits."""
+    """x and labels of a split of your arrays (``None`` without ``labels_key``); the classes 0..C-1 are those
+    of both splits, so train and test agree on C.
+
+    Raises:
+        ValueError: if a label is negative.
+    """
     if not config.labels_key:
         return None
-    parts = {name: read_split(config, name) for name in ("train", "test")}
-    labels = [part.labels for part in parts.values() if part.labels is not None]
-    n_classes = 1 + max(int(part.max()) for part in labels)
-    pairs = parts[split]
-    if pairs.labels is None or int(min(int(part.min()) for part in labels)) < 0:
-        raise ValueError(f"[data] labels_key = {config.labels_key!r}: labels must be integers >= 0")
-    return LabelledInputs(pairs.x, pairs.labels, n_classes)
+    train, test = read_split(config, "train"), read_split(config, "test")
+    train_labels, test_labels = _labels_of(train, config), _labels_of(test, config)
+    n_classes = int(max(train_labels.max(), test_labels.max())) + 1
+    if split == "train":
+        return LabelledInputs(train.x, train_labels, n_classes)
+    return LabelledInputs(test.x, test_labels, n_classes)

@@ -57,7 +57,7 @@ from crl.train.distributed import (
 from crl.train.fingerprint import check_same_data, fingerprint_source, write_fingerprint
 from crl.train.heldout_monitor import HeldoutMonitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
-from crl.train.warm_start import load_encoder_weights
+from crl.train.warm_start import load_encoder_weights, weight_mismatches
 
 __all__ = ["RunResult", "Trainer"]
 
@@ -288,6 +288,12 @@ class Trainer:
             raise ValueError(
                 f"checkpoint {str(path)!r} was written by {state.world_size} processes, this run has "
                 f"{self.context.world_size}; resume with the same number of processes"
+            )
+        mismatches = weight_mismatches(self.loop.model.state_dict(), state.model)
+        if mismatches:
+            raise ValueError(
+                f"checkpoint {str(path)!r} does not fit this run's model ({'; '.join(mismatches)}): the run "
+                "folder was trained on data of other shapes; use a new run.name or --out"
             )
         self.loop.restore(state)
         return state.step
