@@ -1,6 +1,6 @@
 """The step loss: routing of every negatives kind to the objectives, and the gathered in-batch loss.
 
-References: the float64 loops of tests/objectives/reference.py (written from THEORY.md, not from crl).
+References: the float64 loops of tests/objectives/reference.py (written from docs/theory.md, not from crl).
 """
 
 import pytest

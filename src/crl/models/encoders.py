@@ -1,6 +1,6 @@
 """Encoders of tensors and the dual encoder that defines the score.
 
-A contrastive model scores a pair by an inner product of embeddings, s(x, y) = <f(x), g(y)> (THEORY.md,
+A contrastive model scores a pair by an inner product of embeddings, s(x, y) = <f(x), g(y)> (docs/theory.md,
 section 1). This module gives the pieces:
 
 - :class:`MLP` and :class:`SmallCNN` (for 28x28 grey-scale images, or any small H x W) as backbones;

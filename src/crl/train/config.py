@@ -64,7 +64,7 @@ class ConfigError(ValueError):
 
 
 class LossConfig(Section):
-    """``[loss]``: the contrastive objective and its negatives (THEORY.md sections 1-2)."""
+    """``[loss]``: the contrastive objective and its negatives (docs/theory.md sections 1-2)."""
 
     form: Form = Field(
         default="infonce",

@@ -101,7 +101,7 @@ class SyntheticData(_DataSection):
     truth: Literal["vmf", "gaussian"] = Field(
         default="vmf",
         description="vMF kernel with uniform anchors on the sphere S^{dim-1}, or the Gaussian two-tower model "
-        "(THEORY.md section 6).",
+        "(docs/theory.md section 6).",
     )
     dim: int = Field(default=8, ge=2, description="Dimension d of x and y.")
     kappa: float = Field(default=10.0, gt=0, description="truth = 'vmf': concentration kappa of M(z, .).")
