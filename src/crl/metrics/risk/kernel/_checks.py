@@ -76,3 +76,19 @@ def check_k(n_negatives: int) -> int:
     if isinstance(n_negatives, bool) or not isinstance(n_negatives, int) or n_negatives < 1:
         raise ValueError(f"n_negatives={n_negatives!r} must be an integer k >= 1.")
     return n_negatives
+
+
+def check_ratio_pair(log_learned_ratio: Tensor, log_kernel_ratio: Tensor) -> tuple[Tensor, Tensor]:
+    """log dQ/dpi and log dM/dpi on the same (n, N) anchors x support, as float64.
+
+    Raises:
+        ValueError: on NaN or +inf in either, -inf in the learned ratio, or differing shapes.
+    """
+    lq = check_matrix("log_learned_ratio", log_learned_ratio)
+    lm = check_matrix("log_kernel_ratio", log_kernel_ratio, allow_minus_inf=True)
+    if lq.shape != lm.shape:
+        raise ValueError(
+            f"log_learned_ratio {tuple(lq.shape)} and log_kernel_ratio {tuple(lm.shape)} differ; "
+            "evaluate both on the same anchors and support."
+        )
+    return lq, lm

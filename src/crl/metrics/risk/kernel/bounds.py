@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import KERNEL_FORMS, KernelForm, check_choice, check_tau
-from crl.metrics.risk.kernel._checks import check_k, check_matrix, support_log_weights
+from crl.metrics.risk.kernel._checks import check_k, check_ratio_pair, support_log_weights
 
 
 def cross_entropy_gap_bounds(n_negatives: int, tau: float, form: KernelForm) -> tuple[float, float]:
@@ -82,13 +82,7 @@ def asymptotic_gap_coefficients(
         support_weights: (N,) pi_j (None: 1/N).
         anchor_weights: (n,) weights of the anchors for ∫ dpi(z) (None: 1/n).
     """
-    lq = check_matrix("log_learned_ratio", log_learned_ratio)
-    lm = check_matrix("log_kernel_ratio", log_kernel_ratio, allow_minus_inf=True)
-    if lq.shape != lm.shape:
-        raise ValueError(
-            f"log_learned_ratio {tuple(lq.shape)} and log_kernel_ratio {tuple(lm.shape)} differ; "
-            "evaluate both on the same anchors and support."
-        )
+    lq, lm = check_ratio_pair(log_learned_ratio, log_kernel_ratio)
     log_pi = support_log_weights(support_weights, lq.shape[1])
     anchor_mass = torch.exp(support_log_weights(anchor_weights, lq.shape[0]))
     variance = torch.exp(torch.logsumexp(2.0 * lq + log_pi, dim=1)) - 1.0

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import check_tau
-from crl.metrics.risk.kernel._checks import check_matrix, pair_scores, support_log_weights
+from crl.metrics.risk.kernel._checks import check_ratio_pair, pair_scores, support_log_weights
 
 
 @dataclass(frozen=True)
@@ -101,13 +101,7 @@ def kernel_divergences(
     Raises:
         ValueError: on shape mismatch, NaN, or +inf in either ratio, or -inf in ``log_learned_ratio``.
     """
-    lq = check_matrix("log_learned_ratio", log_learned_ratio)
-    lm = check_matrix("log_kernel_ratio", log_kernel_ratio, allow_minus_inf=True)
-    if lq.shape != lm.shape:
-        raise ValueError(
-            f"log_learned_ratio {tuple(lq.shape)} and log_kernel_ratio {tuple(lm.shape)} differ; "
-            "evaluate both on the same anchors and support."
-        )
+    lq, lm = check_ratio_pair(log_learned_ratio, log_kernel_ratio)
     if torch.isneginf(lq).any():
         raise ValueError(
             "log_learned_ratio contains -inf; the learned kernel has full support (|log r| <= 2/tau)."
