@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from crl._gather import all_gather, all_gather_with_grad
 from crl._vocab import Regime
 
 __all__ = [
@@ -299,8 +300,8 @@ class Queue(Sampler):
         positives = batch.positives.detach()
         anchors = batch.anchors.detach()
         if self.distributed:
-            positives = _all_gather_no_grad(positives)
-            anchors = _all_gather_no_grad(anchors)
+            positives = all_gather(positives)
+            anchors = all_gather(anchors)
         self.memory_y = self.memory_y.to(positives.device)
         self._write(self.memory_y, positives)
         if self.memory_x is not None:
@@ -341,54 +342,6 @@ class Queue(Sampler):
             self.memory_x = state["memory_x"].clone()
         self.pointer = int(state["pointer"])
         self.filled = int(state["filled"])
-
-
-class _AllGatherWithGrad(torch.autograd.Function):
-    """All-gather along dim 0 whose backward sums the gradients of all ranks and keeps this rank's slice.
-
-    Forward on rank r: Z = cat(z_0, ..., z_{K-1}). Every rank's loss L_r' may depend on every slice, so the
-    gradient of the total sum_r' L_r' with respect to z_r is sum_r' dL_r'/dZ[slice r]: an all-reduce (sum)
-    of the incoming gradients followed by taking slice r (a reduce-scatter).
-    """
-
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, tensor: Tensor) -> Tensor:
-        world = dist.get_world_size()
-        parts = [torch.empty_like(tensor) for _ in range(world)]
-        dist.all_gather(parts, tensor.contiguous())
-        ctx.rank = dist.get_rank()  # type: ignore[attr-defined]
-        ctx.rows = tensor.shape[0]  # type: ignore[attr-defined]
-        return torch.cat(parts, dim=0)
-
-    @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
-        total = grad.contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        start = ctx.rank * ctx.rows  # type: ignore[attr-defined]
-        return total[start : start + ctx.rows]  # type: ignore[attr-defined]
-
-
-def all_gather_with_grad(tensor: Tensor) -> Tensor:
-    """Concatenate ``tensor`` (n, ...) of every rank along dim 0, differentiably: (K*n, ...).
-
-    The backward pass sums the gradients flowing into this rank's slice from the losses of all ranks (see
-    :class:`_AllGatherWithGrad`). With data-parallel training, which averages parameter gradients over K
-    ranks, a per-rank loss equal to the mean over the local anchors then yields exactly the gradient of the
-    mean loss over the global batch. Every rank must pass the same shape. Without an initialised process
-    group (one process) the tensor is returned unchanged.
-    """
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return tensor
-    result: Tensor = _AllGatherWithGrad.apply(tensor)
-    return result
-
-
-def _all_gather_no_grad(tensor: Tensor) -> Tensor:
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return tensor
-    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, tensor.contiguous())
-    return torch.cat(parts, dim=0)
 
 
 class Gathered(Sampler):
