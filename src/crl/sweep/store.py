@@ -1,29 +1,11 @@
-"""Resumable grid runs: one SQLite row per (claim, cell, seed), committed as each cell finishes.
-
-A *cell* is one point of an experiment's grid: a JSON-able mapping of parameters (say ``{"m": 64, "tau": 0.5,
-"n_draws": 4000}``) and a seed. :func:`run_cells` computes only the cells that the :class:`SweepStore` does
-not hold yet and commits each result the moment it is ready; if the process is killed, running the same sweep
-again recomputes nothing that was stored and stores nothing twice (the table's UNIQUE constraint on
-``(claim, cell, seed)`` guarantees the latter even against a concurrent writer).
-
-The database is plain SQLite (WAL journal) with JSON text columns, so it reads without crl, e.g.::
-
-    sqlite3 results.sqlite "select json_extract(cell, '$.m'), json_extract(result, '$.gap') from cells"
-    pandas.read_sql("select * from cells where claim like 'C3@%'", sqlite3.connect("results.sqlite"))
-
-Tables: ``cells(claim, cell, seed, result, run_id, created, wall_s)``; ``runs(run_id, started, finished,
-meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, created)``.
-"""
+"""The SQLite store of a sweep: one row per (claim, cell, seed), committed as each cell finishes (see crl.sweep)."""
 
 import hashlib
 import json
 import math
-import multiprocessing
 import secrets
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -276,114 +258,6 @@ class _Transaction(AbstractContextManager["_Transaction"]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
-
-
-def run_cells(
-    store: SweepStore,
-    claim: str,
-    cells: Sequence[Cell],
-    fn: CellFn,
-    *,
-    run_id: str,
-    workers: int = 1,
-    progress: ProgressHook | None = None,
-) -> list[CellRecord]:
-    """Compute the cells the store lacks, storing each result as it finishes; return all records in order.
-
-    Cells already stored under ``claim`` are not recomputed. Each new result is committed in its own
-    transaction as soon as its cell finishes, so a killed sweep loses at most the cells in flight, and a
-    rerun continues from there. ``fn`` must be deterministic given the cell (draw randomness from
-    ``cell.numpy_rng()`` or ``cell.seed``) and return a JSON-able mapping of finite numbers.
-
-    Args:
-        store: where results live.
-        claim: the claim id the cells belong to.
-        cells: the grid; no two cells may share ``(key, seed)``.
-        fn: computes one cell. With ``workers > 1`` it must be a module-level function (it is sent to
-            ``spawn``-ed worker processes by reference).
-        run_id: recorded with every newly computed cell.
-        workers: 1 runs the cells in this process; more uses a process pool of that size.
-        progress: called as ``progress(done, total)`` once at the start (done = cells already stored) and
-            after each cell.
-
-    Returns:
-        One :class:`CellRecord` per cell, in the order of ``cells``.
-
-    Raises:
-        ValueError: on duplicate cells or ``workers < 1``; whatever ``fn`` raises propagates (cells finished
-            before it stay stored).
-    """
-    if workers < 1:
-        raise ValueError(f"workers={workers!r} must be >= 1 (1 runs the cells in this process).")
-    _check_unique(claim, cells)
-    stored = store.stored_keys(claim)
-    pending = [cell for cell in cells if (cell.key, cell.seed) not in stored]
-    done, total = len(cells) - len(pending), len(cells)
-    if progress is not None:
-        progress(done, total)
-    for cell, result, wall_s in _compute(pending, fn, workers):
-        store.put(claim, cell, result, run_id=run_id, wall_s=wall_s)
-        done += 1
-        if progress is not None:
-            progress(done, total)
-    by_ident = {(record.cell.key, record.cell.seed): record for record in store.records(claim)}
-    return [by_ident[(cell.key, cell.seed)] for cell in cells]
-
-
-def _compute(
-    cells: Sequence[Cell], fn: CellFn, workers: int
-) -> Iterator[tuple[Cell, Mapping[str, Any], float]]:
-    """Yield ``(cell, fn(cell), seconds)`` as each cell finishes, in this process or in a pool."""
-    if workers == 1 or len(cells) <= 1:
-        for cell in cells:
-            yield (cell, *_timed(fn, cell))
-        return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=min(workers, len(cells)), mp_context=context, initializer=_one_thread_per_worker
-    ) as pool:
-        futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
-            pool.submit(_timed, fn, cell): cell for cell in cells
-        }
-        try:
-            remaining = set(futures)
-            while remaining:
-                finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield (futures[future], *future.result())
-        finally:
-            for future in futures:
-                future.cancel()
-
-
-def _one_thread_per_worker() -> None:
-    """Pool workers share the cores: one intra-op thread each (torch's default would oversubscribe them)."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _timed(fn: CellFn, cell: Cell) -> tuple[Mapping[str, Any], float]:
-    """``fn(cell)`` and the seconds it took."""
-    start = time.perf_counter()
-    result = fn(cell)
-    if not isinstance(result, Mapping):
-        raise TypeError(
-            f"the cell function returned {type(result).__name__}; return a dict of JSON-able values."
-        )
-    return result, time.perf_counter() - start
-
-
-def _check_unique(claim: str, cells: Sequence[Cell]) -> None:
-    """Raise ``ValueError`` if two cells share ``(key, seed)``."""
-    seen: set[tuple[str, int]] = set()
-    for cell in cells:
-        ident = (cell.key, cell.seed)
-        if ident in seen:
-            raise ValueError(
-                f"{claim}: cell {cell.key} seed {cell.seed} is listed twice; list every cell once."
-            )
-        seen.add(ident)
 
 
 def _record(row: tuple[Any, ...]) -> CellRecord:
