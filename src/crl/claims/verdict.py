@@ -52,7 +52,7 @@ class Statistic:
         """Violations beyond MC error, with a one-sided Clopper-Pearson upper bound on their mean count."""
         detail = (
             f"{count.count_beyond_mc_error} of {count.n} beyond {count.k:.2f} se ({count.count} raw); "
-            f"one-sided {count.ci_level:g} upper bound on the expected count"
+            f"one-sided {count.ci_level:g} upper bound on the expected count; {slack_label(count)}"
         )
         upper = count.n * count.rate_upper
         return cls(name, float(count.count_beyond_mc_error), 0.0, upper, count.ci_level, detail)
@@ -89,6 +89,53 @@ def verdict_contains(statistic: Statistic, target: float, *, max_width: float | 
     return Verdict.PASS
 
 
+def verdict_equivalent(statistic: Statistic, target: float, delta: float = 0.1) -> Verdict:
+    """An equivalence rule for a claimed value r (a rate): is the CI inside the band [r - delta, r + delta]?
+
+    PASS when the whole interval lies inside the band, FAIL when the interval and the band are disjoint,
+    INCONCLUSIVE otherwise (the data cannot tell; docs/theory.md section 7). Unlike "the CI contains r",
+    this cannot be passed by a wide interval, and a true rate measured ever more precisely keeps passing.
+
+    Raises:
+        ValueError: if ``delta`` is not a finite number > 0.
+    """
+    _check_delta(delta)
+    low, high = target - delta, target + delta
+    if low <= statistic.ci_low and statistic.ci_high <= high:
+        return Verdict.PASS
+    if statistic.ci_high < low or statistic.ci_low > high:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+def verdict_at_most(statistic: Statistic, bound: float) -> Verdict:
+    """An upper-bound rule ("at least as fast as r": bound = r + delta): PASS when the CI's upper end is
+    <= bound, FAIL when its lower end is > bound, INCONCLUSIVE otherwise."""
+    if statistic.ci_high <= bound:
+        return Verdict.PASS
+    if statistic.ci_low > bound:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+def verdict_above(statistic: Statistic, threshold: float) -> Verdict:
+    """A lower-bound rule (e.g. a ratio's CI above 1, a difference's above 0): PASS when the CI's lower end is
+    > threshold, FAIL when its upper end is < threshold, INCONCLUSIVE otherwise."""
+    if statistic.ci_low > threshold:
+        return Verdict.PASS
+    if statistic.ci_high < threshold:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+def slack_label(count: ViolationCount) -> str:
+    """How much a bound check says: ``"slack 0.36"``, or ``"slack 0.0015: holds, not informative"`` below 0.1."""
+    if count.slack is None:
+        return "slack undefined (no finite bound > 0)"
+    text = f"slack {count.slack:.3g}"
+    return text if count.informative or not count.holds else f"{text}: holds, not informative"
+
+
 def verdict_no_violations(count: ViolationCount) -> Verdict:
     """The rule "zero violations beyond MC error": PASS if there are none, FAIL otherwise."""
     return Verdict.PASS if count.holds else Verdict.FAIL
@@ -102,3 +149,8 @@ def combine_verdicts(*verdicts: Verdict) -> Verdict:
         if worst in verdicts:
             return worst
     return Verdict.PASS
+
+
+def _check_delta(delta: float) -> None:
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0.0 < delta < float("inf"):
+        raise ValueError(f"delta={delta!r} must be a finite number > 0 (docs/theory.md: 0.1 unless stated).")

@@ -10,6 +10,9 @@ from scipy import stats as scipy_stats
 from crl._vocab import check_level
 from crl.stats._validate import as_finite_1d
 
+INFORMATIVE_SLACK = 0.1
+"""Below this slack (max measured / bound) a bound check holds but is not informative."""
+
 
 @dataclass(frozen=True)
 class ViolationCount:
@@ -28,6 +31,8 @@ class ViolationCount:
         ci_level: level of ``rate_upper``.
         expected_false: ``n * (1 - Phi(k))``, the expected count beyond MC error if every value sat exactly on
             its bound with normal errors of the given se (what a tight, true bound produces by chance).
+        slack: the bound's tightness, ``max value / bound`` over the pairs with a finite bound > 0 (``None``
+            when there is none); near 1 the check is sharp, below :data:`INFORMATIVE_SLACK` it says little.
     """
 
     n: int
@@ -40,11 +45,21 @@ class ViolationCount:
     rate_upper: float
     ci_level: float
     expected_false: float
+    slack: float | None
 
     @property
     def holds(self) -> bool:
         """True when no value exceeds its bound beyond Monte-Carlo error."""
         return self.count_beyond_mc_error == 0
+
+    @property
+    def informative(self) -> bool:
+        """Whether the check can carry weight: its slack is at least :data:`INFORMATIVE_SLACK`.
+
+        A bound that every value undershoots by a factor of ten or more would hold for many false variants
+        of the claim too ("holds, not informative", docs/theory.md section 7).
+        """
+        return self.slack is not None and self.slack >= INFORMATIVE_SLACK
 
 
 def bound_violations(
@@ -118,7 +133,14 @@ def bound_violations(
         rate_upper=_clopper_pearson_upper(beyond, int(v.size), ci),
         ci_level=ci,
         expected_false=float(v.size * scipy_stats.norm.sf(k)),
+        slack=_slack(v, b),
     )
+
+
+def _slack(values: np.ndarray, bounds: np.ndarray) -> float | None:
+    """``max values / bounds`` over the pairs whose bound is finite and > 0 (``None`` when there is none)."""
+    usable = np.isfinite(bounds) & (bounds > 0.0)
+    return float(np.max(values[usable] / bounds[usable])) if np.any(usable) else None
 
 
 def _clopper_pearson_upper(count: int, n: int, level: float) -> float:
