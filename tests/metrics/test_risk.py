@@ -303,6 +303,57 @@ def test_finite_identities_hold_for_random_laws(seed: int, tau: float, n_y: int,
     )
 
 
+@pytest.mark.parametrize("kappa", [1e-3, 0.1, 3.0])
+def test_finite_auc_counts_ties_broken_by_rounding_as_ties(kappa: float) -> None:
+    """If this fails, E of a ring table depends on how its arithmetic rounded (a tie must count 1/2).
+
+    K = 4 ring, each row of the log-ratio table with its item's and its right neighbour's entries swapped: the
+    item now ties with its left neighbour (both hold r_1 = p+(offset 1)/p-, with different p+). Closed form with
+    exact ties (p = 1/4, r_0 = p+(offset 0)/p-): E* - E = p^2 (r_0 - r_1) for the flipped pair plus half that for
+    the tied one, 1.5 p^2 (r_0 - r_1). A few ulps of noise on the table must not move it.
+    """
+    law = ring_law(4, kappa)
+    ratio = law.log_ratio()
+    items = torch.arange(4)
+    swapped = ratio.clone()
+    swapped[items, items], swapped[items, (items + 1) % 4] = (
+        ratio[items, (items + 1) % 4],
+        ratio[items, items],
+    )
+    rounded = swapped * (1.0 + 4e-16 * torch.randn(swapped.shape, generator=gen(3), dtype=torch.float64))
+    ratios = torch.exp(ratio)
+    expected = 1.5 * float(ratios[0, 0] - ratios[0, 1]) / 16.0
+    for table in (swapped, rounded):
+        assert finite_optimal_auc(law) - finite_auc(law, table) == pytest.approx(expected, rel=1e-9)
+    strict = finite_optimal_auc(law) - finite_auc(law, rounded, rtol=0.0, atol=0.0)
+    assert strict != pytest.approx(expected, rel=0.1)
+
+
+def test_finite_auc_tie_tolerance_is_relative_and_absolute() -> None:
+    """If this fails, finite_auc's tolerance is not |a - b| <= atol + rtol max(|a|, |b|), or it ties real gaps."""
+    # One anchor, p+ on candidate 0, p- uniform: E = 1/2 w(s_0, s_0) + 1/2 w(s_0, s_1) = 1/4 + w(s_0, s_1)/2.
+    law = FiniteLaw(
+        torch.ones(1, dtype=torch.float64),
+        torch.tensor([[1.0, 0.0]], dtype=torch.float64),
+        torch.tensor([0.5, 0.5], dtype=torch.float64),
+    )
+    big, small = 1e6, 1e-15
+
+    def table(a: float, b: float) -> torch.Tensor:
+        return torch.tensor([[a, b]], dtype=torch.float64)
+
+    assert finite_auc(law, table(big, math.nextafter(big, 0.0))) == 0.5
+    assert finite_auc(law, table(small, -small)) == 0.5
+    assert finite_auc(law, table(big, math.nextafter(big, 0.0)), rtol=0.0, atol=0.0) == 0.75
+    assert finite_auc(law, table(1.0, 1.0 - 1e-9)) == 0.75
+    assert finite_auc(law, table(1e-9, 0.0)) == 0.75
+    assert finite_auc(law, table(0.0, -math.inf)) == 0.75
+    with pytest.raises(ValueError, match="rtol"):
+        finite_auc(law, table(0.0, 0.0), rtol=-1.0)
+    with pytest.raises(ValueError, match="atol"):
+        finite_auc(law, table(0.0, 0.0), atol=math.inf)
+
+
 # ---- AUC ---------------------------------------------------------------------------------------------------------
 
 

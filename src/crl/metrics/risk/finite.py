@@ -8,7 +8,10 @@ is a table ``s_ij = s(x_i, y_j)`` (:func:`score_table`). Then, exactly,
   :func:`crl.objectives.contrastive_form`, as in :mod:`crl.metrics.risk.contrastive`);
 - ``L* = -tau sum_i pi_i KL(p+_i || p-)``; ``KL(p+_i || q_i)`` with ``q_ij = p-_j exp(s_ij/tau) / Z_i``;
 - ``E(s) = sum_i pi_i sum_{j, j'} p+_ij p-_j' [1(s_ij > s_ij') + 1/2 1(s_ij = s_ij')]``, and E* the same with
-  the log-ratio table (``-inf`` off the support of p+_i is allowed there).
+  the log-ratio table (``-inf`` off the support of p+_i is allowed there). "Equal" means equal up to rounding:
+  ``|s_ij - s_ij'| <= TIE_ATOL + TIE_RTOL max(|s_ij|, |s_ij'|)`` (:func:`finite_auc`), so that two scores a
+  table means to tie (the two neighbours of a ring item, ``cos(pi/2)`` against ``cos(3 pi/2)``) count 1/2 however
+  the arithmetic that built them rounded.
 
 :func:`finite_law_of` turns a ``DiscreteLatent`` model into its tables; any other finite model can be built
 directly from its tables.
@@ -25,6 +28,10 @@ from crl.objectives import contrastive_form
 from crl.synthetic.discrete import DiscreteLatent
 
 _PROB_TOL = 1e-9
+TIE_RTOL = 1e-12
+"""Relative tolerance under which two finite scores are a tie in :func:`finite_auc` (~4500 ulps at |s| = 1)."""
+TIE_ATOL = 1e-12
+"""Absolute tolerance under which two finite scores are a tie in :func:`finite_auc` (scores near 0)."""
 
 
 def _check_probabilities(name: str, table: Tensor, ndim: int) -> Tensor:
@@ -161,22 +168,44 @@ def finite_optimal_risk(law: FiniteLaw, tau: float) -> float:
     return -check_tau(tau) * float((law.anchor_probs * kl).sum())
 
 
-def finite_auc(law: FiniteLaw, scores: Tensor) -> float:
-    """``E(s) = sum_i pi_i sum_{j,j'} p+_ij p-_j' (1 + sign(s_ij - s_ij'))/2`` exactly (ties count 1/2).
+def finite_auc(law: FiniteLaw, scores: Tensor, *, rtol: float = TIE_RTOL, atol: float = TIE_ATOL) -> float:
+    """``E(s) = sum_i pi_i sum_{j,j'} p+_ij p-_j' w(s_ij, s_ij')`` exactly, ties counting 1/2.
 
-    ``scores`` may contain -inf (a log-ratio table); a pair with ``p+_ij = 0`` carries no weight.
+    ``w(a, b) = 1/2`` when ``|a - b| <= atol + rtol max(|a|, |b|)`` (a tie up to rounding), else ``1(a > b)``.
+    Without a tolerance, a tie that rounding breaks moves E by ``pi_i p+_ij p-_j' / 2``, a jump of the size of the
+    quantities C1 and C2 measure; the defaults are far below any difference a score table means.
+    ``scores`` may contain -inf (a log-ratio table; never tied with a finite score); a pair with ``p+_ij = 0``
+    carries no weight.
+
+    Raises:
+        ValueError: on a bad table (see :class:`FiniteLaw`) or ``rtol``/``atol`` not finite and >= 0.
     """
+    _check_tolerance("rtol", rtol)
+    _check_tolerance("atol", atol)
     s = _check_positive_scores(law, scores)
     total = 0.0
     for i in range(s.shape[0]):
         plus = law.positive_probs[i]
         support = plus > 0
-        diff = s[i, support][:, None] - s[i][None, :]
-        wins = 0.5 * (1.0 + torch.sign(diff))
+        wins = _pairwise_wins(s[i, support], s[i], rtol, atol)
         total += float(law.anchor_probs[i]) * float(
             (plus[support][:, None] * law.negative_probs[None, :] * wins).sum()
         )
     return total
+
+
+def _pairwise_wins(left: Tensor, right: Tensor, rtol: float, atol: float) -> Tensor:
+    """(len(left), len(right)) ``w(a, b)``: 1 if a > b, 0 if a < b, 1/2 if ``|a - b| <= atol + rtol max(|a|, |b|)``."""
+    diff = left[:, None] - right[None, :]
+    scale = torch.maximum(left.abs()[:, None], right.abs()[None, :])
+    tie = torch.isfinite(diff) & (diff.abs() <= atol + rtol * scale)
+    return torch.where(tie, torch.full_like(diff, 0.5), (diff > 0).to(diff.dtype))
+
+
+def _check_tolerance(name: str, value: float) -> None:
+    """A tie tolerance must be a finite float >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < float("inf"):
+        raise ValueError(f"{name}={value!r} must be a finite number >= 0.")
 
 
 def finite_optimal_auc(law: FiniteLaw) -> float:
