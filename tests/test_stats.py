@@ -56,7 +56,7 @@ def test_parametric_interval_matches_the_closed_form_weighted_least_squares_erro
     rng = np.random.default_rng(1)
     se = 0.03 * GRID**-1.0
     y = GRID**-1.0 + se * rng.standard_normal(GRID.size)
-    fit = loglog_slope(GRID, y, se, rng=rng, n_boot=20000, inflate_for_misfit=False)
+    fit = loglog_slope(GRID, y, se, rng=rng, n_boot=20000)
     w = (y / se) ** 2
     lx = np.log(GRID)
     centred = lx - np.sum(w * lx) / np.sum(w)
@@ -82,11 +82,11 @@ def _coverage(method: str, trials: int, seed: int) -> float:
         elif method == "parametric":
             se = 0.05 * truth
             y = truth + se * rng.standard_normal(GRID.size)
-            fit = loglog_slope(GRID, y, se, rng=rng, n_boot=400, inflate_for_misfit=False)
+            fit = loglog_slope(GRID, y, se, rng=rng, n_boot=400)
         else:
             replicates = [t * rng.exponential(size=60) for t in truth]
             fit = loglog_slope_from_replicates(
-                GRID, replicates, rng=rng, n_boot=400, inflate_for_misfit=False
+                GRID, replicates, rng=rng, n_boot=400
             )
         hits += fit.contains(-1.0)
     return hits / trials
@@ -119,19 +119,20 @@ def test_exact_power_law_gives_the_exact_slope_and_a_degenerate_interval() -> No
     np.testing.assert_allclose(fit.predict(GRID), 2.0 * GRID**-1.5, rtol=1e-12)
 
 
-def test_misfit_widens_the_interval_by_the_scale_factor() -> None:
-    """If this fails, curvature the errors cannot explain (1/x + 5/x^2) is reported as false precision."""
+def test_misfit_is_reported_as_an_effect_size_and_never_widens_the_interval() -> None:
+    """If this fails, curvature (1/x + 5/x^2) is hidden by a wider interval instead of being reported as misfit."""
     truth = 1.0 / GRID + 5.0 / GRID**2
     se = 0.01 * truth
-    plain = loglog_slope(GRID, truth, se, rng=np.random.default_rng(3), n_boot=2000, inflate_for_misfit=False)
-    wide = loglog_slope(GRID, truth, se, rng=np.random.default_rng(3), n_boot=2000)
+    fit = loglog_slope(GRID, truth, se, rng=np.random.default_rng(3), n_boot=2000)
     lx, ly, w = np.log(GRID), np.log(truth), (truth / se) ** 2
     coef = np.polyfit(lx, ly, 1, w=np.sqrt(w))
     chi2 = float(np.sum(w * (ly - np.polyval(coef, lx)) ** 2))
-    assert chi2 / (GRID.size - 2) > 1.0
-    assert wide.scale == pytest.approx(math.sqrt(chi2 / (GRID.size - 2)), rel=1e-9)
-    assert wide.ci_width == pytest.approx(wide.scale * plain.ci_width, rel=1e-9)
-    assert plain.scale == 1.0
+    assert fit.chi2_per_dof == pytest.approx(chi2 / (GRID.size - 2), rel=1e-9)
+    expected = float(np.max(np.abs(truth / np.exp(np.polyval(coef, lx)) - 1.0)))
+    assert fit.max_relative_residual == pytest.approx(expected, rel=1e-9)
+    assert fit.max_relative_residual > 0.05
+    boot_se = float(np.sqrt(1.0 / np.sum(w * (lx - np.sum(w * lx) / np.sum(w)) ** 2)))
+    assert fit.ci_width < 5.0 * boot_se, "the interval must stay the plain bootstrap interval"
 
 
 def test_replicate_point_estimate_is_ols_on_the_replicate_means() -> None:

@@ -4,7 +4,7 @@ import enum
 from dataclasses import dataclass
 
 from crl._vocab import Estimate
-from crl.stats import SlopeFit, ViolationCount
+from crl.stats import RateFit, SlopeFit, ViolationCount
 
 
 class Verdict(enum.StrEnum):
@@ -42,10 +42,14 @@ class Statistic:
     @classmethod
     def from_slope(cls, name: str, fit: SlopeFit) -> "Statistic":
         """The slope of a :class:`~crl.stats.SlopeFit` with its bootstrap interval."""
-        detail = f"{fit.method}, {fit.n_points} points, {fit.n_boot} resamples"
-        if fit.scale > 1.0:
-            detail += f", widened x{fit.scale:.2f} for misfit (chi2/dof = {fit.chi2:.3g}/{fit.dof})"
+        detail = f"{fit.method}, {fit.n_points} points, {fit.n_boot} resamples, {_misfit_text(fit)}"
         return cls(name, fit.slope, fit.ci_low, fit.ci_high, fit.ci_level, detail)
+
+    @classmethod
+    def from_rate(cls, name: str, fit: RateFit) -> "Statistic":
+        """The rate r of a :class:`~crl.stats.RateFit` with its interval; the detail gives model and misfit."""
+        detail = f"{fit.n_points} points, {fit.describe()}"
+        return cls(name, fit.exponent, fit.ci_low, fit.ci_high, fit.ci_level, detail)
 
     @classmethod
     def from_violations(cls, name: str, count: ViolationCount) -> "Statistic":
@@ -108,6 +112,24 @@ def verdict_equivalent(statistic: Statistic, target: float, delta: float = 0.1) 
     return Verdict.INCONCLUSIVE
 
 
+def verdict_rate(fit: RateFit, target: float, delta: float = 0.1) -> tuple[Verdict, str]:
+    """The rate rule: INCONCLUSIVE when neither the power law nor the two-term model fits the window
+    (:attr:`RateFit.misfit`), else :func:`verdict_equivalent` of r against ``target``.
+
+    Returns:
+        The verdict and its reason (``""`` unless INCONCLUSIVE).
+    """
+    if fit.misfit:
+        return Verdict.INCONCLUSIVE, f"misfit: {fit.describe()}"
+    verdict = verdict_equivalent(Statistic.from_rate("rate", fit), target, delta)
+    if verdict is Verdict.INCONCLUSIVE:
+        return verdict, (
+            f"CI [{fit.ci_low:.4g}, {fit.ci_high:.4g}] of r overlaps the band [{target - delta:.4g}, "
+            f"{target + delta:.4g}] without lying inside it: too wide"
+        )
+    return verdict, ""
+
+
 def verdict_at_most(statistic: Statistic, bound: float) -> Verdict:
     """An upper-bound rule ("at least as fast as r": bound = r + delta): PASS when the CI's upper end is
     <= bound, FAIL when its lower end is > bound, INCONCLUSIVE otherwise."""
@@ -154,3 +176,10 @@ def combine_verdicts(*verdicts: Verdict) -> Verdict:
 def _check_delta(delta: float) -> None:
     if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0.0 < delta < float("inf"):
         raise ValueError(f"delta={delta!r} must be a finite number > 0 (docs/theory.md: 0.1 unless stated).")
+
+
+def _misfit_text(fit: SlopeFit) -> str:
+    """The misfit of a power-law fit as effect sizes: largest relative residual and chi2/dof."""
+    text = f"max relative residual {fit.max_relative_residual:.3g}"
+    ratio = fit.chi2_per_dof
+    return text if ratio is None else f"{text}, chi2/dof {ratio:.3g}"

@@ -2,9 +2,10 @@
 
 Every claim of docs/theory.md section 7 reduces its measurements to one of three questions:
 
-- **a rate** (C3, C4, C7, C8, C10; C5/C6 vs n): the slope b of ``log y = a + b log x``, e.g. the SCRL inner
-  error ``L(s) - E L_hat(s) ~ C / m`` ([A] Thm 4.5) has b = -1; the rule is "the CI of b contains -1"
-  (:func:`loglog_slope`, :func:`loglog_slope_from_replicates`);
+- **a rate** (C3, C4, C7, C8, C10; C5/C6 vs n): the exponent r of y ~ x^r, e.g. the SCRL inner error
+  ``L(s) - E L_hat(s) ~ C / m`` ([A] Thm 4.5) has r = -1; the rule is an equivalence ("the CI of r lies in
+  [r - 0.1, r + 0.1]"), with misfit judged as an effect size and a two-term fallback (:func:`rate_fit`, over
+  :func:`loglog_slope` and :func:`loglog_slope_from_replicates`);
 - **a bound** (C1, C2, C7, C9): how many measured values exceed their bound by more than their Monte-Carlo
   error (:func:`bound_violations`), e.g. C2's ``E* - E(s) <= sqrt((2/tau)(L(s) - L*))`` ([A] Thm 3.4);
 - **a saturation point** (C6): the smallest m whose metric is within eps of its plateau
@@ -15,12 +16,16 @@ All randomness comes from a ``numpy.random.Generator`` passed in; every function
 """
 
 from crl._vocab import Estimate
-from crl.stats.bounds import ViolationCount, bound_violations
+from crl.stats.bounds import INFORMATIVE_SLACK, ViolationCount, bound_violations
+from crl.stats.rates import MISFIT_TOLERANCE, RateFit, rate_fit
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
 from crl.stats.summary import Saturation, mean_se, saturation_point
 
 __all__ = [
+    "INFORMATIVE_SLACK",
+    "MISFIT_TOLERANCE",
     "Estimate",
+    "RateFit",
     "Saturation",
     "SlopeFit",
     "ViolationCount",
@@ -28,5 +33,6 @@ __all__ = [
     "loglog_slope",
     "loglog_slope_from_replicates",
     "mean_se",
+    "rate_fit",
     "saturation_point",
 ]

@@ -26,8 +26,8 @@ class SlopeFit:
         method: ``"residual-bootstrap-t"``, ``"parametric-bootstrap"`` or ``"replicate-bootstrap"``.
         chi2: weighted residual sum of squares of the fit (``None`` when no standard errors were known).
         dof: degrees of freedom of the fit, ``n_points - 2``.
-        scale: factor ``max(1, sqrt(chi2 / dof))`` by which the interval was widened for lack of fit (1.0 when
-            none was applied).
+        max_relative_residual: ``max_i |y_i / yhat_i - 1|``, the misfit as an effect size (docs/theory.md
+            section 7: above 5% the window is not a power law; see :func:`crl.stats.rate_fit`).
     """
 
     slope: float
@@ -41,11 +41,16 @@ class SlopeFit:
     method: str
     chi2: float | None
     dof: int
-    scale: float
+    max_relative_residual: float
 
     def contains(self, value: float) -> bool:
         """Whether the slope's confidence interval contains ``value`` (ends included)."""
         return self.ci_low <= value <= self.ci_high
+
+    @property
+    def chi2_per_dof(self) -> float | None:
+        """``chi2 / dof`` (``None`` without standard errors or degrees of freedom)."""
+        return None if self.chi2 is None or self.dof < 1 else self.chi2 / self.dof
 
     @property
     def ci_width(self) -> float:
@@ -65,7 +70,6 @@ def loglog_slope(
     rng: np.random.Generator,
     n_boot: int = 2000,
     ci: float = 0.95,
-    inflate_for_misfit: bool = True,
 ) -> SlopeFit:
     """Fit ``log y = a + b log x`` and give a bootstrap confidence interval for the slope b.
 
@@ -79,10 +83,10 @@ def loglog_slope(
     - ``y_se`` given (Monte-Carlo standard errors of each y): weighted least squares on the logs with
       ``sigma_i = y_se_i / y_i`` (delta method: ``sd(log y) ~ sd(y) / y``; accurate when ``y_se << y``) and a
       **parametric bootstrap**: ``log y*_i = a + b log x_i + sigma_i z_i``, z ~ N(0, 1), refit, percentile
-      interval. If the power law misfits (``chi2 / dof > 1``, chi2 the weighted residual sum of squares) and
-      ``inflate_for_misfit``, the interval is widened about b by ``sqrt(chi2 / dof)`` (the Particle Data
-      Group's scale factor), so that curvature the errors cannot explain shows up as width, not false
-      precision.
+      interval.
+
+    The interval is never widened for misfit: misfit is reported as an effect size
+    (``max_relative_residual``, and ``chi2`` when errors are known) and judged by :func:`crl.stats.rate_fit`.
 
     Args:
         x: the x-axis values (e.g. m), at least 3, all > 0, not all equal.
@@ -91,7 +95,6 @@ def loglog_slope(
         rng: the generator for the resamples.
         n_boot: number of bootstrap resamples (>= 100).
         ci: confidence level in (0, 1).
-        inflate_for_misfit: widen the parametric interval by the scale factor described above.
 
     Returns:
         The :class:`SlopeFit`.
@@ -114,7 +117,7 @@ def loglog_slope(
             f"y_se has entries <= 0 ({se[se <= 0.0][:3]}); pass y_se=None for error-free points."
         )
     sigma = se / np.exp(ly)
-    return _parametric_bootstrap(lx, ly, sigma, rng, n_boot, ci, inflate_for_misfit)
+    return _parametric_bootstrap(lx, ly, sigma, rng, n_boot, ci)
 
 
 def loglog_slope_from_replicates(
@@ -124,7 +127,6 @@ def loglog_slope_from_replicates(
     rng: np.random.Generator,
     n_boot: int = 2000,
     ci: float = 0.95,
-    inflate_for_misfit: bool = True,
 ) -> SlopeFit:
     """Fit ``log ybar = a + b log x`` to replicate means, with a replicate-level bootstrap CI for b.
 
@@ -132,8 +134,7 @@ def loglog_slope_from_replicates(
     estimate is OLS on ``(log x_i, log ybar_i)``. The bootstrap resamples the replicates *within* each x with
     replacement, recomputes the means and refits; the interval is the percentile interval of the refitted
     slopes. It thus needs no normality or delta method, only that replicates at one x are exchangeable.
-    ``chi2`` uses ``sigma_i = se(ybar_i) / ybar_i``; with ``inflate_for_misfit`` the interval is widened about
-    b by ``max(1, sqrt(chi2 / dof))`` as in :func:`loglog_slope`.
+    ``chi2`` uses ``sigma_i = se(ybar_i) / ybar_i``; the interval is not widened for misfit.
 
     Resamples in which some mean is <= 0 cannot be logged; if more than 1% of them are, this raises (the
     rate is then not resolved by the replicates: draw more, or drop the x values where y is within its error
@@ -145,7 +146,6 @@ def loglog_slope_from_replicates(
         rng: the generator for the resamples.
         n_boot: number of bootstrap resamples (>= 100).
         ci: confidence level in (0, 1).
-        inflate_for_misfit: widen the interval by the scale factor.
 
     Raises:
         ValueError: on bad x, a replicate array with fewer than 2 finite values, a mean <= 0, or too many
@@ -176,7 +176,7 @@ def loglog_slope_from_replicates(
     slope, intercept = _ols(lx, ly)
     sigma = np.array([g.std(ddof=1) / math.sqrt(g.size) for g in groups]) / means
     fit = (lx, ly, slope, intercept, sigma)
-    return _bootstrap_fit(fit, slopes, ci, inflate_for_misfit, "replicate-bootstrap")
+    return _bootstrap_fit(fit, slopes, ci, "replicate-bootstrap")
 
 
 def _residual_bootstrap_t(
@@ -213,7 +213,7 @@ def _residual_bootstrap_t(
         method="residual-bootstrap-t",
         chi2=None,
         dof=int(n - 2),
-        scale=1.0,
+        max_relative_residual=_max_relative_residual(residuals),
     )
 
 
@@ -224,7 +224,6 @@ def _parametric_bootstrap(
     rng: np.random.Generator,
     n_boot: int,
     ci: float,
-    inflate_for_misfit: bool,
 ) -> SlopeFit:
     """WLS fit on the logs with weights 1/sigma^2 and a parametric-bootstrap interval for the slope."""
     weights = 1.0 / sigma**2
@@ -233,35 +232,33 @@ def _parametric_bootstrap(
     boot_ly = fitted + sigma * rng.standard_normal((n_boot, lx.size))
     boot_slopes = _wls_slopes(lx, boot_ly, weights)
     fit = (lx, ly, slope, intercept, sigma)
-    return _bootstrap_fit(fit, boot_slopes, ci, inflate_for_misfit, "parametric-bootstrap")
+    return _bootstrap_fit(fit, boot_slopes, ci, "parametric-bootstrap")
 
 
 def _bootstrap_fit(
     fit: tuple[FloatArray, FloatArray, float, float, FloatArray],
     boot_slopes: FloatArray,
     ci: float,
-    inflate_for_misfit: bool,
     method: str,
 ) -> SlopeFit:
-    """The SlopeFit of a point fit ``(log x, log y, slope, intercept, sigma of log y)`` and its bootstrap slopes:
-    percentile interval about the slope, widened by sqrt(chi2/dof) on misfit when asked."""
+    """The SlopeFit of a point fit ``(log x, log y, slope, intercept, sigma of log y)`` and its bootstrap slopes
+    (percentile interval)."""
     lx, ly, slope, intercept, sigma = fit
     chi2 = _chi2(lx, ly, slope, intercept, sigma)
-    scale = _misfit_scale(chi2, lx.size - 2) if inflate_for_misfit else 1.0
-    lo, hi = _percentile_interval(boot_slopes, slope, ci, scale)
+    lo, hi = _percentile_interval(boot_slopes, ci)
     return SlopeFit(
         slope=slope,
         intercept=intercept,
         ci_low=lo,
         ci_high=hi,
         ci_level=ci,
-        slope_se=scale * float(boot_slopes.std(ddof=1)),
+        slope_se=float(boot_slopes.std(ddof=1)),
         n_points=int(lx.size),
         n_boot=int(boot_slopes.size),
         method=method,
         chi2=chi2,
         dof=int(lx.size - 2),
-        scale=scale,
+        max_relative_residual=_max_relative_residual(ly - intercept - slope * lx),
     )
 
 
@@ -305,12 +302,12 @@ def _chi2(lx: FloatArray, ly: FloatArray, slope: float, intercept: float, sigma:
     return float(np.sum(((ly - intercept - slope * lx) / sigma) ** 2))
 
 
-def _misfit_scale(chi2: float, dof: int) -> float:
-    """The scale factor ``max(1, sqrt(chi2 / dof))`` (1 when there are no degrees of freedom)."""
-    return max(1.0, math.sqrt(chi2 / dof)) if dof > 0 else 1.0
-
-
-def _percentile_interval(samples: FloatArray, centre: float, ci: float, scale: float) -> tuple[float, float]:
-    """Percentile interval of ``samples``, its distances from ``centre`` multiplied by ``scale``."""
+def _percentile_interval(samples: FloatArray, ci: float) -> tuple[float, float]:
+    """The central ``ci`` percentile interval of ``samples``."""
     q_lo, q_hi = np.quantile(samples, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
-    return centre + scale * (float(q_lo) - centre), centre + scale * (float(q_hi) - centre)
+    return float(q_lo), float(q_hi)
+
+
+def _max_relative_residual(log_residuals: FloatArray) -> float:
+    """``max |y / yhat - 1|`` from the residuals ``log y - log yhat`` of a log-log fit."""
+    return float(np.max(np.abs(np.expm1(log_residuals))))

@@ -1,0 +1,243 @@
+"""The rate of a measured quantity, y ~ x^r, by the misfit protocol of docs/theory.md section 7.
+
+A claimed rate (C3: the SCRL inner error ~ m^-1; C7, C8: ~ k^-1) is tested on a finite window, where an exact
+power law is only the leading term: the exact SCRL inner gap is c1/m + c2/m^2 + ..., whose log-log slope over
+m = 4..1024 is -1.0045 with a half-width of 0.004, so a plain power-law fit would reject a true O(1/m) claim as
+precision grows. The protocol, fixed before data:
+
+1. Fit the power law y = A x^r (:mod:`crl.stats.slopes`) and report its misfit as effect sizes: the largest
+   relative residual ``max_i |y_i / yhat_i - 1|`` and chi^2/dof. No p-value: a misfit test would turn true
+   claims inconclusive as precision grows.
+2. If the largest relative residual is at most 5%, the window is a power law: r and its CI are the rate.
+3. Otherwise fit the two-term model y = a x^r + b x^(r-1) (the leading term and its first correction) and
+   test its leading exponent r; its CI comes from the same kind of bootstrap as the power law's.
+4. If the two-term model's largest relative residual also exceeds 5%, the window is not described by either
+   model: :attr:`RateFit.misfit` is set and the verdict is INCONCLUSIVE. No interval is widened.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from crl.stats._validate import FloatArray, as_finite_1d, check_boot
+from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
+
+MISFIT_TOLERANCE = 0.05
+"""Largest relative residual ``|y / yhat - 1|`` that a model may leave on a window it describes."""
+
+_GRID_STEP = 0.002
+"""Spacing of the profile grid over the leading exponent r (refined by a parabola through the minimum)."""
+
+
+@dataclass(frozen=True)
+class RateFit:
+    """The leading exponent r of y ~ x^r on a window, with its CI, by the misfit protocol (module docstring).
+
+    Attributes:
+        exponent: the estimated rate r (the power law's slope, or the two-term model's leading exponent).
+        ci_low: lower end of r's confidence interval.
+        ci_high: upper end of r's confidence interval.
+        ci_level: nominal coverage of the interval.
+        model: ``"power"`` (y = A x^r) or ``"two-term"`` (y = a x^r + b x^(r-1)).
+        power: the power-law fit, always reported (its slope, CI and misfit).
+        max_relative_residual: ``max_i |y_i / yhat_i - 1|`` of the model used.
+        chi2_per_dof: weighted residual sum of squares per degree of freedom of the model used (``None``
+            without standard errors or degrees of freedom).
+        misfit: True when even the model used leaves a relative residual above :data:`MISFIT_TOLERANCE`
+            (the verdict is then INCONCLUSIVE).
+        n_points: number of x values.
+    """
+
+    exponent: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    model: Literal["power", "two-term"]
+    power: SlopeFit
+    max_relative_residual: float
+    chi2_per_dof: float | None
+    misfit: bool
+    n_points: int
+
+    def describe(self) -> str:
+        """One line for a report: model, misfit effect sizes, and the power law's slope when it was not used."""
+        text = f"{self.model} model, max relative residual {self.max_relative_residual:.3g}"
+        if self.chi2_per_dof is not None:
+            text += f", chi2/dof {self.chi2_per_dof:.3g}"
+        if self.model == "two-term":
+            text += (
+                f"; power law misfit (max relative residual {self.power.max_relative_residual:.3g} > "
+                f"{MISFIT_TOLERANCE:g}, slope {self.power.slope:.4g})"
+            )
+        if self.misfit:
+            text += f"; neither model fits within {MISFIT_TOLERANCE:g}: INCONCLUSIVE"
+        return text
+
+
+def rate_fit(
+    x: ArrayLike,
+    y: ArrayLike | None = None,
+    y_se: ArrayLike | None = None,
+    *,
+    replicates: Sequence[ArrayLike] | None = None,
+    rng: np.random.Generator,
+    ci: float,
+    n_boot: int = 2000,
+    tolerance: float = MISFIT_TOLERANCE,
+) -> RateFit:
+    """The rate r of y ~ x^r with its CI by the misfit protocol (module docstring).
+
+    Give either measured means ``y`` (with standard errors ``y_se``, or none for noise-free or unknown
+    errors) or ``replicates`` (one array of independent replicates per x; the bootstrap resamples within
+    each x).
+
+    Args:
+        x: the x values (e.g. m or k), at least 4 (the two-term model has 3 parameters), > 0, increasing.
+        y: the measured values (> 0), or ``None`` with ``replicates``.
+        y_se: standard errors of ``y`` (> 0), or ``None``.
+        replicates: one 1-D array of at least 2 replicates per x, or ``None`` with ``y``.
+        rng: the generator of the bootstrap resamples.
+        ci: confidence level of the interval, in (0, 1) (a claim passes its per-part level).
+        n_boot: bootstrap resamples (>= 100).
+        tolerance: largest relative residual a model may leave (docs/theory.md: 5%).
+
+    Raises:
+        ValueError: on fewer than 4 points, both or neither of ``y`` and ``replicates``, or the errors of
+            :func:`crl.stats.loglog_slope` / :func:`crl.stats.loglog_slope_from_replicates`.
+    """
+    if (y is None) == (replicates is None):
+        raise ValueError("pass either y (with optional y_se) or replicates, not both and not neither.")
+    gx = as_finite_1d("x", x)
+    if gx.size < 4:
+        raise ValueError(f"x has {gx.size} points; a rate with its two-term fallback needs at least 4.")
+    check_boot(n_boot, ci)
+    groups: list[FloatArray] | None = None
+    se: FloatArray | None = None
+    if replicates is not None:
+        power = loglog_slope_from_replicates(gx, replicates, rng=rng, n_boot=n_boot, ci=ci)
+        groups = [as_finite_1d(f"replicates[{i}]", r) for i, r in enumerate(replicates)]
+        means = np.array([g.mean() for g in groups])
+        se = np.array([g.std(ddof=1) / math.sqrt(g.size) for g in groups])
+    else:
+        values = as_finite_1d("y", y if y is not None else [])
+        power = loglog_slope(gx, values, y_se, rng=rng, n_boot=n_boot, ci=ci)
+        means = values
+        se = None if y_se is None else as_finite_1d("y_se", y_se)
+    if power.max_relative_residual <= tolerance:
+        return RateFit(
+            exponent=power.slope,
+            ci_low=power.ci_low,
+            ci_high=power.ci_high,
+            ci_level=ci,
+            model="power",
+            power=power,
+            max_relative_residual=power.max_relative_residual,
+            chi2_per_dof=power.chi2_per_dof,
+            misfit=False,
+            n_points=int(gx.size),
+        )
+    return _two_term_rate(
+        gx, means, se, groups if replicates is not None else None, power, rng, ci, n_boot, tolerance
+    )
+
+
+def _two_term_rate(
+    x: FloatArray,
+    y: FloatArray,
+    se: FloatArray | None,
+    groups: list[FloatArray] | None,
+    power: SlopeFit,
+    rng: np.random.Generator,
+    ci: float,
+    n_boot: int,
+    tolerance: float,
+) -> RateFit:
+    """The two-term fallback: fit y = a x^r + b x^(r-1), bootstrap r, report the model's misfit."""
+    weights = 1.0 / (se**2 if se is not None else y**2)
+    grid = _exponent_grid(power.slope)
+    u = x / math.exp(float(np.mean(np.log(x))))
+    exponent = float(_profile_minimisers(u, y[:, None], weights, grid)[0])
+    fitted = _two_term_fitted(u, y, weights, exponent)
+    boot = _bootstrap_samples(y, fitted, se, groups, rng, n_boot)
+    boot_exponents = _profile_minimisers(u, boot, weights, grid)
+    low, high = np.quantile(boot_exponents, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
+    residual = float(np.max(np.abs(y / fitted - 1.0)))
+    dof = x.size - 3
+    chi2 = float(np.sum((y - fitted) ** 2 / se**2)) / dof if se is not None and dof > 0 else None
+    return RateFit(
+        exponent=exponent,
+        ci_low=float(low),
+        ci_high=float(high),
+        ci_level=ci,
+        model="two-term",
+        power=power,
+        max_relative_residual=residual,
+        chi2_per_dof=chi2,
+        misfit=residual > tolerance,
+        n_points=int(x.size),
+    )
+
+
+def _exponent_grid(slope: float) -> FloatArray:
+    """Candidate leading exponents: a window of +-1.5 around the power law's slope, at least [-3, 1]."""
+    low, high = min(-3.0, slope - 1.5), max(1.0, slope + 1.5)
+    return np.arange(low, high + _GRID_STEP / 2.0, _GRID_STEP)
+
+
+def _design(u: FloatArray, exponent: float) -> FloatArray:
+    """The (n, 2) design [u^r, u^(r-1)] of the two-term model at the rescaled x values u."""
+    return np.column_stack([u**exponent, u ** (exponent - 1.0)])
+
+
+def _profile_minimisers(u: FloatArray, ys: FloatArray, weights: FloatArray, grid: FloatArray) -> FloatArray:
+    """For each column of ``ys`` (n, B), the r minimising the weighted residual sum of squares of
+    y = a u^r + b u^(r-1), with (a, b) profiled out by weighted least squares.
+
+    For every grid r at once: with c1 = sqrt(w) u^r and c2 = sqrt(w) u^(r-1) made orthogonal to c1
+    (Gram-Schmidt), RSS(r) = |sqrt(w) y|^2 - (c1.sqrt(w)y)^2/|c1|^2 - (c2'.sqrt(w)y)^2/|c2'|^2. A parabola
+    through the grid minimum and its neighbours refines r below the grid step.
+    """
+    sqrt_w = np.sqrt(weights)
+    wy = sqrt_w[:, None] * ys
+    c1 = sqrt_w * u ** grid[:, None]
+    c2 = c1 / u
+    c2 = c2 - (np.sum(c1 * c2, axis=1) / np.sum(c1 * c1, axis=1))[:, None] * c1
+    p1, p2 = c1 @ wy, c2 @ wy
+    explained = p1**2 / np.sum(c1 * c1, axis=1)[:, None] + p2**2 / np.sum(c2 * c2, axis=1)[:, None]
+    rss = np.sum(wy * wy, axis=0)[None, :] - explained
+    best = np.clip(np.argmin(rss, axis=0), 1, grid.size - 2)
+    cols = np.arange(ys.shape[1])
+    left, mid, right = rss[best - 1, cols], rss[best, cols], rss[best + 1, cols]
+    curvature = left - 2.0 * mid + right
+    shift = np.where(curvature > 0.0, 0.5 * (left - right) / np.where(curvature > 0.0, curvature, 1.0), 0.0)
+    return np.asarray(grid[best] + np.clip(shift, -1.0, 1.0) * _GRID_STEP)
+
+
+def _two_term_fitted(u: FloatArray, y: FloatArray, weights: FloatArray, exponent: float) -> FloatArray:
+    """The fitted values of y = a u^r + b u^(r-1) at the given r (a, b by weighted least squares)."""
+    design = _design(u, exponent)
+    sqrt_w = np.sqrt(weights)
+    coef, *_ = np.linalg.lstsq(sqrt_w[:, None] * design, sqrt_w * y, rcond=None)
+    return np.asarray(design @ coef)
+
+
+def _bootstrap_samples(
+    y: FloatArray,
+    fitted: FloatArray,
+    se: FloatArray | None,
+    groups: list[FloatArray] | None,
+    rng: np.random.Generator,
+    n_boot: int,
+) -> FloatArray:
+    """(n, B) resampled data: replicate means resampled within each x; else the fit plus normal errors of
+    the given se; else the fit times resampled relative residuals (a residual bootstrap)."""
+    if groups is not None:
+        return np.vstack([g[rng.integers(0, g.size, size=(n_boot, g.size))].mean(axis=1) for g in groups])
+    if se is not None:
+        return fitted[:, None] + se[:, None] * rng.standard_normal((y.size, n_boot))
+    relative = y / fitted - 1.0
+    return fitted[:, None] * (1.0 + relative[rng.integers(0, y.size, size=(y.size, n_boot))])
