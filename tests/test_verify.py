@@ -18,10 +18,12 @@ from crl.claims import (
     Fidelity,
     Registry,
     Statistic,
+    Verdict,
     loglog_figure,
     points,
     verdict_contains,
 )
+from crl.claims.budget import part_level
 from crl.commands import app
 from crl.stats import loglog_slope
 from crl.sweep import Cell
@@ -41,11 +43,14 @@ class ToyRate(Claim):
     id: ClassVar[str] = "C3"
     title: ClassVar[str] = "Toy rate 1/m"
     source: ClassVar[str] = "a test of the claims engine"
+    evidence: ClassVar[str] = "the claims engine (a toy)"
     statement: ClassVar[str] = "E X_m = 1/m for X_m ~ Exp(mean m^-1) <in a toy>"
-    rule: ClassVar[str] = "the log-log slope's 95% bootstrap CI contains -1"
+    rule: ClassVar[str] = "the log-log slope's bootstrap CI contains -1"
+    parts: ClassVar[int] = 2
     control_description: ClassVar[str] = "the same rule on a process with mean m^-1/2"
     true_rate: ClassVar[float] = 1.0
     control_rate: ClassVar[float] = 0.5
+    max_width: ClassVar[float | None] = None
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
         draws = {Fidelity.QUICK: 2000, Fidelity.STANDARD: 8000, Fidelity.FULL: 32000}[ctx.fidelity]
@@ -66,6 +71,7 @@ class ToyRate(Claim):
                 [row["se"] for row in arm_rows],
                 rng=ctx.rng("bootstrap", arm),
                 n_boot=500,
+                ci=ctx.level,
             )
         claim_stat = Statistic.from_slope("slope of E X_m vs m", fits["claim"])
         control_stat = Statistic.from_slope("slope of the control vs m", fits["control"])
@@ -80,14 +86,16 @@ class ToyRate(Claim):
             for arm in arms
         ]
         figure = loglog_figure("slope", "Toy rate", "m", "E X_m", *series, theory_slope=-1.0)
+        verdict = verdict_contains(claim_stat, -1.0, max_width=self.max_width)
         return self.result(
             ctx,
-            verdict=verdict_contains(claim_stat, -1.0),
+            verdict=verdict,
             statistics=[claim_stat],
             control_verdict=verdict_contains(control_stat, -1.0),
             control_statistics=[control_stat],
             figures=[figure],
             table=rows,
+            reasons=["CI too wide"] if verdict is Verdict.INCONCLUSIVE else [],
         )
 
 
@@ -106,6 +114,14 @@ class ToyPassingControl(ToyRate):
     id: ClassVar[str] = "C7"
     title: ClassVar[str] = "Toy control that passes"
     control_rate: ClassVar[float] = 1.0
+
+
+class ToyInconclusive(ToyRate):
+    """A claim whose CI cannot be as narrow as its rule asks: INCONCLUSIVE, which must not fail the run."""
+
+    id: ClassVar[str] = "C9"
+    title: ClassVar[str] = "Toy claim that cannot tell"
+    max_width: ClassVar[float | None] = 1e-9
 
 
 class ToyRaises(ToyRate):
@@ -132,7 +148,9 @@ def test_verify_quick_runs_a_true_claim_writes_every_output_and_exits_zero(
     result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "quick", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert "PASS" in result.output and "FAIL" in result.output  # the claim passes, its control fails
-    assert "All 1 claim(s) hold" in result.output
+    assert "All 1 claim(s) pass, and every negative control fails as it must." in " ".join(
+        result.output.split()
+    )
     markdown = (out / "report.md").read_text()
     page = (out / "report.html").read_text()
     with sqlite3.connect(out / "results.sqlite") as conn:
@@ -143,6 +161,8 @@ def test_verify_quick_runs_a_true_claim_writes_every_output_and_exits_zero(
         stored = json.loads(conn.execute("SELECT result FROM claim_results").fetchone()[0])
     assert fidelity == "quick" and n_cells == 2 * len(M_GRID)
     assert stored["verdict"] == "PASS" and stored["control"]["verdict"] == "FAIL"
+    assert stored["level"] == part_level(ToyRate.parts) and stored["parts"] == ToyRate.parts
+    assert f"crl verify --fidelity quick --out {out} --seed 0" in markdown
     for text, escape in ((markdown, str), (page, html.escape)):
         assert run_id in text
         assert escape(ToyRate.rule) in text and escape(ToyRate.control_description) in text
@@ -179,9 +199,9 @@ def test_a_rerun_resumes_from_the_stored_cells(tmp_path: Path, monkeypatch: pyte
 @pytest.mark.parametrize(
     ("bad", "problem"),
     [
-        (ToyWrongRate(), "C5 fails the run: verdict FAIL, expected PASS"),
-        (ToyPassingControl(), "C7 fails the run: negative control PASS, expected FAIL"),
-        (ToyRaises(), "C8 fails the run: verdict ERROR, expected PASS"),
+        (ToyWrongRate(), "C5 (verdict FAIL)"),
+        (ToyPassingControl(), "C7 (negative control PASS, expected FAIL)"),
+        (ToyRaises(), "C8 (verdict ERROR, negative control ERROR, expected FAIL)"),
     ],
 )
 def test_a_claim_that_does_not_hold_makes_the_run_fail(
@@ -191,7 +211,7 @@ def test_a_claim_that_does_not_hold_makes_the_run_fail(
     out = tmp_path / "v"
     result = _invoke(monkeypatch, Registry.of([ToyRate(), bad]), "--fidelity", "quick", "--out", str(out))
     assert result.exit_code == 1, result.output
-    assert problem in " ".join(result.output.split())
+    assert f"1 of 2 claim(s) fail the run: {problem}" in " ".join(result.output.split())
     markdown = (out / "report.md").read_text()
     assert "C3: Toy rate 1/m" in markdown and "FAILS THE RUN" in markdown
     if isinstance(bad, ToyRaises):
@@ -233,3 +253,45 @@ def test_a_broken_claim_module_fails_the_run_but_the_others_still_run(
     assert result.exit_code == 1
     assert "crl.claims.c09_broken failed to import" in result.output
     assert "ImportError: nope" in (tmp_path / "v" / "report.md").read_text()
+
+
+def test_an_inconclusive_claim_exits_zero_and_comes_first_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, INCONCLUSIVE fails the run, or hides below the passing claims without saying why
+    (docs/theory.md section 7: it exits zero but is listed first, with its reason)."""
+    out = tmp_path / "v"
+    registry = Registry.of([ToyRate(), ToyInconclusive()])
+    result = _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    summary = output[output.index("crl verify quick: run") :]
+    assert summary.index("C9 Toy claim") < summary.index("C3 Toy rate")
+    assert "1 claim(s) INCONCLUSIVE (exit status 0): C9 (verdict INCONCLUSIVE: CI too wide)" in output
+    markdown = (out / "report.md").read_text()
+    table = markdown[markdown.index("## Summary") : markdown.index("## C3")]
+    assert table.index("| C9 Toy claim that cannot tell") < table.index("| C3 Toy rate 1/m")
+    assert "INCONCLUSIVE: CI too wide" in table
+    assert '<span class="unsure">INCONCLUSIVE: CI too wide</span>' in (out / "report.html").read_text()
+
+
+def test_every_claim_and_its_control_are_judged_at_the_claims_per_part_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, `crl verify` hands a claim a level other than 1 - 0.05/(10 parts), whatever the registry
+    holds, or a control's interval is not at its claim's level (docs/theory.md section 7)."""
+    out = tmp_path / "v"
+    registry = Registry.of([ToyRate(), ToyWrongRate()])
+    assert (
+        _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(out), "--claims", "C3").exit_code
+        == 0
+    )
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        stored = json.loads(conn.execute("SELECT result FROM claim_results").fetchone()[0])
+    assert stored["level"] == pytest.approx(1 - 0.05 / 10 / ToyRate.parts)
+    assert [s["ci_level"] for s in stored["control"]["statistics"]] == [stored["level"]]
+    assert [s["ci_level"] for s in stored["statistics"]] == [stored["level"]]
+    assert (
+        "each of the claim's 2 parts (intervals, violation counts) and the control at 0.9975"
+        in stored["rule"]
+    )

@@ -2,8 +2,12 @@
 
 A run selects claims from the registry, runs each with a :class:`~crl.claims.ClaimContext` whose cells go to
 ``OUT/results.sqlite`` (so an interrupted run continues where it stopped), draws ``OUT/report.md`` and
-``OUT/report.html`` with their figures, prints a summary table, and exits non-zero when a claim that should
-hold does not, when a negative control does not fail, when a claim raises, or when a claim module is broken.
+``OUT/report.html`` with their figures, and prints a summary table. Each claim runs at the per-part level
+``part_level(claim.parts)`` of the fixed C1-C10 budget (docs/theory.md section 7).
+
+Exit policy: the run exits non-zero only when a claim FAILs or ERRORs, when a negative control PASSes or
+ERRORs, or when a claim module is broken. INCONCLUSIVE verdicts (of a claim or a control) exit zero but are
+listed first, with their reasons, in the terminal summary and in the report.
 """
 
 import importlib.metadata
@@ -11,7 +15,6 @@ import os
 import platform
 import shlex
 import subprocess
-import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -25,17 +28,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from crl import __version__
-from crl.claims.base import (
-    Claim,
-    ClaimContext,
-    ClaimResult,
-    ControlResult,
-    Fidelity,
-    Verdict,
-    bonferroni_level,
-)
+from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
+from crl.claims.budget import part_level
 from crl.claims.registry import Registry, default_registry
-from crl.report.document import ReportFiles, RunInfo, format_interval, format_number, write_report
+from crl.report.document import ReportFiles, write_report
+from crl.report.sections import RunInfo
+from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
 from crl.sweep import SweepStore, new_run_id
 
 RESULTS_FILE = "results.sqlite"
@@ -54,7 +52,8 @@ class VerifyOutcome:
         results: one result per selected claim, in registry order.
         broken_modules: claim modules that failed to import -> error text.
         report: the report's files.
-        exit_code: 0 when every claim holds and every control fails; 1 otherwise.
+        exit_code: 1 when a claim FAILs or ERRORs, a control PASSes or ERRORs, or a claim module is broken;
+            0 otherwise (INCONCLUSIVE verdicts included).
     """
 
     run_id: str
@@ -87,7 +86,7 @@ def run_verify(
         fresh: delete ``out/results.sqlite`` first, recomputing every cell (default: resume).
         registry: the claims to choose from (default: those shipped in :mod:`crl.claims`).
         console: where progress and the summary go (default: stdout).
-        command: the command line, for the report's header.
+        command: the command line for the report's header (default: a ``crl verify`` line that reruns it).
 
     Raises:
         NoClaimsError: if no claim is registered.
@@ -119,8 +118,7 @@ def run_verify(
             run_id,
             {"fidelity": str(fidelity), "seed": seed, "claims": [c.id for c in selected], "crl": __version__},
         )
-        level = bonferroni_level(len(registry.claims))
-        results = _run_claims(selected, store, fidelity, seed, run_id, workers, console, level)
+        results = _run_claims(selected, store, fidelity, seed, run_id, workers, console)
         store.finish_run(run_id)
     info = RunInfo(
         run_id=run_id,
@@ -132,7 +130,7 @@ def run_verify(
         seed=seed,
         machine=f"{platform.node()}, {platform.platform()}, {os.cpu_count()} CPUs",
         software=_software_versions(),
-        command=command or shlex.join(sys.argv),
+        command=command or rerun_command(fidelity, out, seed, claim_ids),
         wall_s=time.perf_counter() - start,
         broken_modules=broken,
     )
@@ -140,6 +138,14 @@ def run_verify(
     failed = bool(broken) or any(result.fails_run for result in results)
     _print_summary(console, results, info, report)
     return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
+
+
+def rerun_command(fidelity: Fidelity, out: Path, seed: int, claim_ids: Sequence[str] | None) -> str:
+    """A ``crl verify`` command line that reruns the run (resuming from ``out``'s stored cells)."""
+    words = ["crl", "verify", "--fidelity", str(fidelity), "--out", str(out), "--seed", str(seed)]
+    if claim_ids is not None:
+        words += ["--claims", ",".join(i.strip().upper() for i in claim_ids if i.strip())]
+    return shlex.join(words)
 
 
 def parse_fidelity(value: str) -> Fidelity:
@@ -163,9 +169,8 @@ def _run_claims(
     run_id: str,
     workers: int,
     console: Console,
-    level: float,
 ) -> list[ClaimResult]:
-    """Run each claim under a progress bar at family-wise ``level``, storing each outcome as it is known."""
+    """Run each claim under a progress bar at its per-part level, storing each outcome as it is known."""
     results = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
@@ -173,7 +178,14 @@ def _run_claims(
         for claim in claims:
             cells = progress.add_task(f"  {claim.id} cells", total=None)
             ctx = ClaimContext(
-                claim.id, fidelity, store, seed, run_id, workers, _CellProgress(progress, cells), level=level
+                claim.id,
+                fidelity,
+                store,
+                seed,
+                run_id,
+                workers,
+                _CellProgress(progress, cells),
+                level=part_level(claim.parts),
             )
             result = _run_one(claim, ctx)
             store.put_claim_result(
@@ -192,9 +204,10 @@ def _run_claims(
 
 def _claim_line(result: ClaimResult) -> str:
     """One log line per finished claim (also where no live progress bar is shown, as in CI logs)."""
+    cells = summary_cells(result)
     line = (
-        f"{result.claim_id} {result.title}: [{_STYLE[result.verdict]}]{result.verdict}[/], control "
-        f"[{_STYLE[result.control.verdict]}]{result.control.verdict}[/] ({result.wall_s or 0.0:.1f} s)"
+        f"{result.claim_id} {result.title}: {_rich(cells[5])}, control {_rich(cells[6])} "
+        f"({result.wall_s or 0.0:.1f} s)"
     )
     if result.verdict is Verdict.ERROR:
         error = result.notes.rstrip().splitlines()[-1]
@@ -220,8 +233,11 @@ def _error_result(claim: Claim, ctx: ClaimContext, error: str) -> ClaimResult:
         claim_id=claim.id,
         title=claim.title,
         source=claim.source,
+        evidence=claim.evidence,
         statement=claim.statement,
         rule=claim.rule,
+        parts=claim.parts,
+        level=ctx.level,
         fidelity=ctx.fidelity,
         verdict=Verdict.ERROR,
         statistics=(),
@@ -229,7 +245,6 @@ def _error_result(claim: Claim, ctx: ClaimContext, error: str) -> ClaimResult:
         notes=f"run raised:\n{error}",
         run_id=ctx.run_id,
         cell_runs=dict(ctx.cell_runs),
-        expected_verdict=claim.expected_verdict,
     )
 
 
@@ -244,38 +259,29 @@ class _CellProgress:
         self.progress.update(self.task, completed=done, total=total)
 
 
-_STYLE = {
-    Verdict.PASS: "green",
-    Verdict.FAIL: "red",
-    Verdict.INCONCLUSIVE: "yellow",
-    Verdict.ERROR: "bold red",
-}
+_STYLE = {Tone.GOOD: "green", Tone.BAD: "bold red", Tone.UNSURE: "yellow"}
+
+
+def _rich(cell: SummaryCell) -> str:
+    """A summary cell as rich markup in its tone's colour."""
+    text = escape(cell.text)
+    return text if cell.tone is Tone.PLAIN else f"[{_STYLE[cell.tone]}]{text}[/]"
 
 
 def _print_summary(
     console: Console, results: Sequence[ClaimResult], info: RunInfo, report: ReportFiles
 ) -> None:
-    """The terminal summary: one row per claim, the overall outcome, and where the report is."""
+    """The terminal summary: one row per claim (INCONCLUSIVE first), the run's conclusion, the report's files."""
     table = Table(title=f"crl verify {info.fidelity}: run {info.run_id}")
-    for column in ("claim", "statistic", "value", "CI", "verdict", "control", "time"):
+    columns = ("claim", "tests", "level", "headline [CI] at level", "verdict", "control", "slack", "time")
+    for column in columns:
         table.add_column(column, overflow="fold")
-    for r in results:
-        head = r.statistics[0] if r.statistics else None
-        table.add_row(
-            f"{r.claim_id} {r.title}",
-            head.name if head else "-",
-            format_number(head.value) if head else "-",
-            format_interval(head) if head else "-",
-            f"[{_STYLE[r.verdict]}]{r.verdict}[/]",
-            f"[{_STYLE[r.control.verdict]}]{r.control.verdict}[/]",
-            f"{r.wall_s or 0.0:.1f} s",
-        )
+    for result in summary_order(results):
+        cells = summary_cells(result)
+        table.add_row(*(_rich(cells[i]) for i in (0, 1, 3, 4, 5, 6, 7, 8)))
     console.print(table)
-    failing = [r for r in results if r.fails_run]
-    for r in failing:
-        console.print(f"[red]{r.claim_id} fails the run:[/red] {'; '.join(r.problems)}")
-    if not failing and not info.broken_modules:
-        console.print(f"[green]All {len(results)} claim(s) hold and every negative control fails.[/green]")
+    for line in overall(results, info.broken_modules):
+        console.print(_rich(line))
     if info.budget_s is not None and info.wall_s > info.budget_s:
         console.print(
             f"[yellow]took {info.wall_s:.0f} s, over the {info.fidelity} budget of {info.budget_s:.0f} s[/]"

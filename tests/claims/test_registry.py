@@ -25,8 +25,10 @@ class Toy(Claim):
     id = "{claim_id}"
     title = "toy {claim_id}"
     source = "test"
+    evidence = "the engine's discovery"
     statement = "s"
     rule = "r"
+    parts = 1
     control_description = "c"
 
     def run(self, ctx):
@@ -93,8 +95,10 @@ class _Valid(Claim):
     id: ClassVar[str] = "C4"
     title: ClassVar[str] = "t"
     source: ClassVar[str] = "s"
+    evidence: ClassVar[str] = "e"
     statement: ClassVar[str] = "st"
     rule: ClassVar[str] = "r"
+    parts: ClassVar[int] = 2
     control_description: ClassVar[str] = "c"
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
@@ -109,6 +113,35 @@ class _NoRule(_Valid):
     rule: ClassVar[str] = "  "
 
 
+class _OutsideFamily(_Valid):
+    id: ClassVar[str] = "C11"
+
+
+class _NoEvidence(_Valid):
+    evidence: ClassVar[str] = ""
+
+
+class _ZeroParts(_Valid):
+    parts: ClassVar[int] = 0
+
+
+class _BoolParts(_Valid):
+    parts: ClassVar[int] = True
+
+
+class _NoParts(Claim):
+    id: ClassVar[str] = "C4"
+    title: ClassVar[str] = "t"
+    source: ClassVar[str] = "s"
+    evidence: ClassVar[str] = "e"
+    statement: ClassVar[str] = "st"
+    rule: ClassVar[str] = "r"
+    control_description: ClassVar[str] = "c"
+
+    def run(self, ctx: ClaimContext) -> ClaimResult:
+        raise NotImplementedError
+
+
 def test_claims_are_validated_and_ids_must_be_unique() -> None:
     """If this fails, a claim without a pre-registered rule, with a malformed id, or a duplicate is accepted."""
     validate_claim(_Valid())
@@ -116,10 +149,22 @@ def test_claims_are_validated_and_ids_must_be_unique() -> None:
         validate_claim(_BadId())
     with pytest.raises(ValueError, match="rule must be a non-empty string"):
         validate_claim(_NoRule())
+    with pytest.raises(ValueError, match="outside the family C1-C10"):
+        validate_claim(_OutsideFamily())
     with pytest.raises(TypeError, match=r"not a crl\.claims\.Claim"):
         validate_claim(object())
     with pytest.raises(ValueError, match="more than once"):
         Registry.of([_Valid(), _Valid()])
+
+
+@pytest.mark.parametrize("claim", [_NoEvidence(), _ZeroParts(), _BoolParts(), _NoParts()])
+def test_a_claim_must_say_what_it_tests_and_how_many_parts_its_rule_has(claim: Claim) -> None:
+    """If this fails, a claim without its evidence or its pre-registered number of parts (which fixes its
+    level) would run, at a level nobody fixed before the data."""
+    with pytest.raises(
+        ValueError, match=r"evidence must be a non-empty string|parts=.* must be an integer >= 1"
+    ):
+        validate_claim(claim)
 
 
 def test_every_shipped_claim_module_imports() -> None:

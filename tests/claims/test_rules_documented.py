@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from crl.claims import Claim, default_registry
-from crl.claims.budget import FAMILY
+from crl.claims.budget import FAMILY, part_level
+from crl.claims.result import level_sentence
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CLAIMS = default_registry().claims
@@ -43,3 +44,10 @@ def test_every_claim_of_the_family_has_a_file_linked_from_section_7(claim_id: st
 def test_printed_rule_equals_the_documented_one(claim: Claim) -> None:
     """If this fails, a claim prints a rule that its docs/claims file does not record: change both together."""
     assert _words(claim.rule) == _words(_printed_rule_block(claim.id))
+
+
+def test_the_level_sentence_is_the_one_section_7_states() -> None:
+    """If this fails, the level sentence every printed rule ends with differs from the one docs/theory.md
+    section 7 shows (there for a claim of 3 parts)."""
+    theory = (DOCS / "theory.md").read_text(encoding="utf-8")
+    assert _words(level_sentence(3, part_level(3))) in _words(theory)

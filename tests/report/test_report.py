@@ -20,6 +20,7 @@ from crl.claims import (
     points,
 )
 from crl.report import RunInfo, render_figure, write_report
+from crl.report.figures import merge_curves, series_label
 from crl.stats import loglog_slope
 
 INFO = RunInfo(
@@ -45,17 +46,24 @@ def _result(claim_id: str, verdict: Verdict, control: Verdict, **extra: object) 
         "claim_id": claim_id,
         "title": f"title of {claim_id}",
         "source": "[A] Thm 4.5",
+        "evidence": "[A] Thm 4.5 (a rate)",
         "statement": "L(s) - E L_hat(s) = O(1/m) & <bounded>",
-        "rule": "slope CI contains -1",
+        "rule": "docs/theory.md section 7, C3: slope CI contains -1 Fixed by crl: m in {4, ..., 256}.",
+        "parts": 2,
+        "level": 0.9975,
         "fidelity": Fidelity.QUICK,
         "verdict": verdict,
-        "statistics": (Statistic("slope", -1.01, -1.08, -0.95, 0.95, "parametric"),),
-        "control": ControlResult("a 1/sqrt(m) process", control, (Statistic("slope", -0.5, -0.55, -0.45),)),
+        "statistics": (Statistic("slope", -1.01, -1.08, -0.95, 0.9975, "parametric"),),
+        "control": ControlResult(
+            "a 1/sqrt(m) process", control, (Statistic("slope", -0.5, -0.55, -0.45, 0.9975),), ("misfit",)
+        ),
         "figures": (figure,),
         "table": ({"m": 4, "gap": 0.5}, {"m": 8, "gap": 0.25, "note": "x"}),
         "run_id": INFO.run_id,
         "cell_runs": {INFO.run_id: 10, "20251231T000000Z-000000": 2},
         "wall_s": 0.5,
+        "reasons": ("too few points",),
+        "slack": 0.02,
     }
     fields.update(extra)
     return ClaimResult(**fields)  # type: ignore[arg-type]
@@ -69,14 +77,21 @@ def test_report_states_rule_statistic_ci_verdicts_and_provenance(tmp_path: Path)
         "# crl verify: run 20260101T000000Z-abc123",
         "0.1.0 (git deadbeef)",
         "quick (budget 180 s; this run took 1.5 s)",
-        "> slope CI contains -1",
-        "| slope | -1.01 | [-1.08, -0.95] | 0.95 | parametric |",
-        "**Verdict:** PASS (expected PASS); outcome: holds",
+        "> docs/theory.md section 7, C3: slope CI contains -1 Fixed by crl",
+        "| slope | -1.01 | [-1.08, -0.95] | 0.9975 | parametric |",
+        "**Tests:** [A] Thm 4.5 (a rate)",
+        "**Level:** 0.9975 for each of its 2 parts (intervals, violation counts) and for the control",
+        "**Verdict:** PASS; outcome: holds",
+        "**Bound slack:** 0.02 (holds, not informative)",
         "**Negative control:** a 1/sqrt(m) process",
-        "**Control verdict:** FAIL (expected FAIL)",
+        "**Control verdict:** FAIL (expected)",
         "![C3 C3_rate](figures/C3_rate.png)",
         "12 cells: 10 computed in this run, 2 resumed from run 20251231T000000Z-000000",
-        "All 1 claim(s) hold",
+        "All 1 claim(s) pass, and every negative control fails as it must.",
+        "**[A]** Y. Li, X. Wei, T. Yang, Y. Ying, Statistical Consistency and Generalization of Contrastive",
+        "**[B]** N. Whiteley, Similarity search generalisation",
+        "| C3 title of C3 | [A] Thm 4.5 (a rate) | slope CI contains -1 | 0.9975 (2 parts) | "
+        "slope: -1.01 [-1.08, -0.95] at 0.9975 | PASS | FAIL (expected) | 0.02 (holds, not informative) | 0.5 s |",
     ):
         assert text in markdown
     page = files.html.read_text()
@@ -99,8 +114,43 @@ def test_report_marks_failures_and_shows_errors(tmp_path: Path) -> None:
     markdown = files.markdown.read_text()
     assert "2 of 2 claim(s) fail the run" in markdown
     assert "C3 (negative control PASS, expected FAIL)" in markdown
-    assert "run raised:\nBoom" in markdown
-    assert 'class="fails"' in files.html.read_text()
+    assert "```\nrun raised:\nBoom\n```" in markdown
+    page = files.html.read_text()
+    assert '<span class="bad">PASS (unexpected)</span>' in page and '<span class="bad">ERROR</span>' in page
+    assert "<pre>run raised:\nBoom</pre>" in page
+
+
+def test_colours_say_what_is_expected_and_inconclusive_comes_first_with_its_reason(tmp_path: Path) -> None:
+    """If this fails, a control's expected FAIL is shown red like a failure, or an INCONCLUSIVE verdict is not
+    first, not yellow, or says no reason."""
+    passing = _result("C3", Verdict.PASS, Verdict.FAIL)
+    unsure = _result("C7", Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE)
+    files = write_report(tmp_path, [passing, unsure], INFO)
+    page = files.html.read_text()
+    assert '<span class="good">FAIL (expected)</span>' in page and '<span class="good">PASS</span>' in page
+    assert '<span class="unsure">INCONCLUSIVE: too few points</span>' in page
+    assert '<span class="unsure">INCONCLUSIVE: misfit</span>' in page
+    summary = page[page.index("<h2>Summary</h2>") : page.index('<h2 id="C3">')]
+    assert summary.index("C7 title of C7") < summary.index("C3 title of C3")
+    assert (
+        "1 claim(s) INCONCLUSIVE (exit status 0): C7 (verdict INCONCLUSIVE: too few points, negative"
+        in summary
+    )
+    markdown = files.markdown.read_text()
+    assert "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE." in markdown
+
+
+def test_notes_wrap_and_the_header_names_a_rerunnable_command(tmp_path: Path) -> None:
+    """If this fails, the notes sit in one horizontally scrolling line, or the command row cannot be rerun."""
+    notes = "first line of a long note\ncontinued here.\n\nA second paragraph."
+    files = write_report(tmp_path, [_result("C3", Verdict.PASS, Verdict.FAIL, notes=notes)], INFO)
+    page = files.html.read_text()
+    assert "<p>first line of a long note continued here.</p><p>" not in page
+    assert "<p>first line of a long note continued here.</p>" in page and "<p>A second paragraph.</p>" in page
+    assert "white-space: pre-wrap" in page and "overflow-x" not in page
+    markdown = files.markdown.read_text()
+    assert "first line of a long note continued here.\n\nA second paragraph." in markdown
+    assert "| command | crl verify --fidelity quick |" in markdown
 
 
 def test_duplicate_figure_names_are_refused(tmp_path: Path) -> None:
@@ -135,3 +185,36 @@ def test_figures_are_png_stamped_with_the_run_and_count_hidden_points(tmp_path: 
         run_id="r",
     )
     assert linear.stat().st_size > 5_000
+    symlog = bound_figure(
+        "sym",
+        "t",
+        "x",
+        "y",
+        points("p", x, x - 1),
+        bound=curve("b", x, x),
+        x_scale="symlog",
+        y_scale="symlog",
+    )
+    assert (symlog.xscale, symlog.yscale) == ("symlog", "symlog")
+    with Image.open(render_figure(symlog, tmp_path / "sym.png", run_id="r")) as image:
+        assert "not shown" not in image.info["Description"]
+
+
+def test_identical_curves_are_drawn_once_and_controls_say_so() -> None:
+    """If this fails, three identical bounds stack up in the legend, or a control's series is not named one."""
+    x = [1.0, 2.0]
+    same = [curve("bound, tau = 1", x, [1.0, 0.5]), curve("bound, tau = 1", x, [1.0, 0.5])]
+    merged = merge_curves(
+        [*same, curve("other bound", x, [1.0, 0.5]), curve("theory", x, [1.0, 0.5], kind="theory")]
+    )
+    assert [m.labels for m in merged] == [("bound, tau = 1", "other bound"), ("theory",)]
+    assert (
+        series_label(points("phi = scaled identity", x, x, control=True)) == "control: phi = scaled identity"
+    )
+    assert series_label(points("control: uniform anchors", x, x, control=True)) == "control: uniform anchors"
+    fit = loglog_slope(
+        np.array([1.0, 2.0, 4.0]), np.array([1.0, 0.5, 0.25]), rng=np.random.default_rng(0), n_boot=100
+    )
+    assert series_label(points("gap", [1, 2, 4], [1, 0.5, 0.25], fit=fit)).startswith(
+        "gap (fit slope -1.000 ["
+    )

@@ -55,9 +55,9 @@ class ClaimContext:
         workers: process-pool size for cells (1: in process).
         progress: progress hook for the cells (``progress(done, total)``).
         cell_runs: run id -> number of cells used from that run, filled by :meth:`run_cells`.
-        level: family-wise confidence level of the claim's verdict (all its intervals and violation counts
-            together). `crl verify` sets 1 - 0.05/N for the N shipped claims, so that a run in which every claim
-            is true fails with probability at most 5% (at 0.95 each, 7 true claims would fail ~30% of runs).
+        level: the per-part confidence level: every interval and violation count of the claim's rule, and its
+            control, are judged at it. `crl verify` sets ``part_level(claim.parts)`` = 1 - 0.05/(10 parts)
+            (docs/theory.md section 7: alpha = 0.05 over C1-C10, alpha/10 per claim, split over its parts).
     """
 
     claim_id: str
@@ -68,7 +68,7 @@ class ClaimContext:
     workers: int = 1
     progress: ProgressHook | None = None
     cell_runs: Counter[str] = field(default_factory=Counter)
-    level: float = 0.95
+    level: float = field(kw_only=True)
 
     def run_cells(self, cells: Sequence[Cell], fn: CellFn) -> list[CellRecord]:
         """Compute (or load) the claim's cells with :func:`crl.sweep.run_cells`; records in ``cells`` order.

@@ -9,10 +9,18 @@ from numpy.typing import ArrayLike
 
 from crl.stats import SlopeFit
 
+Scale = Literal["linear", "log", "symlog"]
+"""An axis scale: ``"symlog"`` is logarithmic away from 0 and linear near it, for values that span decades and
+reach 0 (or below), which a linear axis crams near 0 and a log axis cannot show."""
+
 
 @dataclass(frozen=True)
 class Points:
-    """A measured series of a figure: points with optional interval bars and an optional fitted power law."""
+    """A measured series of a figure: points with optional interval bars and an optional fitted power law.
+
+    ``control`` marks the negative control's series: the report draws it with open markers beneath the claim's
+    and names it "control: ..." in the legend.
+    """
 
     label: str
     x: tuple[float, ...]
@@ -20,6 +28,7 @@ class Points:
     y_low: tuple[float, ...] | None = None
     y_high: tuple[float, ...] | None = None
     fit: SlopeFit | None = None
+    control: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,11 @@ class FigureSpec:
         reference_slopes: theory slopes, drawn as dotted lines through the first series' geometric centre.
         log_x: logarithmic x axis.
         log_y: logarithmic y axis.
+        x_scale: the x axis's scale when set, overriding ``log_x`` (e.g. ``"symlog"``).
+        y_scale: the y axis's scale when set, overriding ``log_y``.
+
+    Curves with the same kind and points are drawn once (their labels joined), so that identical bounds do not
+    stack up in the legend.
     """
 
     name: str
@@ -57,6 +71,18 @@ class FigureSpec:
     reference_slopes: tuple[float, ...] = ()
     log_x: bool = True
     log_y: bool = True
+    x_scale: Scale | None = None
+    y_scale: Scale | None = None
+
+    @property
+    def xscale(self) -> Scale:
+        """The x axis's scale: ``x_scale``, else log or linear by ``log_x``."""
+        return self.x_scale or ("log" if self.log_x else "linear")
+
+    @property
+    def yscale(self) -> Scale:
+        """The y axis's scale: ``y_scale``, else log or linear by ``log_y``."""
+        return self.y_scale or ("log" if self.log_y else "linear")
 
     def __post_init__(self) -> None:
         if not self.name or not all(ch.isascii() and (ch.isalnum() or ch in "-_") for ch in self.name):
@@ -76,8 +102,11 @@ def points(
     y_low: ArrayLike | None = None,
     y_high: ArrayLike | None = None,
     fit: SlopeFit | None = None,
+    control: bool = False,
 ) -> Points:
     """A :class:`Points` series from arrays; bars from a symmetric ``y_err`` or from ``y_low``/``y_high``.
+
+    ``control=True`` marks the negative control's series (drawn beneath the claim's, labelled as the control).
 
     Raises:
         ValueError: on mismatched lengths, non-finite values, or both ``y_err`` and ``y_low``/``y_high``.
@@ -100,7 +129,7 @@ def points(
         low, high = _floats(f"{label}: y_low", y_low), _floats(f"{label}: y_high", y_high)
         _same_length(label, gx, low)
         _same_length(label, gx, high)
-    return Points(label, gx, gy, low, high, fit)
+    return Points(label, gx, gy, low, high, fit, control)
 
 
 def curve(label: str, x: ArrayLike, y: ArrayLike, *, kind: Literal["bound", "theory"] = "bound") -> Curve:
@@ -118,10 +147,14 @@ def loglog_figure(
     *series: Points,
     theory_slope: float | None = None,
     bounds: Sequence[Curve] = (),
+    y_scale: Scale | None = None,
 ) -> FigureSpec:
-    """A log-log figure: measured series with their fitted lines, the theory's slope and/or bound curves."""
+    """A log-log figure: measured series with their fitted lines, the theory's slope and/or bound curves.
+
+    ``y_scale="symlog"`` keeps values <= 0 on the figure (a log axis leaves them out and counts them).
+    """
     slopes = () if theory_slope is None else (float(theory_slope),)
-    return FigureSpec(name, title, x_label, y_label, tuple(series), tuple(bounds), slopes)
+    return FigureSpec(name, title, x_label, y_label, tuple(series), tuple(bounds), slopes, y_scale=y_scale)
 
 
 def bound_figure(
@@ -133,9 +166,16 @@ def bound_figure(
     bound: Curve,
     log_x: bool = False,
     log_y: bool = False,
+    x_scale: Scale | None = None,
+    y_scale: Scale | None = None,
 ) -> FigureSpec:
-    """A scatter-against-bound figure (e.g. C2's ``E* - E(s)`` vs ``L(s) - L*`` under ``sqrt(2x/tau)``)."""
-    return FigureSpec(name, title, x_label, y_label, tuple(series), (bound,), (), log_x, log_y)
+    """A scatter-against-bound figure (e.g. C2's ``E* - E(s)`` vs ``L(s) - L*`` under ``sqrt(2x/tau)``).
+
+    Where values span decades from near 0, pass ``x_scale``/``y_scale`` ``"symlog"`` (or ``"log"``).
+    """
+    return FigureSpec(
+        name, title, x_label, y_label, tuple(series), (bound,), (), log_x, log_y, x_scale, y_scale
+    )
 
 
 def _floats(name: str, values: ArrayLike) -> tuple[float, ...]:

@@ -11,11 +11,12 @@ import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from crl.claims.base import Claim, Verdict
+from crl.claims.base import Claim
+from crl.claims.budget import FAMILY
 
 CLAIM_MODULE = re.compile(r"^c\d\d_[a-z0-9_]+$")
 CLAIM_ID = re.compile(r"^C([1-9]\d*)$")
-_TEXT_ATTRIBUTES = ("title", "source", "statement", "rule", "control_description")
+_TEXT_ATTRIBUTES = ("title", "source", "evidence", "statement", "rule", "control_description")
 
 
 class UnknownClaimError(ValueError):
@@ -73,7 +74,7 @@ class Registry:
 
 
 def validate_claim(claim: object) -> None:
-    """Check that ``claim`` is a :class:`Claim` with an id ``C<n>`` and non-empty texts.
+    """Check that ``claim`` is a :class:`Claim` with an id ``C<n>``, non-empty texts and a number of parts >= 1.
 
     Raises:
         TypeError: if it is not a :class:`Claim` instance.
@@ -86,13 +87,20 @@ def validate_claim(claim: object) -> None:
     claim_id = getattr(claim, "id", None)
     if not isinstance(claim_id, str) or not CLAIM_ID.match(claim_id):
         raise ValueError(f"{type(claim).__name__}.id={claim_id!r} must look like 'C3'.")
+    if claim_id not in FAMILY:
+        raise ValueError(
+            f"{type(claim).__name__}.id={claim_id!r} is outside the family {FAMILY[0]}-{FAMILY[-1]} that shares "
+            "the run's error budget (docs/theory.md section 7)."
+        )
     for name in _TEXT_ATTRIBUTES:
         text = getattr(claim, name, None)
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{claim_id} ({type(claim).__name__}).{name} must be a non-empty string.")
-    if not isinstance(claim.expected_verdict, Verdict) or claim.expected_verdict == Verdict.ERROR:
+    parts = getattr(claim, "parts", None)
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise ValueError(
-            f"{claim_id}.expected_verdict={claim.expected_verdict!r} must be PASS, FAIL or INCONCLUSIVE."
+            f"{claim_id} ({type(claim).__name__}).parts={parts!r} must be an integer >= 1: the number of "
+            f"intervals and violation counts its rule lists, as pre-registered in docs/claims/{claim_id}.md."
         )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from crl.claims.budget import FAMILY, FAMILY_ALPHA, claim_alpha
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec
 from crl.claims.verdict import Statistic, Verdict
@@ -15,16 +16,20 @@ from crl.claims.verdict import Statistic, Verdict
 class ControlResult:
     """The negative control's outcome: the same rule applied to a genuine alternative; it must FAIL.
 
+    It is judged at its claim's per-part level (docs/theory.md section 7).
+
     Attributes:
         description: the alternative (a different true rate, a broken premise, a wrong constant).
         verdict: the rule's verdict on the alternative.
         statistics: what was measured on it.
+        reasons: why the verdict is INCONCLUSIVE (empty otherwise).
         expected_verdict: always FAIL: a control that passes shows the rule cannot tell.
     """
 
     description: str
     verdict: Verdict
     statistics: tuple[Statistic, ...] = ()
+    reasons: tuple[str, ...] = ()
     expected_verdict: Verdict = Verdict.FAIL
 
 
@@ -36,8 +41,11 @@ class ClaimResult:
         claim_id: e.g. ``"C3"``.
         title: short title.
         source: the paper and result, e.g. ``"[A] Thm 4.5; [B] Prop. 1"``.
+        evidence: what the verdict is evidence for, e.g. ``"[A] Thm 4.5 (a rate)"``.
         statement: the claim in words and symbols.
-        rule: the pre-registered verdict rule (docs/theory.md section 7), as text.
+        rule: the pre-registered verdict rule (docs/claims/<id>.md) with its level sentence, as text.
+        parts: the number of intervals and violation counts the rule lists.
+        level: the confidence level of each part and of the control (docs/theory.md section 7).
         fidelity: the fidelity it ran at.
         verdict: the rule's verdict on the claim.
         statistics: measured statistics with CIs; the first is the headline one.
@@ -45,17 +53,22 @@ class ClaimResult:
         figures: figure descriptions, drawn by the report.
         table: the tidy table of measurements, one dict per row.
         notes: anything a reader should know (deviations, warnings).
+        reasons: why the verdict is INCONCLUSIVE (too few points, misfit, CI too wide); empty otherwise.
+        slack: the largest measured/bound over the claim's bound checks (None: no bound check); below 0.1 a
+            bound holds without being informative.
         run_id: the run that produced this result.
         cell_runs: run id -> number of the claim's cells taken from that run (earlier ids: resumed cells).
         wall_s: seconds the claim took (set by `crl verify`).
-        expected_verdict: the verdict the claim should get (PASS for the papers' claims).
     """
 
     claim_id: str
     title: str
     source: str
+    evidence: str
     statement: str
     rule: str
+    parts: int
+    level: float
     fidelity: Fidelity
     verdict: Verdict
     statistics: tuple[Statistic, ...]
@@ -63,18 +76,19 @@ class ClaimResult:
     figures: tuple[FigureSpec, ...] = ()
     table: tuple[Mapping[str, Any], ...] = ()
     notes: str = ""
+    reasons: tuple[str, ...] = ()
+    slack: float | None = None
     run_id: str = ""
     cell_runs: Mapping[str, int] = field(default_factory=dict)
     wall_s: float | None = None
-    expected_verdict: Verdict = Verdict.PASS
 
     @property
     def problems(self) -> list[str]:
-        """Why this result fails the run: an unexpected verdict, or a control that does not FAIL."""
+        """Why this result fails the run: the claim FAILs or ERRORs, or its control PASSes or ERRORs."""
         found = []
-        if self.verdict != self.expected_verdict:
-            found.append(f"verdict {self.verdict}, expected {self.expected_verdict}")
-        if self.control.verdict != self.control.expected_verdict:
+        if self.verdict in (Verdict.FAIL, Verdict.ERROR):
+            found.append(f"verdict {self.verdict}")
+        if self.control.verdict in (Verdict.PASS, Verdict.ERROR):
             found.append(f"negative control {self.control.verdict}, expected {self.control.expected_verdict}")
         return found
 
@@ -82,6 +96,16 @@ class ClaimResult:
     def fails_run(self) -> bool:
         """True when :attr:`problems` is not empty (`crl verify` then exits non-zero)."""
         return bool(self.problems)
+
+    @property
+    def inconclusive(self) -> list[str]:
+        """What is INCONCLUSIVE, with its reasons (listed first by `crl verify`; the exit status stays 0)."""
+        found = []
+        if self.verdict is Verdict.INCONCLUSIVE:
+            found.append(_with_reasons("verdict INCONCLUSIVE", self.reasons))
+        if self.control.verdict is Verdict.INCONCLUSIVE:
+            found.append(_with_reasons("negative control INCONCLUSIVE", self.control.reasons))
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field (enums as their values, tuples as lists)."""
@@ -98,19 +122,23 @@ class Claim(ABC):
         id: ``"C1"`` ... ``"C10"``.
         title: short title, e.g. ``"SCRL inner error O(1/m)"``.
         source: the papers' result, e.g. ``"[A] Thm 4.5; [B] Prop. 1"``.
+        evidence: what the verdict is evidence for, e.g. ``"[A] Thm 4.5 (a rate)"``, ``"crl's estimators: C1 is
+            a theorem that holds for every s"`` or ``"crl's reconstruction of [B] Prop. 2"``.
         statement: what is claimed, in the papers' symbols.
-        rule: the pre-registered verdict rule, copied from docs/theory.md section 7 (plus crl's fixed constants).
+        rule: the pre-registered verdict rule, copied from docs/claims/<id>.md (plus crl's fixed constants).
+        parts: the number of intervals and violation counts the rule lists, pre-registered in docs/claims; it
+            fixes the level of each part and of the control (:func:`crl.claims.budget.part_level`).
         control_description: the negative control, a genuine alternative whose verdict must be FAIL.
-        expected_verdict: PASS for every claim of the papers.
     """
 
     id: ClassVar[str]
     title: ClassVar[str]
     source: ClassVar[str]
+    evidence: ClassVar[str]
     statement: ClassVar[str]
     rule: ClassVar[str]
+    parts: ClassVar[int]
     control_description: ClassVar[str]
-    expected_verdict: ClassVar[Verdict] = Verdict.PASS
 
     @abstractmethod
     def run(self, ctx: ClaimContext) -> ClaimResult:
@@ -127,33 +155,62 @@ class Claim(ABC):
         figures: Sequence[FigureSpec] = (),
         table: Sequence[Mapping[str, Any]] = (),
         notes: str = "",
+        reasons: Sequence[str] = (),
+        control_reasons: Sequence[str] = (),
+        slack: float | None = None,
     ) -> ClaimResult:
-        """This claim's :class:`ClaimResult`, with id, texts, fidelity and provenance filled from ``ctx``."""
+        """This claim's :class:`ClaimResult`, with id, texts, level, fidelity and provenance filled from ``ctx``.
+
+        Args:
+            reasons: why ``verdict`` is INCONCLUSIVE (too few points, misfit, CI too wide).
+            control_reasons: why ``control_verdict`` is INCONCLUSIVE.
+            slack: the largest measured/bound over the claim's bound checks, if it has any.
+        """
         return ClaimResult(
             claim_id=self.id,
             title=self.title,
             source=self.source,
+            evidence=self.evidence,
             statement=self.statement,
-            rule=f"{self.rule} {level_sentence(ctx.level)}",
+            rule=f"{self.rule} {level_sentence(self.parts, ctx.level)}",
+            parts=self.parts,
+            level=ctx.level,
             fidelity=ctx.fidelity,
             verdict=verdict,
             statistics=tuple(statistics),
-            control=ControlResult(self.control_description, control_verdict, tuple(control_statistics)),
+            control=ControlResult(
+                self.control_description, control_verdict, tuple(control_statistics), tuple(control_reasons)
+            ),
             figures=tuple(figures),
             table=tuple(dict(row) for row in table),
             notes=notes,
+            reasons=tuple(reasons),
+            slack=slack,
             run_id=ctx.run_id,
             cell_runs=dict(ctx.cell_runs),
-            expected_verdict=self.expected_verdict,
         )
 
 
-def level_sentence(level: float) -> str:
-    """The sentence appended to every printed rule: the family-wise level at which the verdict's parts hold."""
-    return (
-        "Level: the verdict's intervals and violation counts hold jointly at family-wise "
-        f"level {level:.4g} (crl verify: 95% over the shipped claims, Bonferroni)."
+def level_sentence(parts: int, level: float) -> str:
+    """The sentence appended to every printed rule: the level of each of the claim's ``parts`` and the control.
+
+    With ``level = part_level(parts)``, as `crl verify` sets it, the sentence states the budget of
+    docs/theory.md section 7: alpha = 0.05 over C1-C10, alpha/10 per claim, split over its parts.
+    """
+    each = (
+        "the claim's single part (an interval or a violation count)"
+        if parts == 1
+        else (f"each of the claim's {parts} parts (intervals, violation counts)")
     )
+    return (
+        f"Level: {each} and the control at {level:.5g} (alpha = {FAMILY_ALPHA:g} over {FAMILY[0]}-{FAMILY[-1]}: "
+        f"{claim_alpha():g} per claim, split over its parts; docs/theory.md section 7)."
+    )
+
+
+def _with_reasons(what: str, reasons: Sequence[str]) -> str:
+    """``"what: reason; reason"``, or ``"what: no reason given"``."""
+    return f"{what}: {'; '.join(reasons) if reasons else 'no reason given'}"
 
 
 def _jsonable(value: Any) -> Any:
