@@ -23,7 +23,11 @@ def verify(
     ] = 1,
     fresh: Annotated[bool, typer.Option(help="Delete OUT/results.sqlite instead of resuming.")] = False,
 ) -> None:
-    """Run the pre-registered claims (docs/theory.md section 7) and write their report; exit 1 if one fails."""
+    """Run the pre-registered claims (docs/theory.md section 7) and write their report.
+
+    Exits 1 when a claim FAILs or a negative control PASSes (or either raises, or a claim module is broken);
+    INCONCLUSIVE verdicts exit 0 and are listed first, with their reasons.
+    """
     status = verify_command(
         fidelity=fidelity, claims=claims, out=out, seed=seed, workers=workers, threads=threads, fresh=fresh
     )
