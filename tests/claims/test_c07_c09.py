@@ -1,10 +1,22 @@
 """Tests of claims C7, C8 (C9: test_c09.py): each quick run ends PASS with its control FAIL, and their helpers."""
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
-from crl.claims._kernel_series import doubling
-from crl.claims._sphere_kernel import sphere_embedding
+from crl.claims import _c07_control, _c08_control
+from crl.claims import _kernel_heavy_tail as heavy
+from crl.claims import c07_ce_gap as c07
+from crl.claims import c08_ideal_search as c08
+from crl.claims._kernel_series import FORM_ORDER, doubling, fit_series, rate_verdict
+from crl.claims._sphere_kernel import DrawSummary, FormGap, GapCell, sphere_embedding
+from crl.claims.budget import part_level
+from crl.claims.c08_ideal_search import IdealSearchCell
+from crl.claims.context import ClaimContext, Fidelity
+from crl.claims.verdict import Verdict
+from crl.sweep import Cell, SweepStore
 from crl.synthetic.vmf import VMFUniform
 
 
@@ -22,3 +34,71 @@ def test_linear_embedding_is_on_the_sphere_but_no_isometry() -> None:
     assert float((image @ image.T - z @ z.T).abs().max()) > 0.1
     with pytest.raises(ValueError, match="phi kind"):
         sphere_embedding("rotation", 0)
+
+
+def _summary(value: float, relative_se: float = 0.005) -> DrawSummary:
+    se = abs(value) * relative_se
+    return DrawSummary(mean=value, se=se, sd=se, sd_se=0.0)
+
+
+def _exact_like_cell(cell: Cell) -> dict[str, float]:
+    """A C7/C8 claim cell whose gaps are exactly +-0.5/k (inside every bound), as if measured to 0.5%."""
+    k = int(cell.params["k"])
+    gap = {
+        form: FormGap(_summary(sign * 0.5 / k), _summary(sign * 0.5 / k))
+        for form, sign in (("dcl", 1.0), ("infonce", -1.0))
+    }
+    counting = _summary(0.5)
+    return IdealSearchCell(gap["dcl"], gap["infonce"], _summary(1.0), counting, counting).to_dict()
+
+
+def _exact_control_cell(cell: Cell) -> dict[str, float]:
+    """A control cell at the heavy-tailed model's exact expected gaps, as if measured to 0.5%."""
+    k = int(cell.params["k"])
+    exact = heavy.cross_entropy_gap if "rho" in cell.params else heavy.ideal_search_gap
+    gap = {form: FormGap(_summary(exact(k, form)), _summary(exact(k, form))) for form in FORM_ORDER}
+    return GapCell(gap["dcl"], gap["infonce"]).to_dict()
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("claim_id", ["C7", "C8"])
+def test_c7_c8_parts_and_control_are_judged_at_the_claims_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim_id: str
+) -> None:
+    """If this fails, C7/C8 judge a part or the control at another level than 1 - 0.05/(10 x 5), miscount their
+    parts (4 rates + 1 count, docs/claims/C7.md, C8.md), or the rule cannot PASS exact 1/k gaps / the control
+    cannot FAIL the heavy-tailed model's exact gaps."""
+    module = c07 if claim_id == "C7" else c08
+    control = _c07_control if claim_id == "C7" else _c08_control
+    monkeypatch.setattr(
+        module,
+        "measure_cross_entropy_gap" if claim_id == "C7" else "measure_ideal_search_gap",
+        _exact_like_cell,
+    )
+    monkeypatch.setattr(control, "measure_control_gap", _exact_control_cell)
+    level = part_level(5)
+    with SweepStore(tmp_path / "r.sqlite") as store:
+        ctx = ClaimContext(claim_id, Fidelity.QUICK, store, seed=0, run_id="run", level=level)
+        result = module.CLAIM.run(ctx)
+    assert module.CLAIM.parts == 5 and result.level == pytest.approx(level)
+    judged = [s for s in result.statistics if "not judged" not in s.name]
+    assert len(judged) == 5
+    assert all(s.ci_level == pytest.approx(level) for s in (*result.statistics, *result.control.statistics))
+    assert (result.verdict, result.control.verdict) == (Verdict.PASS, Verdict.FAIL)
+    assert result.slack is not None and result.slack < 0.1
+    assert "not informative" in result.notes
+    assert all(p.control for p in result.figures[1].points)
+    if claim_id == "C8":
+        assert "reconstruction" in result.title and "reconstruction" in module.CLAIM.evidence
+        assert len(result.statistics) == 9
+
+
+def test_rate_rule_of_the_series() -> None:
+    """If this fails, a C7/C8 series is not judged by the equivalence band [-1.1, -0.9] at the given level."""
+    ks = doubling(128, 1024)
+    rng = np.random.default_rng(0)
+    true = fit_series("a", ks, [1 / k for k in ks], [1e-3 / k for k in ks], rng, level=0.999)
+    slow = fit_series("b", ks, [k**-0.5 for k in ks], [1e-3 * k**-0.5 for k in ks], rng, level=0.999)
+    assert true.fit.ci_level == 0.999
+    assert rate_verdict(true) == (Verdict.PASS, "")
+    assert rate_verdict(slow) == (Verdict.FAIL, "")

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
+from crl._vocab import KernelForm
 from crl.metrics.risk import (
     asymptotic_gap_coefficients,
     contrastive_risk_draws,
@@ -32,6 +33,7 @@ from crl.metrics.risk import (
     vmf_identity_cross_entropy,
     vmf_kl,
 )
+from crl.metrics.risk.kernel import counting_gap_limit, counting_search_cross_entropy, counting_search_gap
 from crl.synthetic.vmf import VMFUniform
 
 
@@ -280,6 +282,55 @@ def test_prop2_exact_by_enumeration(form: str, tau: float, k: int) -> None:
         assert float((t["prob"] * gap.naive).sum()) == pytest.approx(exact_gap, abs=1e-12)
     ce = ideal_search_cross_entropy(t["neg"], t["log_w"], tau=tau)
     assert float((t["prob"] * ce).sum()) == pytest.approx(expected_ce, abs=1e-12)
+
+
+@pytest.mark.parametrize("form", ["infonce", "dcl"])
+@pytest.mark.parametrize("tau", [0.3, 1.0])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_counting_variant_exact_by_enumeration(form: KernelForm, tau: float, k: int) -> None:
+    """If this fails, C8's counting-measure variant (M_hat_k = (1/k) sum_i delta_{xi_i}, no weights) is biased, or
+    its gap does not equal D = ∫(E_M s - E_pi s)/tau dpi (DCL, every k) / D - O(1/k) (InfoNCE).
+
+    Brute force: E[-(1/k) sum_i log(k softmax_i)] - (E loss - log k) with plain loops over every draw.
+    """
+    model = FiniteModel(3 * k + int(10 * tau), n_points=4)
+    draws = model.enumerate_draws(k)
+    expected_ce, risk = 0.0, 0.0
+    for p, z, y, xi in draws:
+        logits = [model.scores[z, j] / tau for j in xi]
+        lse = math.log(sum(math.exp(v) for v in logits))
+        expected_ce += p * -sum(v - lse + math.log(k) for v in logits) / k
+        risk += p * _loss_loop(model.scores[z, y], [model.scores[z, j] for j in xi], tau, form)
+    exact_gap = expected_ce - (risk - math.log(k))
+    limit = float((model.pi[:, None] * model.pi[None, :] * (model.ratio - 1.0) * model.scores).sum() / tau)
+    t = _draw_tensors(model, draws, tau)
+    assert float((t["prob"] * counting_search_gap(t["pos"], t["neg"], tau=tau, form=form)).sum()) == (
+        pytest.approx(exact_gap, abs=1e-12)
+    )
+    ce = counting_search_cross_entropy(t["neg"], tau=tau)
+    assert float((t["prob"] * ce).sum()) == pytest.approx(expected_ce, abs=1e-12)
+    log_m = torch.tensor(np.log(model.ratio), dtype=torch.float64)
+    scores = torch.tensor(model.scores, dtype=torch.float64)
+    pi = torch.tensor(model.pi, dtype=torch.float64)
+    assert counting_gap_limit(scores, log_m, tau=tau, support_weights=pi, anchor_weights=pi) == pytest.approx(
+        limit, abs=1e-12
+    )
+    if form == "dcl":
+        assert exact_gap == pytest.approx(limit, abs=1e-12)
+    else:
+        assert limit - math.log1p(math.exp(2.0 / tau) / k) - 1e-12 <= exact_gap <= limit
+
+
+def test_counting_limit_of_identity_on_vmf_is_the_mean_resultant() -> None:
+    """If this fails, D for phi = id on VMFUniform(3, kappa) is not A_3(kappa)/tau (E_M <z, y> = A_3, E_pi = 0)."""
+    kappa, tau = 2.0, 0.5
+    anchors, anchor_weights = uniform_sphere_quadrature(12, 24)
+    nodes, weights = uniform_sphere_quadrature(48, 96)
+    log_m = VMFUniform(3, kappa).log_positive_density(anchors[:, None, :], nodes[None, :, :])
+    value = counting_gap_limit(
+        anchors @ nodes.T, log_m, tau=tau, support_weights=weights, anchor_weights=anchor_weights
+    )
+    assert value == pytest.approx(_a3(kappa) / tau, abs=1e-10)
 
 
 def _two_point_gaps(k: int, tau: float) -> tuple[float, float, float]:

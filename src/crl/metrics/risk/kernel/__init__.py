@@ -34,7 +34,8 @@ versions are returned alongside as ``naive``.
 
 The parts, one module each: :mod:`.quadrature` (the Gauss rule on S^2), :mod:`.learned` (Q, its log-partition,
 divergences and eq. 8), :mod:`.gaps` (per-draw risk and gap estimators), :mod:`.bounds` (Props. 1-2's bounds
-and crl's leading-order constants), :mod:`.vmf` (closed forms for vMF kernels).
+and crl's leading-order constants), :mod:`.vmf` (closed forms for vMF kernels), :mod:`.counting` (the ideal
+search's counting-measure variant, without importance weights, reported beside crl's choice).
 """
 
 from crl.metrics.risk.kernel.bounds import (
@@ -42,6 +43,11 @@ from crl.metrics.risk.kernel.bounds import (
     asymptotic_gap_coefficients,
     cross_entropy_gap_bounds,
     ideal_search_bound,
+)
+from crl.metrics.risk.kernel.counting import (
+    counting_gap_limit,
+    counting_search_cross_entropy,
+    counting_search_gap,
 )
 from crl.metrics.risk.kernel.gaps import (
     GapDraws,
@@ -66,6 +72,9 @@ __all__ = [
     "KernelDivergences",
     "asymptotic_gap_coefficients",
     "contrastive_risk_draws",
+    "counting_gap_limit",
+    "counting_search_cross_entropy",
+    "counting_search_gap",
     "cross_entropy_gap_bounds",
     "ideal_search_bound",
     "ideal_search_cross_entropy",
