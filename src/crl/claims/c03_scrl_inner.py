@@ -1,23 +1,28 @@
 """C3: the SCRL inner error ``L(s) - E L_hat_m(s)`` of a fixed bounded score decays as 1/m ([A] Thm 4.5).
 
-Experiment. Model ``VMFUniform(d=3, kappa=4)``, temperature tau = 0.5, and the fixed bounded score
-``s(x, y) = <W x, y>`` with ``W = 0.25 diag(1, 0.75, 0.5)`` (|s| <= B = 0.25, so ``B/tau = 1/2``; not rotation
-invariant). Because s is linear in y and p- is uniform, ``Z_s(x) = C_3(|W x|/tau)`` is exact, and the gap is
-estimated draw by draw without bias by :func:`crl.metrics.risk.inner_gap_draws`: with z = Wbar/Z_s(x),
-``tau (z - 1 - log z)`` (the plain gap ``-tau log z`` plus the control variate ``tau (z - 1)``, whose mean is 0
-exactly), relative sd about sqrt(2) at every m. m runs over 4, 8, ..., 1024 (full fidelity: 16, ..., 4096);
-every cell is one (m, chunk) with its own seed, and holds the per-draw values so that the slope's CI resamples
-draws within each m (:func:`crl.stats.loglog_slope_from_replicates`).
+Pre-registered in docs/claims/C3.md (docs/theory.md section 7, C3).
 
-Design (fixed from theory before any run of this claim). The gap is ``tau E[z - 1 - log z] = c_1/m + c_2/m^2 +
-...``, so a slope fitted over a finite grid deviates from -1 by an amount that the CI must not resolve. The exact
-gap (``-E log z = -∫_0^inf (e^{-t} - phi(t/m)^m) dt/t``, phi the Laplace transform of W/Z, by quadrature,
-averaged over x) gives an OLS slope of -1.0012 over 4..1024 for this W (and -1.0045 for W twice as large, which
-a 95% CI at standard fidelity, about +-0.004, would reject). Full fidelity, whose CI is narrower still, starts the
-grid at 16.
-Negative control. The same rule applied to the mean absolute inner error ``E|L_hat_m - ell|`` of one anchor
-(``ell`` its m -> infinity risk), measured on the same draws: a fluctuation of true rate m^{-1/2}. Its slope CI
-must not contain -1.
+Experiment. Model ``VMFUniform(d=3, kappa=4)``, tau = 0.5, and the fixed bounded score ``s(x, y) = <W x, y>`` with
+``W = 0.25 diag(1, 0.75, 0.5)`` (|s| <= B = 0.25, ``B/tau = 1/2``; not rotation invariant). ``Z_s(x) =
+C_3(|W x|/tau)`` is exact, so :func:`crl.metrics.risk.inner_gap_draws` estimates the gap draw by draw without
+bias: with z = Wbar/Z_s(x), ``tau (z - 1 - log z)`` (the plain gap ``-tau log z`` plus the control variate
+``tau (z - 1)``, of mean 0), relative sd about sqrt(2) at every m. m runs over 4, 8, ..., 1024 (full: 16, ...,
+4096); a cell is one (arm, m, chunk) with its own seed and holds its per-draw values.
+
+Rule (one part). The rate r of the mean gap in m by :func:`crl.stats.rate_fit` (power law; above a 5% largest
+relative residual the two-term model ``a m^r + b m^(r-1)``; misfit of both: INCONCLUSIVE), its CI by resampling
+draws within each m at the per-part level, judged by equivalence to -1: PASS when the CI lies inside
+[-1.1, -0.9], FAIL when disjoint, INCONCLUSIVE otherwise (:func:`crl.claims.verdict.verdict_rate`).
+
+Bound check, no weight. [A]'s constant ``2 e^{8B/tau} tau/m`` is reported beside the gap with its slack
+(largest measured/bound, about 1/4400): it holds, not informatively.
+
+Negative control (:mod:`crl.claims._kernel_heavy_tail`'s model): ``s(x, y) = c |y|^2`` on Gaussian data
+(``GaussianTwoTower(2, rho=0.5)``, y' ~ N(0, I_2)) with ``c = tau/(2 alpha)``, alpha = 1.2: ``W = exp(s/tau)`` is
+Pareto(alpha), ``Z = E W = (1 - 2c/tau)^(-d/2) = alpha/(alpha - 1)`` but ``E W^2 = inf``, so the bounded-score
+premise fails and the gap decays like ``m^(1 - alpha) = m^-0.2``. Same estimator (inner_gap_draws, exact log Z),
+through its plain per-draw value ``-tau log z``: the control variate ``tau (z - 1)`` has infinite variance when
+``E W^2 = inf`` (both have the same mean). Same grid, rule and level; it must FAIL.
 """
 
 import math
@@ -26,167 +31,220 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from crl.claims.base import (
-    Claim,
-    ClaimContext,
-    ClaimResult,
-    Fidelity,
-    Statistic,
-    loglog_figure,
-    points,
-    verdict_contains,
-)
+from crl.claims._kernel_heavy_tail import score_scale
+from crl.claims.context import ClaimContext, Fidelity
+from crl.claims.figure_spec import FigureSpec, curve, loglog_figure, points
+from crl.claims.result import Claim, ClaimResult
+from crl.claims.verdict import Statistic, slack_label, verdict_rate
 from crl.metrics.risk import FeatureScore, inner_gap_draws
-from crl.stats import loglog_slope_from_replicates, mean_se
+from crl.stats import RateFit, bound_violations, mean_se, rate_fit
 from crl.sweep import Cell
-from crl.synthetic import VMFUniform
+from crl.synthetic import GaussianTwoTower, VMFUniform
+from crl.synthetic.base import GroundTruth
 
 DIM = 3
 KAPPA = 4.0
 TAU = 0.5
 W_DIAGONAL = (0.25, 0.1875, 0.125)
+BOUND_B = W_DIAGONAL[0]
+"""B = max |s(x, y)| over the sphere."""
+ALPHA = 1.2
+"""Tail index of exp(s/tau) in the control."""
+CONTROL_DIM = 2
+CONTROL_RHO = 0.5
 M_GRIDS = {
     Fidelity.QUICK: (4, 8, 16, 32, 64, 128, 256, 512, 1024),
     Fidelity.STANDARD: (4, 8, 16, 32, 64, 128, 256, 512, 1024),
     Fidelity.FULL: (16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
 }
-TARGET_SLOPE = -1.0
-MAX_CI_WIDTH = 0.5
-"""A CI wider than this cannot exclude the competing rate -1/2, so the verdict is then INCONCLUSIVE."""
-
-CHUNKS = {Fidelity.QUICK: 2, Fidelity.STANDARD: 8, Fidelity.FULL: 8}
-DRAWS_PER_CHUNK = {Fidelity.QUICK: 3000, Fidelity.STANDARD: 5000, Fidelity.FULL: 10000}
+TARGET_RATE = -1.0
+DELTA = 0.1
+CHUNKS = {
+    "claim": {Fidelity.QUICK: 2, Fidelity.STANDARD: 8, Fidelity.FULL: 8},
+    "control": {Fidelity.QUICK: 3, Fidelity.STANDARD: 8, Fidelity.FULL: 16},
+}
+DRAWS_PER_CHUNK = {
+    "claim": {Fidelity.QUICK: 3000, Fidelity.STANDARD: 5000, Fidelity.FULL: 10000},
+    "control": {Fidelity.QUICK: 4000, Fidelity.STANDARD: 5000, Fidelity.FULL: 5000},
+}
+ESTIMATE = {"claim": "estimate", "control": "naive"}
+"""Which per-draw value of inner_gap_draws each arm averages (module docstring)."""
 
 
 def fixed_score() -> FeatureScore:
-    """The fixed bounded score ``s(x, y) = <W x, y>``, W = diag(W_DIAGONAL) (|s| <= 0.25)."""
+    """The claim's bounded score ``s(x, y) = <W x, y>``, W = diag(W_DIAGONAL) (|s| <= 0.25)."""
     weights = torch.tensor(W_DIAGONAL, dtype=torch.float64)
     return FeatureScore(lambda x: x * weights)
 
 
+def heavy_tailed_score(alpha: float = ALPHA, tau: float = TAU) -> FeatureScore:
+    """The control's score ``s(x, y) = c |y|^2``, ``c = tau/(2 alpha)``: curvature ``-2c`` and no feature term."""
+    return FeatureScore(torch.zeros_like, curvature=-2.0 * score_scale(alpha, tau))
+
+
+def arm_model(arm: str) -> tuple[FeatureScore, GroundTruth]:
+    """The score and model of the claim (bounded score on the sphere) or of the control (heavy tails)."""
+    if arm == "claim":
+        return fixed_score(), VMFUniform(DIM, KAPPA)
+    return heavy_tailed_score(), GaussianTwoTower(CONTROL_DIM, CONTROL_RHO)
+
+
 def inner_gap_cell(cell: Cell) -> dict[str, Any]:
-    """``n_draws`` draws at one m: the unbiased per-draw gaps and the per-draw absolute inner errors."""
+    """``n_draws`` per-draw unbiased gaps of one arm at one m (the arm's estimate, see :data:`ESTIMATE`)."""
     params = cell.params
+    arm = str(params["arm"])
+    score, truth = arm_model(arm)
     draws = inner_gap_draws(
-        fixed_score(),
-        VMFUniform(DIM, KAPPA),
+        score,
+        truth,
         TAU,
         int(params["m"]),
         generator=torch.Generator().manual_seed(cell.seed),
         n_draws=int(params["n_draws"]),
     )
-    return {"gap": draws.estimate.tolist(), "abs_error": draws.naive.abs().tolist()}
+    return {"gap": getattr(draws, ESTIMATE[arm]).tolist()}
 
 
-def _pool(records: list[Any], key: str, grid: tuple[int, ...]) -> dict[int, np.ndarray]:
-    """Per m, all per-draw values of ``key`` over the m's cells."""
-    pooled: dict[int, list[float]] = {m: [] for m in grid}
-    for record in records:
-        pooled[int(record.cell.params["m"])].extend(record.result[key])
-    return {m: np.asarray(values, dtype=np.float64) for m, values in pooled.items()}
+def theory_bound(m: int) -> float:
+    """[A] Thm 4.5's inner term ``2 e^{8B/tau} tau / m`` for the claim's score (B = 0.25, tau = 0.5)."""
+    return 2.0 * math.exp(8.0 * BOUND_B / TAU) * TAU / m
 
 
 class ScrlInnerError(Claim):
-    """C3 (module docstring): slope of L(s) - E L_hat_m(s) vs m, and its m^{-1/2} control."""
+    """C3 (module docstring): the rate of L(s) - E L_hat_m(s) in m, its bound's slack, and the heavy-tailed control."""
 
     id: ClassVar[str] = "C3"
     title: ClassVar[str] = "SCRL inner error O(1/m)"
     source: ClassVar[str] = "[A] Thm 4.5; [B] Prop. 1"
+    evidence: ClassVar[str] = (
+        "[A] Thm 4.5: the SCRL inner error's rate in m, on a bounded score (the bound's constant is reported, "
+        "not judged)"
+    )
+    parts: ClassVar[int] = 1
     statement: ClassVar[str] = (
         "For a fixed score with bounded values (|s| <= B), the inner error of the SCRL empirical risk, "
         "L(s) - E L_hat_m(s) (m independent negatives per anchor), is O(1/m) (bounded by 2 e^{8B/tau} tau/m)."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C3: "
-        "log-log slope CI contains -1. Fixed by crl: s(x,y) = <Wx, y>, W = diag(0.25, 0.1875, 0.125), "
-        "VMFUniform(3, kappa=4), tau = 0.5, m in {4, 8, ..., 1024} (full: {16, ..., 4096}); the CI (at the "
-        "claim's level) of the "
-        "OLS slope of log mean gap vs "
-        "log m, by resampling draws within each m (2000 resamples, widened by sqrt(chi2/dof) on misfit). PASS if "
-        "it contains -1 and is at most 0.5 wide; INCONCLUSIVE if it contains -1 but is wider; FAIL otherwise."
+        "docs/theory.md section 7, C3: the rate r of L(s) - E L_hat_m(s) in m is equivalent to -1. Fixed by "
+        "crl: s(x,y) = <Wx, y>, W = diag(0.25, 0.1875, 0.125), VMFUniform(3, kappa=4), tau = 0.5, m in {4, 8, "
+        "..., 1024} (full: {16, ..., 4096}), unbiased per-draw gaps (control variate, exact log Z). r and its "
+        "CI by crl.stats.rate_fit (power law; if its largest relative residual exceeds 5%, the two-term model "
+        "a m^r + b m^(r-1); if that also exceeds 5%, INCONCLUSIVE), resampling draws within each m (2000 "
+        "resamples). PASS if the CI lies inside [-1.1, -0.9], FAIL if it is disjoint from it, INCONCLUSIVE "
+        "otherwise. [A]'s bound 2 e^(8B/tau) tau/m is reported with its slack and carries no weight."
     )
     control_description: ClassVar[str] = (
-        "The same rule on the mean absolute inner error E|L_hat_m - ell| of one anchor, measured on the same "
-        "draws: a fluctuation with true rate m^(-1/2), whose slope CI must not contain -1."
+        "Heavy-tailed scores that break the bounded-score premise: s(x,y) = c|y|^2 on GaussianTwoTower(2, "
+        "rho=0.5) data, c = tau/(2 alpha), alpha = 1.2, so exp(s/tau) is Pareto(1.2), E exp(2s/tau) is "
+        "infinite and the gap decays like m^(1 - alpha) = m^-0.2. Same estimator (inner_gap_draws, exact "
+        "log Z, its plain per-draw gap: the control variate has infinite variance here), grid, rule and "
+        "level; it must FAIL."
     )
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
-        """Compute the grid, fit both slopes, and apply the rule to the gap and to the control."""
-        n_draws = DRAWS_PER_CHUNK[ctx.fidelity]
+        """Compute both arms' grids, fit both rates, judge them, and report the bound's slack."""
         grid = M_GRIDS[ctx.fidelity]
         cells = [
-            Cell({"m": m, "chunk": k, "n_draws": n_draws}, ctx.seed_for(m, k, n_draws))
+            Cell(params, ctx.seed_for(params))
+            for arm in ("claim", "control")
             for m in grid
-            for k in range(CHUNKS[ctx.fidelity])
+            for k in range(CHUNKS[arm][ctx.fidelity])
+            for params in [{"arm": arm, "m": m, "chunk": k, "n_draws": DRAWS_PER_CHUNK[arm][ctx.fidelity]}]
         ]
         records = ctx.run_cells(cells, inner_gap_cell)
-        gaps, errors = _pool(records, "gap", grid), _pool(records, "abs_error", grid)
-        ms = list(grid)
-        fit = loglog_slope_from_replicates(
-            ms, [gaps[m] for m in ms], rng=ctx.rng("bootstrap", "gap"), ci=ctx.level
+        gaps = {arm: _pool(records, arm, grid) for arm in ("claim", "control")}
+        fits = {
+            arm: rate_fit(
+                list(grid), replicates=[gaps[arm][m] for m in grid], rng=ctx.rng("rate", arm), ci=ctx.level
+            )
+            for arm in ("claim", "control")
+        }
+        (verdict, reason), (control_verdict, control_reason) = (
+            verdict_rate(fits[arm], TARGET_RATE, DELTA) for arm in ("claim", "control")
         )
-        control_fit = loglog_slope_from_replicates(
-            ms, [errors[m] for m in ms], rng=ctx.rng("bootstrap", "control"), ci=ctx.level
-        )
-        stat = Statistic.from_slope("slope of L(s) - E L_hat_m(s) vs m", fit)
-        control_stat = Statistic.from_slope("slope of E|L_hat_m - ell| vs m (control)", control_fit)
-        table = [_row(m, gaps[m], errors[m]) for m in ms]
-        figure = loglog_figure(
-            "slope",
-            "C3: SCRL inner error vs m (VMFUniform d=3, tau=0.5)",
-            "m (negatives per anchor)",
-            "L(s) - E L_hat_m(s)",
-            points(
-                "L(s) - E L_hat_m(s)",
-                ms,
-                [r["gap"] for r in table],
-                y_err=[1.96 * r["gap_se"] for r in table],
-                fit=fit,
-            ),
-            points(
-                "control: E|L_hat_m - ell|",
-                ms,
-                [r["abs_error"] for r in table],
-                y_err=[1.96 * r["abs_error_se"] for r in table],
-                fit=control_fit,
-            ),
-            theory_slope=TARGET_SLOPE,
+        table = [_row(m, gaps["claim"][m], gaps["control"][m]) for m in grid]
+        check = bound_violations(
+            [r["gap"] for r in table], [r["bound"] for r in table], [r["gap_se"] for r in table], ci=ctx.level
         )
         return self.result(
             ctx,
-            verdict=verdict_contains(stat, TARGET_SLOPE, max_width=MAX_CI_WIDTH),
-            statistics=[stat],
-            control_verdict=verdict_contains(control_stat, TARGET_SLOPE, max_width=MAX_CI_WIDTH),
-            control_statistics=[control_stat],
-            figures=[figure],
+            verdict=verdict,
+            statistics=[Statistic.from_rate("rate r of L(s) - E L_hat_m(s) in m", fits["claim"])],
+            control_verdict=control_verdict,
+            control_statistics=[
+                Statistic.from_rate("control: rate r of the heavy-tailed gap in m", fits["control"])
+            ],
+            figures=[_figure(table, fits)],
             table=table,
             notes=(
-                f"{CHUNKS[ctx.fidelity] * n_draws} draws per m (one anchor, one positive, m fresh negatives each); "
-                "log Z_s(x) exact (C_3(|Wx|/tau)), so the per-draw gap estimates are unbiased. "
-                f"[A]'s bound at m={ms[-1]}: 2 e^(8B/tau) tau/m = {_theory_bound(ms[-1]):.3g} "
-                f"(measured {table[-1]['gap']:.3g})."
+                f"Draws per m: {_draws('claim', ctx.fidelity)} (claim), {_draws('control', ctx.fidelity)} "
+                f"(control). Bound check, no weight in the verdict: [A]'s 2 e^(8B/tau) tau/m = "
+                f"{theory_bound(grid[-1]):.3g} at m = {grid[-1]} (measured {table[-1]['gap']:.3g}); "
+                f"{check.count_beyond_mc_error} of {check.n} above it beyond MC error; {slack_label(check)}."
             ),
+            reasons=[reason] if reason else [],
+            control_reasons=[control_reason] if control_reason else [],
+            slack=check.slack,
         )
 
 
-def _theory_bound(m: int) -> float:
-    """[A] Thm 4.5's inner term ``2 e^{8B/tau} tau / m`` for this score (B = max |s| = W_DIAGONAL[0])."""
-    return 2.0 * math.exp(8.0 * W_DIAGONAL[0] / TAU) * TAU / m
+def _draws(arm: str, fidelity: Fidelity) -> int:
+    """Draws per m of one arm."""
+    return CHUNKS[arm][fidelity] * DRAWS_PER_CHUNK[arm][fidelity]
 
 
-def _row(m: int, gap: np.ndarray, abs_error: np.ndarray) -> dict[str, Any]:
-    """One tidy row: the mean gap and mean absolute error at m, with standard errors."""
-    g, e = mean_se(gap), mean_se(abs_error)
+def _pool(records: list[Any], arm: str, grid: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """Per m, all per-draw gaps of one arm over its cells."""
+    pooled: dict[int, list[float]] = {m: [] for m in grid}
+    for record in records:
+        if record.cell.params["arm"] == arm:
+            pooled[int(record.cell.params["m"])].extend(record.result["gap"])
+    return {m: np.asarray(values, dtype=np.float64) for m, values in pooled.items()}
+
+
+def _row(m: int, gap: np.ndarray, control: np.ndarray) -> dict[str, Any]:
+    """One tidy row: both arms' mean gaps at m with standard errors, and [A]'s bound with its ratio."""
+    g, c = mean_se(gap), mean_se(control)
+    bound = theory_bound(m)
     return {
         "m": m,
-        "n_draws": int(gap.size),
         "gap": g.mean,
         "gap_se": g.se,
         "m_times_gap": m * g.mean,
-        "abs_error": e.mean,
-        "abs_error_se": e.se,
-        "sqrt_m_times_abs_error": math.sqrt(m) * e.mean,
+        "bound": bound,
+        "gap_over_bound": g.mean / bound,
+        "control_gap": c.mean,
+        "control_gap_se": c.se,
     }
+
+
+def _figure(table: list[dict[str, Any]], fits: dict[str, RateFit]) -> FigureSpec:
+    """Log-log figure (bars: 1 se): the claim's gap, the control's (labelled as such), [A]'s bound, slope -1."""
+    ms = [r["m"] for r in table]
+    return loglog_figure(
+        "rate",
+        "C3: SCRL inner error vs m",
+        "m (negatives per anchor)",
+        "L(s) - E L_hat_m(s)",
+        points(
+            "claim: bounded s",
+            ms,
+            [r["gap"] for r in table],
+            y_err=[r["gap_se"] for r in table],
+            fit=fits["claim"].power if fits["claim"].model == "power" else None,
+        ),
+        points(
+            f"control: heavy tails (alpha {ALPHA:g})",
+            ms,
+            [r["control_gap"] for r in table],
+            y_err=[r["control_gap_se"] for r in table],
+            fit=fits["control"].power if fits["control"].model == "power" else None,
+            control=True,
+        ),
+        theory_slope=TARGET_RATE,
+        bounds=[curve("[A] bound", ms, [r["bound"] for r in table])],
+    )
 
 
 CLAIM = ScrlInnerError()

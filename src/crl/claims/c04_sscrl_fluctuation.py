@@ -1,60 +1,41 @@
-"""C4: with shared negatives (SSCRL) the empirical risk fluctuates like 1/sqrt(m); with SCRL it does not ([A] Thm 4.6).
+"""C4: with shared negatives (SSCRL) the empirical risk fluctuates like 1/sqrt(m) whatever n ([A] Thm 4.6).
 
-Experiment. Model ``AsymmetricSphere(d=3, kappa=1, anchor_kappa=10, negative_law="marginal")`` (anchors
-concentrated around e, negatives = other positives, [A]'s convention), tau = 0.5, fixed score
-``s(x, y) = 0.25 <x, y>``. For each m in {16, 32, 64, 128, 256} the sd over independent data sets (n pairs and
-their negatives, all redrawn) of the empirical risk ``L_hat_m(s)`` (GCL through :mod:`crl.objectives`):
+Pre-registered in docs/claims/C4.md (docs/theory.md section 7, C4).
 
-- SSCRL: one draw of m negatives shared by all n anchors, R replicate data sets
-  (:func:`crl.metrics.risk.empirical_risk_draws`, regime "shared");
-- SCRL: m fresh negatives per anchor. Its n per-anchor terms are i.i.d., so ``sd(L_hat_m) = sd(term)/sqrt(n)``
-  exactly; the sd is computed from N i.i.d. terms (:func:`crl.metrics.risk.empirical_risk_per_anchor`, regime
-  "independent") instead of from n x R terms, the same quantity at a fraction of the cost.
+Measured: the sd over negative draws of ``L_hat_m(s)`` with the n pairs fixed (:mod:`crl.claims._c04_fixed_pairs`:
+a block draws n pairs once and R sets of negatives; its sample sd / c4(R) estimates ``sd(L_hat_m | pairs)``;
+independent blocks are the replicates of :func:`crl.stats.rate_fit`). Model ``AsymmetricSphere(3, kappa=1,
+anchor_kappa=10, negatives = positives' marginal)`` (non-uniform anchors), tau = 0.5, ``s(x, y) = 0.25 <x, y>``.
 
-Why these slopes (the design, fixed from the variance decomposition before any run of this claim). To first
-order ``Var L_hat_SS = A/n + C/m`` and ``Var L_hat_SC = A/n + B/(n m)`` with ``A = Var(tau log Z_s(x) - s(x, y))``
-(anchors), ``B = tau^2 E_x Var_{y'}(W/Z_s(x))`` (negatives within an anchor) and
-``C = tau^2 Var_{y'}(E_x[W(x, y')/Z_s(x)])`` (the part of the negatives' effect shared by all anchors),
-``W = exp(s(x, y')/tau)``. A pilot simulation (tau = 1 units, multiply by tau^2) gave A = 0.069, B = 0.062,
-C = 0.048 for this model and score. Over m in [16, 256]: SCRL's local slope ``-1/2 (B/m)/(A + B/m)`` is within
-[-0.03, 0]: flat; SSCRL's ``-1/2 / (1 + (A/C)(m/n))`` is within [-0.5, -0.46] at n = 4096 (quick) and
-[-0.5, -0.48] at n = 8192 (standard). Below m = 16 a second-order shared term O(1/m^2) (a degenerate
-U-statistic of the shared negatives) would steepen the *control's* curve, so the grid starts at 16.
+Why these slopes (first order in the negatives, pairs fixed; ``e_i(y') = W(x_i, y')/Z_s(x_i) - 1``,
+``W = exp(s/tau)``): SSCRL ``Var = tau^2 Var_{y'}((1/n) sum_i e_i(y'))/m -> C/m`` with
+``C = tau^2 Var_{y'}(E_x W(x, y')/Z_s(x))`` > 0 for non-uniform anchors, so its sd falls like m^-1/2 and is flat
+in n; SCRL ``Var = (1/n^2) sum_i Var(ell_i | pair i) ~ B/(n m)``, ``B = tau^2 E_x Var_{y'}(W/Z_s)``, so at fixed m
+its sd falls like n^-1/2. Three parts, each a rate by the misfit protocol judged by equivalence (band +-0.1):
 
-Rule: SSCRL's sd slope CI contains -1/2 (and is at most 0.5 wide), and SCRL is flat: its sd slope CI lies inside
-[-0.15, 0.15] (point estimate outside: FAIL; estimate inside but CI not: INCONCLUSIVE). The sd slope is half the
-slope of the variance, fitted by :func:`crl.stats.loglog_slope_from_replicates` to the replicates
-``(L_r - Lbar)^2 R/(R-1)`` (whose mean is the unbiased variance); its CI is half the variance slope's CI.
+1. SSCRL, sd vs m (n = 1024, m in {2, ..., 32}): rate in [-0.6, -0.4];
+2. SSCRL, sd vs n (m = 2, n in {16, ..., 256}): rate in [-0.1, 0.1] (flat);
+3. SCRL, sd vs n (m = 2, n in {16, ..., 256}): rate in [-0.6, -0.4].
 
-Negative control (the pitfall of docs/theory.md section 6.1). The same rule with uniform anchors:
-``VMFUniform(3, kappa=1)`` and the same rotation-invariant score. Then ``E_x W(x, y')/Z = 1`` for every y', so
-C = 0: the 1/sqrt(m) shared fluctuation cancels and SSCRL is as flat as SCRL; the SSCRL part of the rule must
-FAIL.
+Negative control (the pitfall of docs/theory.md section 6.1): uniform anchors, ``VMFUniform(3, kappa=1)``, same
+rotation-invariant score. Then ``E_x W(x, y')/Z = 1`` for every y', C = 0, and the SSCRL variance is
+``B/(n m) + D/m^2`` with D = ``tau^2 E K^2 / 2`` (K the anchors' kernel ``E_x e(x, y) e(x, y')``, the degenerate
+second-order term of the shared negatives): at n = 1024 and m <= 32 the D/m^2 term dominates, the sd falls
+faster than m^-1/2 and part 1 must FAIL (part 2 moves too: the shared fluctuation now averages over anchors).
 """
 
-import dataclasses
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from crl.claims.base import (
-    Claim,
-    ClaimContext,
-    ClaimResult,
-    Fidelity,
-    FigureSpec,
-    Statistic,
-    Verdict,
-    bonferroni_level,
-    combine_verdicts,
-    loglog_figure,
-    points,
-    verdict_contains,
-)
-from crl.metrics.risk import FeatureScore, empirical_risk_draws, empirical_risk_per_anchor
-from crl.stats import SlopeFit, loglog_slope_from_replicates
+from crl.claims._c04_fixed_pairs import block_sd, block_values
+from crl.claims.context import ClaimContext, Fidelity
+from crl.claims.figure_spec import FigureSpec, loglog_figure, points
+from crl.claims.result import Claim, ClaimResult
+from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_rate
+from crl.metrics.risk import FeatureScore
+from crl.stats import RateFit, rate_fit
 from crl.sweep import Cell
 from crl.synthetic import AsymmetricSphere, VMFUniform
 from crl.synthetic.base import GroundTruth
@@ -64,20 +45,26 @@ TAU = 0.5
 BETA = 0.25
 KAPPA = 1.0
 ANCHOR_KAPPA = 10.0
-M_GRID = (16, 32, 64, 128, 256)
-SHARED_SLOPE = -0.5
-MAX_CI_WIDTH = 0.5
-FLAT_BAND = 0.15
-"""SCRL counts as flat when its sd slope CI lies inside [-FLAT_BAND, FLAT_BAND]."""
+M_GRID = (2, 4, 8, 16, 32)
+N_FOR_M = 1024
+N_GRID = (16, 32, 64, 128, 256)
+M_FOR_N = 2
+DELTA = 0.1
 
-N_ANCHORS = {Fidelity.QUICK: 4096, Fidelity.STANDARD: 8192, Fidelity.FULL: 16384}
-"""n, the pairs per data set."""
-SHARED_CHUNKS = {Fidelity.QUICK: 2, Fidelity.STANDARD: 4, Fidelity.FULL: 8}
-REPLICATES_PER_CHUNK = 50
-"""R = chunks x 50 replicate data sets per m for SSCRL."""
-INDEPENDENT_TERMS = {Fidelity.QUICK: 2000, Fidelity.STANDARD: 4000, Fidelity.FULL: 8000}
-INDEPENDENT_CHUNKS = 2
-"""N = 2 x terms i.i.d. per-anchor SCRL terms per m."""
+
+SERIES: dict[str, tuple[str, str, float]] = {
+    "sscrl_m": ("shared", "m", -0.5),
+    "sscrl_n": ("shared", "n", 0.0),
+    "scrl_n": ("independent", "n", -0.5),
+}
+"""Part -> (regime, swept variable, target rate)."""
+LABELS = {"sscrl_m": "SSCRL sd vs m", "sscrl_n": "SSCRL sd vs n", "scrl_n": "SCRL sd vs n"}
+
+BLOCKS = {Fidelity.QUICK: 20, Fidelity.STANDARD: 60, Fidelity.FULL: 100}
+"""K, the blocks (independent sets of n pairs) per grid point."""
+REPLICATES = {Fidelity.QUICK: 40, Fidelity.STANDARD: 60, Fidelity.FULL: 100}
+"""R, the negative draws per block."""
+BLOCKS_PER_CELL = 10
 
 
 def model(arm: str) -> GroundTruth:
@@ -92,213 +79,188 @@ def fixed_score() -> FeatureScore:
     return FeatureScore(lambda x: BETA * x)
 
 
+def grid_point(series: str, x: int) -> tuple[int, int]:
+    """(n, m) of a series' grid point x."""
+    return (N_FOR_M, x) if SERIES[series][1] == "m" else (x, M_FOR_N)
+
+
 def fluctuation_cell(cell: Cell) -> dict[str, Any]:
-    """Shared regime: R replicate values of L_hat_m. Independent regime: i.i.d. per-anchor terms."""
-    params = cell.params
+    """``blocks`` block sds ``sd(L_hat_m | pairs)`` at one grid point of one series and arm."""
+    p = cell.params
     generator = torch.Generator().manual_seed(cell.seed)
-    truth, score, m = model(str(params["arm"])), fixed_score(), int(params["m"])
-    if params["regime"] == "shared":
-        values = empirical_risk_draws(
-            score,
-            truth,
-            TAU,
-            m,
-            generator=generator,
-            n_anchors=int(params["n"]),
-            n_replicates=int(params["replicates"]),
-            regime="shared",
+    n, m = grid_point(str(p["series"]), int(p["x"]))
+    regime = SERIES[str(p["series"])][0]
+    truth, score = model(str(p["arm"])), fixed_score()
+    sds = [
+        block_sd(
+            block_values(
+                score,
+                truth,
+                TAU,
+                n=n,
+                m=m,
+                replicates=int(p["replicates"]),
+                regime=regime,
+                generator=generator,
+            )
         )
-    else:
-        values = empirical_risk_per_anchor(
-            score, truth, TAU, m, generator=generator, n_anchors=int(params["terms"]), regime="independent"
-        )
-    return {"values": values.tolist()}
+        for _ in range(int(p["blocks"]))
+    ]
+    return {"sd": sds}
 
 
-def _squared_deviations(values: np.ndarray, scale: float) -> np.ndarray:
-    """``(v - mean)^2 N/(N-1) * scale``: replicates whose mean is the unbiased variance times ``scale``."""
-    return np.square(values - values.mean()) * values.size / (values.size - 1) * scale
-
-
-def _sd_fit(variance_fit: SlopeFit) -> SlopeFit:
-    """The fit of ``log sd = log(var)/2``: slope, intercept and CI halved."""
-    return dataclasses.replace(
-        variance_fit,
-        slope=variance_fit.slope / 2.0,
-        intercept=variance_fit.intercept / 2.0,
-        ci_low=variance_fit.ci_low / 2.0,
-        ci_high=variance_fit.ci_high / 2.0,
-        slope_se=variance_fit.slope_se / 2.0,
-    )
-
-
-def _flat_verdict(statistic: Statistic) -> Verdict:
-    """PASS if the CI lies inside [-FLAT_BAND, FLAT_BAND]; FAIL if the estimate is outside; else INCONCLUSIVE."""
-    if statistic.ci_low >= -FLAT_BAND and statistic.ci_high <= FLAT_BAND:
-        return Verdict.PASS
-    if abs(statistic.value) > FLAT_BAND:
-        return Verdict.FAIL
-    return Verdict.INCONCLUSIVE
+def grid_of(series: str) -> tuple[int, ...]:
+    """The swept values of a series."""
+    return M_GRID if SERIES[series][1] == "m" else N_GRID
 
 
 class SscrlFluctuation(Claim):
-    """C4 (module docstring): sd of L_hat_m vs m for shared and independent negatives, and the uniform control."""
+    """C4 (module docstring): sd of L_hat_m over negatives with pairs fixed, in m and n, and the uniform control."""
 
     id: ClassVar[str] = "C4"
     title: ClassVar[str] = "SSCRL shared-negative fluctuation O(1/sqrt m)"
     source: ClassVar[str] = "[A] Thm 4.6"
+    evidence: ClassVar[str] = (
+        "[A] Thm 4.6: SSCRL's shared negatives make the risk fluctuate by O(1/sqrt m) whatever n; SCRL's "
+        "fluctuation is averaged over anchors"
+    )
+    parts: ClassVar[int] = 3
     statement: ClassVar[str] = (
         "With one set of m negatives shared by all anchors (SSCRL), the empirical risk of a fixed score "
-        "fluctuates over draws by O(1/sqrt m) whatever n, while with independent negatives per anchor (SCRL) "
-        "the negatives' fluctuation is averaged over anchors and the sd is flat in m (dominated by O(1/sqrt n))."
+        "fluctuates over negative draws by O(1/sqrt m) whatever n, while with independent negatives per anchor "
+        "(SCRL) the negatives' fluctuation is averaged over anchors: sqrt(B/(nm))."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C4: "
-        "SSCRL slope CI contains -1/2; SCRL flat. Fixed by crl: AsymmetricSphere(3, kappa=1, "
-        "anchor_kappa=10, negatives = positives' marginal), s = 0.25 <x,y>, tau = 0.5, m in {16, ..., 256}, "
-        "n = 4096/8192/16384 (quick/standard/full), anchors and negatives redrawn per data set. CI (each of the "
-        "two at half the claim's error rate, Bonferroni) of the "
-        "slope of log sd(L_hat_m) vs log m (half the variance slope; replicate bootstrap, 2000 resamples, widened "
-        "on misfit). SSCRL: PASS if the CI contains -0.5 and is at most 0.5 wide (INCONCLUSIVE if wider), else "
-        "FAIL. SCRL flat: PASS if the CI lies inside [-0.15, 0.15], FAIL if the slope is outside it, else "
-        "INCONCLUSIVE. Both parts must PASS."
+        "docs/theory.md section 7, C4: sd over negative draws of L_hat_m(s) with the n pairs fixed. Fixed by "
+        "crl: AsymmetricSphere(3, kappa=1, anchor_kappa=10, negatives = positives' marginal), s = 0.25 <x,y>, "
+        "tau = 0.5; per grid point K blocks (fresh pairs each) of R negative draws (K, R = 20, 40 quick; 60, 60 "
+        "standard; 100, 100 full), each block's sd = sample sd / c4(R). Three parts, each the rate of the mean "
+        "block sd by crl.stats.rate_fit (power law; if its largest relative residual exceeds 5%, the two-term "
+        "model a x^r + b x^(r-1); if that also exceeds 5%, INCONCLUSIVE), CI by resampling blocks (2000 "
+        "resamples): (1) SSCRL vs m at n = 1024, m in {2, 4, 8, 16, 32}: PASS if the CI lies inside [-0.6, "
+        "-0.4]; (2) SSCRL vs n at m = 2, n in {16, 32, 64, 128, 256}: PASS if the CI lies inside [-0.1, 0.1]; "
+        "(3) SCRL vs n at m = 2, same n: PASS if the CI lies inside [-0.6, -0.4]. Each part FAILs if its CI is "
+        "disjoint from its band and is INCONCLUSIVE otherwise; the claim PASSes if all three PASS, FAILs if "
+        "any FAILs, else is INCONCLUSIVE."
     )
     control_description: ClassVar[str] = (
-        "The pitfall of docs/theory.md section 6.1: the same rule with uniform anchors (VMFUniform(3, kappa=1)) "
-        "and the same "
-        "rotation-invariant score, where the shared 1/sqrt(m) fluctuation cancels exactly (E_x W(x,y')/Z = 1), "
-        "so SSCRL is flat too and its part of the rule must FAIL."
+        "The pitfall of docs/theory.md section 6.1: the same three parts with uniform anchors (VMFUniform(3, "
+        "kappa=1)) and the same rotation-invariant score, where the shared 1/sqrt(m) fluctuation cancels "
+        "(E_x W(x,y')/Z = 1): the SSCRL variance is B/(nm) + D/m^2, so part (1) must FAIL."
     )
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
-        """Compute both regimes in both arms, fit the sd slopes and apply the rule to claim and control."""
-        cells = self._cells(ctx)
-        records = ctx.run_cells(cells, fluctuation_cell)
+        """Compute the three series in both arms, fit their rates and judge claim and control."""
+        records = ctx.run_cells(self._cells(ctx), fluctuation_cell)
         pooled: dict[tuple[str, str, int], list[float]] = {}
         for record in records:
             p = record.cell.params
-            pooled.setdefault((str(p["arm"]), str(p["regime"]), int(p["m"])), []).extend(
-                record.result["values"]
-            )
-        n = N_ANCHORS[ctx.fidelity]
-        table: list[dict[str, Any]] = []
-        stats: dict[tuple[str, str], Statistic] = {}
-        fits: dict[tuple[str, str], SlopeFit] = {}
+            pooled.setdefault((str(p["arm"]), str(p["series"]), int(p["x"])), []).extend(record.result["sd"])
+        fits: dict[tuple[str, str], RateFit] = {}
+        judged: dict[str, list[tuple[Verdict, str]]] = {"claim": [], "control": []}
         for arm in ("claim", "control"):
-            for regime in ("shared", "independent"):
-                scale = 1.0 if regime == "shared" else 1.0 / n
-                replicates = [
-                    _squared_deviations(np.asarray(pooled[(arm, regime, m)]), scale) for m in M_GRID
-                ]
-                fit = _sd_fit(
-                    loglog_slope_from_replicates(
-                        list(M_GRID),
-                        replicates,
-                        rng=ctx.rng("boot", arm, regime),
-                        ci=bonferroni_level(2, ctx.level),
-                    )
+            for series, (_, _, target) in SERIES.items():
+                sds = [np.asarray(pooled[(arm, series, x)]) for x in grid_of(series)]
+                fit = rate_fit(
+                    list(grid_of(series)), replicates=sds, rng=ctx.rng("rate", arm, series), ci=ctx.level
                 )
-                fits[(arm, regime)] = fit
-                label = "SSCRL (shared)" if regime == "shared" else "SCRL (independent)"
-                stats[(arm, regime)] = Statistic.from_slope(f"{arm}: slope of sd(L_hat_m) vs m, {label}", fit)
-                table.extend(_rows(arm, regime, n, replicates))
-        verdict, control = (
-            combine_verdicts(
-                verdict_contains(stats[(arm, "shared")], SHARED_SLOPE, max_width=MAX_CI_WIDTH),
-                _flat_verdict(stats[(arm, "independent")]),
-            )
-            for arm in ("claim", "control")
-        )
+                fits[(arm, series)] = fit
+                verdict, reason = verdict_rate(fit, target, DELTA)
+                judged[arm].append((verdict, f"{LABELS[series]}: {reason}" if reason else ""))
+        table = _table(pooled)
         return self.result(
             ctx,
-            verdict=verdict,
-            statistics=[stats[("claim", "shared")], stats[("claim", "independent")]],
-            control_verdict=control,
-            control_statistics=[stats[("control", "shared")], stats[("control", "independent")]],
-            figures=[_figure(table, fits)],
+            verdict=combine_verdicts(*(v for v, _ in judged["claim"])),
+            statistics=[_statistic("claim", s, fits) for s in SERIES],
+            control_verdict=combine_verdicts(*(v for v, _ in judged["control"])),
+            control_statistics=[_statistic("control", s, fits) for s in SERIES],
+            figures=[_figure(table, fits, "m"), _figure(table, fits, "n")],
             table=table,
             notes=(
-                f"n = {n} pairs per data set. SSCRL: {SHARED_CHUNKS[ctx.fidelity] * REPLICATES_PER_CHUNK} "
-                f"replicate data sets per m. SCRL: sd(L_hat_m) = sd(per-anchor term)/sqrt(n) from "
-                f"{INDEPENDENT_CHUNKS * INDEPENDENT_TERMS[ctx.fidelity]} i.i.d. terms per m (exact identity: the "
-                "terms of one SCRL data set are i.i.d.)."
+                f"Per grid point {BLOCKS[ctx.fidelity]} blocks of fixed pairs x {REPLICATES[ctx.fidelity]} "
+                "negative draws. Part verdicts (claim): "
+                + ", ".join(f"{LABELS[s]} {v}" for s, (v, _) in zip(SERIES, judged["claim"], strict=True))
+                + "; (control): "
+                + ", ".join(f"{LABELS[s]} {v}" for s, (v, _) in zip(SERIES, judged["control"], strict=True))
+                + "."
             ),
+            reasons=[r for v, r in judged["claim"] if v is Verdict.INCONCLUSIVE and r],
+            control_reasons=[r for v, r in judged["control"] if v is Verdict.INCONCLUSIVE and r],
         )
 
     @staticmethod
     def _cells(ctx: ClaimContext) -> list[Cell]:
-        """One cell per (arm, regime, m, chunk), each with its own derived seed."""
-        fid = ctx.fidelity
+        """One cell per (arm, series, grid point, chunk of blocks), each with its own derived seed."""
+        blocks, replicates = BLOCKS[ctx.fidelity], REPLICATES[ctx.fidelity]
         cells = []
         for arm in ("claim", "control"):
-            for m in M_GRID:
-                for k in range(SHARED_CHUNKS[fid]):
-                    params = {
-                        "arm": arm,
-                        "regime": "shared",
-                        "m": m,
-                        "chunk": k,
-                        "n": N_ANCHORS[fid],
-                        "replicates": REPLICATES_PER_CHUNK,
-                    }
-                    cells.append(Cell(params, ctx.seed_for(params)))
-                for k in range(INDEPENDENT_CHUNKS):
-                    params = {
-                        "arm": arm,
-                        "regime": "independent",
-                        "m": m,
-                        "chunk": k,
-                        "terms": INDEPENDENT_TERMS[fid],
-                    }
-                    cells.append(Cell(params, ctx.seed_for(params)))
+            for series in SERIES:
+                for x in grid_of(series):
+                    for chunk, start in enumerate(range(0, blocks, BLOCKS_PER_CELL)):
+                        params = {
+                            "arm": arm,
+                            "series": series,
+                            "x": x,
+                            "chunk": chunk,
+                            "blocks": min(BLOCKS_PER_CELL, blocks - start),
+                            "replicates": replicates,
+                        }
+                        cells.append(Cell(params, ctx.seed_for(params)))
         return cells
 
 
-def _rows(arm: str, regime: str, n: int, replicates: list[np.ndarray]) -> list[dict[str, Any]]:
-    """Tidy rows: the sd of L_hat_m at each m with a delta-method standard error (se(var)/(2 sd))."""
+def _statistic(arm: str, series: str, fits: dict[tuple[str, str], RateFit]) -> Statistic:
+    """The rate of one series as a statistic, named with its arm and band."""
+    target = SERIES[series][2]
+    band = f"band [{target - DELTA:g}, {target + DELTA:g}]"
+    return Statistic.from_rate(f"{arm}: rate of {LABELS[series]} ({band})", fits[(arm, series)])
+
+
+def _table(pooled: dict[tuple[str, str, int], list[float]]) -> list[dict[str, Any]]:
+    """Tidy rows: the mean block sd at each grid point with its standard error over blocks."""
     rows = []
-    for m, sq in zip(M_GRID, replicates, strict=True):
-        variance = float(sq.mean())
-        sd = math.sqrt(variance)
-        se_sd = float(sq.std(ddof=1) / math.sqrt(sq.size)) / (2.0 * sd)
+    for (arm, series, x), values in sorted(pooled.items()):
+        sds = np.asarray(values)
+        n, m = grid_point(series, x)
         rows.append(
             {
                 "arm": arm,
-                "regime": regime,
-                "m": m,
+                "series": series,
                 "n": n,
-                "draws": int(sq.size),
-                "sd": sd,
-                "sd_se": se_sd,
-                "sqrt_m_times_sd": math.sqrt(m) * sd,
+                "m": m,
+                "blocks": int(sds.size),
+                "sd": float(sds.mean()),
+                "sd_se": float(sds.std(ddof=1) / np.sqrt(sds.size)),
             }
         )
     return rows
 
 
-def _figure(table: list[dict[str, Any]], fits: dict[tuple[str, str], SlopeFit]) -> FigureSpec:
-    """Log-log figure of sd(L_hat_m) vs m: claim and control, SSCRL and SCRL, with the theory slope -1/2."""
-    series = []
+def _figure(table: list[dict[str, Any]], fits: dict[tuple[str, str], RateFit], swept: str) -> FigureSpec:
+    """Log-log figure of the sd against m (part 1) or n (parts 2-3), claim and control (bars: 1 se)."""
+    series_list = []
     for arm in ("claim", "control"):
-        for regime in ("shared", "independent"):
-            rows = [r for r in table if r["arm"] == arm and r["regime"] == regime]
-            label = f"{arm}: {'SSCRL' if regime == 'shared' else 'SCRL'}"
-            series.append(
+        for series in (s for s in SERIES if SERIES[s][1] == swept):
+            rows = [r for r in table if r["arm"] == arm and r["series"] == series]
+            fit = fits[(arm, series)]
+            series_list.append(
                 points(
-                    label,
-                    [r["m"] for r in rows],
+                    f"{arm}: {'SSCRL' if SERIES[series][0] == 'shared' else 'SCRL'}",
+                    [r[swept] for r in rows],
                     [r["sd"] for r in rows],
-                    y_err=[1.96 * r["sd_se"] for r in rows],
-                    fit=fits[(arm, regime)],
+                    y_err=[r["sd_se"] for r in rows],
+                    fit=fit.power if fit.model == "power" else None,
+                    control=arm == "control",
                 )
             )
+    fixed = f"n = {N_FOR_M}" if swept == "m" else f"m = {M_FOR_N}"
     return loglog_figure(
-        "sd_vs_m",
-        "C4: sd of L_hat_m over data sets (claim: vMF anchors; control: uniform anchors)",
-        "m (negatives)",
-        "sd(L_hat_m)",
-        *series,
-        theory_slope=SHARED_SLOPE,
+        f"sd_vs_{swept}",
+        f"C4: sd(L_hat | pairs) vs {swept} ({fixed}; control: uniform anchors)",
+        f"{swept} ({'negatives' if swept == 'm' else 'pairs'})",
+        "sd over negative draws",
+        *series_list,
+        theory_slope=-0.5,
     )
 
 
