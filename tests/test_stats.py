@@ -85,9 +85,7 @@ def _coverage(method: str, trials: int, seed: int) -> float:
             fit = loglog_slope(GRID, y, se, rng=rng, n_boot=400)
         else:
             replicates = [t * rng.exponential(size=60) for t in truth]
-            fit = loglog_slope_from_replicates(
-                GRID, replicates, rng=rng, n_boot=400
-            )
+            fit = loglog_slope_from_replicates(GRID, replicates, rng=rng, n_boot=400)
         hits += fit.contains(-1.0)
     return hits / trials
 

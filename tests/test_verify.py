@@ -21,7 +21,7 @@ from crl.claims import (
     Verdict,
     loglog_figure,
     points,
-    verdict_contains,
+    verdict_equivalent,
 )
 from crl.claims.budget import part_level
 from crl.commands import app
@@ -50,7 +50,7 @@ class ToyRate(Claim):
     control_description: ClassVar[str] = "the same rule on a process with mean m^-1/2"
     true_rate: ClassVar[float] = 1.0
     control_rate: ClassVar[float] = 0.5
-    max_width: ClassVar[float | None] = None
+    delta: ClassVar[float] = 0.1
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
         draws = {Fidelity.QUICK: 2000, Fidelity.STANDARD: 8000, Fidelity.FULL: 32000}[ctx.fidelity]
@@ -86,12 +86,12 @@ class ToyRate(Claim):
             for arm in arms
         ]
         figure = loglog_figure("slope", "Toy rate", "m", "E X_m", *series, theory_slope=-1.0)
-        verdict = verdict_contains(claim_stat, -1.0, max_width=self.max_width)
+        verdict = verdict_equivalent(claim_stat, -1.0, self.delta)
         return self.result(
             ctx,
             verdict=verdict,
             statistics=[claim_stat],
-            control_verdict=verdict_contains(control_stat, -1.0),
+            control_verdict=verdict_equivalent(control_stat, -1.0),
             control_statistics=[control_stat],
             figures=[figure],
             table=rows,
@@ -121,7 +121,7 @@ class ToyInconclusive(ToyRate):
 
     id: ClassVar[str] = "C9"
     title: ClassVar[str] = "Toy claim that cannot tell"
-    max_width: ClassVar[float | None] = 1e-9
+    delta: ClassVar[float] = 1e-9
 
 
 class ToyRaises(ToyRate):

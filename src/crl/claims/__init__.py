@@ -18,14 +18,16 @@ from crl.claims.base import (
     Points,
     Statistic,
     Verdict,
-    bonferroni_level,
     bound_figure,
     combine_verdicts,
     curve,
     loglog_figure,
     points,
-    verdict_contains,
+    verdict_above,
+    verdict_at_most,
+    verdict_equivalent,
     verdict_no_violations,
+    verdict_rate,
 )
 from crl.claims.registry import Registry, UnknownClaimError, default_registry, discover_claims, validate_claim
 
@@ -42,7 +44,6 @@ __all__ = [
     "Statistic",
     "UnknownClaimError",
     "Verdict",
-    "bonferroni_level",
     "bound_figure",
     "combine_verdicts",
     "curve",
@@ -51,6 +52,9 @@ __all__ = [
     "loglog_figure",
     "points",
     "validate_claim",
-    "verdict_contains",
+    "verdict_above",
+    "verdict_at_most",
+    "verdict_equivalent",
     "verdict_no_violations",
+    "verdict_rate",
 ]

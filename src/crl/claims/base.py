@@ -20,10 +20,12 @@ from crl.claims.result import Claim, ClaimResult, ControlResult
 from crl.claims.verdict import (
     Statistic,
     Verdict,
-    bonferroni_level,
     combine_verdicts,
-    verdict_contains,
+    verdict_above,
+    verdict_at_most,
+    verdict_equivalent,
     verdict_no_violations,
+    verdict_rate,
 )
 
 __all__ = [
@@ -37,13 +39,15 @@ __all__ = [
     "Points",
     "Statistic",
     "Verdict",
-    "bonferroni_level",
     "bound_figure",
     "code_fingerprint",
     "combine_verdicts",
     "curve",
     "loglog_figure",
     "points",
-    "verdict_contains",
+    "verdict_above",
+    "verdict_at_most",
+    "verdict_equivalent",
     "verdict_no_violations",
+    "verdict_rate",
 ]

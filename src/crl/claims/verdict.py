@@ -72,27 +72,6 @@ class Statistic:
         return self.ci_low <= value <= self.ci_high
 
 
-def bonferroni_level(n_intervals: int, family_level: float = 0.95) -> float:
-    """Per-interval confidence level 1 - (1 - family_level)/S, so that S intervals of a true claim all contain
-    their targets with probability >= family_level (four separate 95% CIs would fail a true claim ~19% of runs)."""
-    if n_intervals < 1:
-        raise ValueError(f"n_intervals={n_intervals!r} must be >= 1.")
-    return 1.0 - (1.0 - family_level) / n_intervals
-
-
-def verdict_contains(statistic: Statistic, target: float, *, max_width: float | None = None) -> Verdict:
-    """The rule "the CI contains ``target``": PASS if it does, FAIL if it does not.
-
-    With ``max_width``, an interval that contains the target but is wider than ``max_width`` is INCONCLUSIVE
-    (a wide enough interval contains anything; the negative control should expose such a rule anyway).
-    """
-    if not statistic.contains(target):
-        return Verdict.FAIL
-    if max_width is not None and statistic.ci_high - statistic.ci_low > max_width:
-        return Verdict.INCONCLUSIVE
-    return Verdict.PASS
-
-
 def verdict_equivalent(statistic: Statistic, target: float, delta: float = 0.1) -> Verdict:
     """An equivalence rule for a claimed value r (a rate): is the CI inside the band [r - delta, r + delta]?
 
