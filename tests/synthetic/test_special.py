@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scipy import integrate, special
 
 from crl.synthetic._special import (
+    _log_ive_hankel,
     clenshaw_curtis_cumulative,
     gini_auc,
     log_bessel_ive,
@@ -131,3 +132,23 @@ def test_gini_auc_equals_the_tie_aware_pairwise_auc(values: list[float], raw_mas
     mass = mass / mass.sum()
     ratio = ratio / (ratio @ mass)
     assert gini_auc(ratio, mass) == pytest.approx(_gini_auc_brute(ratio, mass), abs=1e-12)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kappa", [2e9, 1e12, 1e300])
+def test_log_normaliser_beyond_scipy_range_uses_hankel_expansion(kappa: float) -> None:
+    """scipy's ive is NaN above ~1.1e9; log C_3 = kappa - log(2 kappa) there (was a 37 GiB-3.6 TiB series)."""
+    assert float(log_vmf_normaliser(3, kappa)) == pytest.approx(kappa - math.log(2.0 * kappa), rel=1e-15)
+    assert float(vmf_mean_resultant_length(3, kappa)) == pytest.approx(1.0 - 1.0 / kappa, rel=1e-15)
+
+
+def test_log_bessel_ive_at_large_x_matches_scipy_below_its_limit() -> None:
+    """Hankel's expansion (used above 1e9) agrees with scipy where both exist, for a high order too."""
+    for nu in (0.0, 1.5, 49.0):
+        assert _log_ive_hankel(nu, 1e9) == pytest.approx(float(np.log(special.ive(nu, 1e9))), rel=1e-14)
+
+
+def test_log_bessel_ive_refuses_what_no_fallback_reaches() -> None:
+    """A huge order at a huge argument: a ValueError naming nu and x, never a giant allocation."""
+    with pytest.raises(ValueError, match=r"nu=.*x="):
+        log_bessel_ive(1e6, 1e10)

@@ -60,6 +60,10 @@ def test_every_field_has_a_default_and_a_description() -> None:
         ({"model": {"encoder": "rnn"}}, ["[model] encoder", "'rnn'", "'mlp', 'cnn', 'bag'"]),
         ({"model": {"encoder": "cnn", "hidden": 0}}, ["[model] hidden", "greater than or equal to 1"]),
         ({"data": {"source": "synthetic", "n_train": 8, "dim": 1}}, ["[data] dim = 1", "greater than"]),
+        (
+            {"data": {"source": "synthetic", "n_train": 8, "kappa": 1e12}},
+            ["[data] kappa = 1000000000000.0", "less than or equal to 10000000000"],
+        ),
     ],
 )
 def test_bad_fields_are_named_with_value_and_what_is_allowed(document: dict, expected: list[str]) -> None:

@@ -21,6 +21,13 @@ so the 40th is below 1e-47 (and the sum has no cancellation at kappa -> 0 or aga
 _IVE_UNDERFLOW = 1e-290
 """Where ``scipy.special.ive`` falls below this, log I_nu is summed from its power series in log space."""
 
+_SERIES_MAX_TERMS = 1_000_000
+"""Most terms the log-space power series of I_nu may sum (8 MB); a longer sum raises instead of allocating."""
+
+_HANKEL_MAX_TERMS = 40
+"""Most terms of Hankel's large-x expansion of ``I_nu(x) e^{-x}`` (it is used where scipy's ``ive`` gives NaN,
+x above about 1e9, where a few terms reach float64 precision unless nu^2 is comparable to x)."""
+
 
 def _log_iv_series(nu: float, x: float) -> float:
     """log I_nu(x) from ``I_nu(x) = sum_j (x/2)^(2j+nu) / (j! Gamma(nu+j+1))``, summed in log space.
@@ -31,9 +38,36 @@ def _log_iv_series(nu: float, x: float) -> float:
     quarter_x2 = 0.25 * x * x
     peak = 0.5 * (-nu + math.sqrt(nu * nu + 4.0 * quarter_x2)) if quarter_x2 > 0 else 0.0
     n_terms = int(peak + 40.0 * math.sqrt(peak + 1.0) + 80.0)
+    if n_terms > _SERIES_MAX_TERMS:
+        raise ValueError(
+            f"log I_nu(x) at nu={nu!r}, x={x!r} would need {n_terms} series terms (at most "
+            f"{_SERIES_MAX_TERMS}); use a smaller concentration kappa or a smaller dimension"
+        )
     j = np.arange(n_terms, dtype=np.float64)
     log_terms = (2.0 * j + nu) * math.log(0.5 * x) - special.gammaln(j + 1.0) - special.gammaln(nu + j + 1.0)
     return float(special.logsumexp(log_terms))
+
+
+def _log_ive_hankel(nu: float, x: float) -> float:
+    """``log(I_nu(x) e^{-x})`` from Hankel's expansion ``(2 pi x)^{-1/2} sum_k (-1)^k a_k(nu) / x^k``.
+
+    ``a_k(nu) = prod_{j=1..k} (4 nu^2 - (2j-1)^2) / (k! 8^k)``; the terms are summed until they fall below
+    1e-17 of the total. Raises ValueError where they stop shrinking first (nu^2 not small against x).
+    """
+    four_nu_sq = 4.0 * nu * nu
+    term, total = 1.0, 1.0
+    for k in range(1, _HANKEL_MAX_TERMS + 1):
+        next_term = -term * (four_nu_sq - (2.0 * k - 1.0) ** 2) / (8.0 * k * x)
+        if abs(next_term) >= abs(term) and term != 0.0:
+            break
+        total += next_term
+        term = next_term
+        if abs(term) <= 1e-17 * abs(total):
+            return -0.5 * math.log(2.0 * math.pi * x) + math.log(total)
+    raise ValueError(
+        f"log I_nu(x) at nu={nu!r}, x={x!r} is out of reach (scipy's ive fails there and Hankel's expansion "
+        "needs nu^2 small against x); use a smaller concentration kappa or a smaller dimension"
+    )
 
 
 def exp_or_inf(log_value: float) -> float:
@@ -49,11 +83,16 @@ def log_bessel_ive(nu: float, x: ArrayLike) -> FloatArray:
 
     Args:
         nu: order, ``nu > -1``.
-        x: positive arguments.
+        x: positive finite arguments.
 
     Returns:
-        float64 array of x's shape: ``log(scipy.special.ive(nu, x))``, and where ``ive`` underflows (nu much
-        larger than x) the power series of I_nu summed in log space, minus x.
+        float64 array of x's shape: ``log(scipy.special.ive(nu, x))``; where ``ive`` underflows (nu much
+        larger than x) the power series of I_nu summed in log space, minus x; where ``ive`` gives NaN (x above
+        about 1e9) Hankel's large-x expansion.
+
+    Raises:
+        ValueError: an argument that neither fallback reaches (the series would exceed 10^6 terms, or x is
+            above 1e9 with nu^2 not small against x), naming nu and x.
     """
     xs = np.asarray(x, dtype=np.float64)
     scaled = special.ive(nu, xs)
@@ -64,7 +103,9 @@ def log_bessel_ive(nu: float, x: ArrayLike) -> FloatArray:
         flat_out = out.reshape(-1)
         flat_x = np.broadcast_to(xs, out.shape).reshape(-1)
         for index in np.flatnonzero(bad.reshape(-1)):
-            flat_out[index] = _log_iv_series(nu, float(flat_x[index])) - float(flat_x[index])
+            x_i = float(flat_x[index])
+            underflow = scaled.reshape(-1)[index] <= _IVE_UNDERFLOW
+            flat_out[index] = _log_iv_series(nu, x_i) - x_i if underflow else _log_ive_hankel(nu, x_i)
         out = flat_out.reshape(out.shape)
     return np.asarray(out, dtype=np.float64)
 
@@ -93,7 +134,8 @@ def log_vmf_normaliser(d: int, kappa: ArrayLike) -> FloatArray:
 
     Args:
         d: ambient dimension, ``d >= 1``.
-        kappa: concentrations, ``kappa >= 0`` (any shape).
+        kappa: finite concentrations, ``kappa >= 0`` (any shape); above about 1e9 Hankel's expansion of
+            I_{d/2-1} is used, which raises ValueError where d^2 is not small against kappa.
 
     Returns:
         float64 array of kappa's shape, to a few ulps: the 0F1 series with log1p where
@@ -101,7 +143,7 @@ def log_vmf_normaliser(d: int, kappa: ArrayLike) -> FloatArray:
     """
     ks = np.asarray(kappa, dtype=np.float64)
     out = np.empty_like(ks)
-    small = ks * ks <= max(2.0, 2.0 * d)
+    small = ks <= math.sqrt(max(2.0, 2.0 * d))
     out[small] = _log_vmf_normaliser_series(d, ks[small])
     large = ~small
     if np.any(large):

@@ -34,13 +34,24 @@ from crl.synthetic.base import (
 _QUAD_LIMIT = 400
 """Subintervals allowed to scipy's adaptive quadrature."""
 
+VMF_KAPPA_MAX = 1e10
+"""Largest kappa :class:`VMFUniform` accepts: its exact answers (``kappa A_d - log C_d``, ``C_d(2 kappa)/C_d^2``)
+lose about log10(kappa) of float64's 16 digits to cancellation, so 1e10 keeps about 6."""
+
+_MAX_REJECTION_ROUNDS = 10_000
+"""Rounds of Wood's sampler before giving up; a round accepts about 65% of rows or more at every finite kappa
+(measured for d in 2..100), so reaching this means NaN input, never bad luck."""
+
 
 def sample_uniform_sphere(
     shape: Sequence[int], dim: int, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> Tensor:
-    """Uniform points on S^{dim-1}: standard normals divided by their norm. Shape ``tuple(shape) + (dim,)``."""
+    """Uniform points on S^{dim-1}: standard normals divided by their norm. Shape ``tuple(shape) + (dim,)``.
+
+    ``dim >= 1`` (dim = 1 is S^0 = {-1, +1}); dim = 0 has no unit vectors and is refused.
+    """
     gauss = torch.randn(
-        (*check_shape(shape), dim),
+        (*check_shape(shape), check_count("dim", dim, 1)),
         generator=check_generator(generator),
         dtype=torch.float64,
         device=generator.device,
@@ -68,14 +79,21 @@ def _sample_vmf_cosine(kappa: Tensor, dim: int, generator: torch.Generator) -> t
     """
     n = kappa.shape[0]
     dof = dim - 1
-    b = dof / (2.0 * kappa + torch.sqrt(4.0 * kappa.square() + dof * dof))
+    ratio = 0.5 * dof / kappa
+    b = torch.where(
+        kappa > dof,
+        ratio / (1.0 + torch.sqrt(1.0 + ratio.square())),
+        dof / (2.0 * kappa + torch.sqrt(4.0 * kappa.square() + dof * dof)),
+    )
     one_minus_x0 = 2.0 * b / (1.0 + b)
     x0 = 1.0 - one_minus_x0
     log_one_minus_x0_sq = torch.log(4.0 * b) - 2.0 * torch.log1p(b)
     w = torch.empty(n, dtype=torch.float64, device=kappa.device)
     root = torch.empty(n, dtype=torch.float64, device=kappa.device)
     pending = torch.arange(n, device=kappa.device)
-    while pending.numel() > 0:
+    for _ in range(_MAX_REJECTION_ROUNDS):
+        if pending.numel() == 0:
+            return w, root
         b_p, x0_p, k_p = b[pending], x0[pending], kappa[pending]
         z = _sample_symmetric_beta(pending.numel(), dof, generator)
         denominator = 1.0 - (1.0 - b_p) * z
@@ -90,7 +108,12 @@ def _sample_vmf_cosine(kappa: Tensor, dim: int, generator: torch.Generator) -> t
         w[chosen] = (1.0 - one_minus_w)[accept]
         root[chosen] = (2.0 * torch.sqrt(b_p * z * (1.0 - z)) / denominator)[accept]
         pending = pending[~accept]
-    return w, root
+    if pending.numel() == 0:
+        return w, root
+    raise RuntimeError(
+        f"vMF sampler: {pending.numel()} rows still rejected after {_MAX_REJECTION_ROUNDS} rounds; "
+        "kappa must be finite and > 0"
+    )
 
 
 def sample_vmf(
@@ -103,7 +126,8 @@ def sample_vmf(
 
     Args:
         mean: unit mean directions (|mean_i| = 1 within 1e-6), shape (n, d), d >= 2, on the generator's device.
-        kappa: concentration > 0, a float or a tensor of shape (n,).
+        kappa: finite concentration > 0, a float or a tensor of shape (n,); the sampler is exact for every
+            finite kappa (kappa = inf, the point mass at mean, is refused: use ``mean`` itself).
         generator: the source of randomness.
         dtype: dtype of the result (the draw itself is float64).
 
@@ -123,8 +147,12 @@ def sample_vmf(
             "mean must hold unit vectors (|mean_i| = 1); normalise with mean / mean.norm(dim=-1)"
         )
     kappas = torch.as_tensor(kappa, dtype=torch.float64, device=mu.device).expand(n).contiguous()
-    if not bool(torch.all(kappas > 0)):
-        raise ValueError(f"kappa must be > 0 everywhere, got min kappa={float(kappas.min())}")
+    bad = ~((kappas > 0) & torch.isfinite(kappas))
+    if bool(torch.any(bad)):
+        raise ValueError(
+            f"kappa must be finite and > 0 everywhere, got kappa={float(kappas[bad][0])}; for kappa = inf "
+            "(a point mass) use mean itself"
+        )
     w, root = _sample_vmf_cosine(kappas, dim, generator)
     tangent = torch.randn((n, dim), generator=generator, dtype=torch.float64, device=mu.device)
     tangent = tangent - (tangent * mu).sum(dim=-1, keepdim=True) * mu
@@ -174,11 +202,12 @@ class VMFUniform(ExactModel):
 
     Args:
         dim: d >= 2.
-        kappa: concentration > 0 of the positive kernel M(x, .) = vMF(x, kappa).
+        kappa: concentration of the positive kernel M(x, .) = vMF(x, kappa), ``0 < kappa <= 1e10``
+            (:data:`VMF_KAPPA_MAX`: beyond it the exact answers cancel to fewer than 6 digits).
         dtype: dtype of sampled tensors.
 
     Raises:
-        ValueError: d < 2, kappa <= 0 (or not finite), or a non-floating dtype.
+        ValueError: d < 2, kappa <= 0, kappa > 1e10 (or not finite), or a non-floating dtype.
 
     Examples:
         >>> model = VMFUniform(3, kappa=5.0)
@@ -190,6 +219,11 @@ class VMFUniform(ExactModel):
     def __init__(self, dim: int, kappa: float, dtype: torch.dtype = torch.float64) -> None:
         self._dim = check_count("dim", dim, 2)
         self.kappa = check_positive("kappa", kappa)
+        if self.kappa > VMF_KAPPA_MAX:
+            raise ValueError(
+                f"kappa must be <= {VMF_KAPPA_MAX:g} (beyond it the exact answers lose their digits to "
+                f"cancellation), got kappa={kappa!r}; use a smaller concentration"
+            )
         self._dtype = check_dtype(dtype)
         self.log_normaliser = float(log_vmf_normaliser(dim, self.kappa))
         """log C_d(kappa)."""

@@ -104,7 +104,12 @@ class SyntheticData(_DataSection):
         "(docs/theory.md section 6).",
     )
     dim: int = Field(default=8, ge=2, description="Dimension d of x and y.")
-    kappa: float = Field(default=10.0, gt=0, description="truth = 'vmf': concentration kappa of M(z, .).")
+    kappa: float = Field(
+        default=10.0,
+        gt=0,
+        le=1e10,
+        description="truth = 'vmf': concentration kappa of M(z, .), at most 1e10 (VMFUniform's range).",
+    )
     rho: float = Field(
         default=0.8, gt=-1, lt=1, description="truth = 'gaussian': correlation rho of y with x."
     )
