@@ -3,7 +3,9 @@
 A run selects claims from the registry, runs each with a :class:`~crl.claims.ClaimContext` whose cells go to
 ``OUT/results.sqlite`` (so an interrupted run continues where it stopped), draws ``OUT/report.md`` and
 ``OUT/report.html`` with their figures, and prints a summary table. Each claim runs at the per-part level
-``part_level(claim.parts)`` of the fixed C1-C10 budget (docs/theory.md section 7).
+``part_level(claim.parts)`` of the fixed C1-C10 budget (docs/theory.md section 7). One process writes into
+``OUT`` at a time: a run holds ``OUT``'s lock (:mod:`crl._lock`), and a second one stops at once, naming the
+holder's pid and host.
 
 Exit policy: the run exits non-zero only when a claim FAILs or ERRORs, when a negative control PASSes or
 ERRORs, or when a claim module is broken. INCONCLUSIVE verdicts (of a claim or a control) exit zero but are
@@ -28,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from crl import __version__
+from crl._lock import FolderLock
 from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
 from crl.claims.budget import part_level
 from crl.claims.registry import Registry, default_registry
@@ -35,6 +38,7 @@ from crl.report.document import ReportFiles, write_report
 from crl.report.sections import RunInfo
 from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
 from crl.sweep import SweepStore, new_run_id
+from crl.sweep._integrity import check_results_file
 
 RESULTS_FILE = "results.sqlite"
 
@@ -92,6 +96,7 @@ def run_verify(
         NoClaimsError: if no claim is registered.
         UnknownClaimError: if a requested id is not registered (the message lists the valid ones).
         ValueError: if ``workers < 1``.
+        FolderLockedError: if another process writes into ``out`` (naming its pid and host).
     """
     if workers < 1:
         raise ValueError(f"workers={workers!r} must be >= 1.")
@@ -107,37 +112,43 @@ def run_verify(
             + (f"; these claim modules failed to import: {', '.join(broken)}" if broken else "")
         )
     selected = registry.select(claim_ids)
-    out.mkdir(parents=True, exist_ok=True)
-    if fresh:
-        for suffix in ("", "-wal", "-shm"):
-            (out / f"{RESULTS_FILE}{suffix}").unlink(missing_ok=True)
-    run_id = new_run_id()
-    started, start = datetime.now(UTC), time.perf_counter()
-    with SweepStore(out / RESULTS_FILE) as store:
-        store.begin_run(
-            run_id,
-            {"fidelity": str(fidelity), "seed": seed, "claims": [c.id for c in selected], "crl": __version__},
+    with FolderLock(out, command="crl verify"):  # one writer in out, from --fresh to the report
+        if fresh:
+            for suffix in ("", "-wal", "-shm"):
+                (out / f"{RESULTS_FILE}{suffix}").unlink(missing_ok=True)
+        run_id = new_run_id()
+        started, start = datetime.now(UTC), time.perf_counter()
+        check_results_file(out / RESULTS_FILE)  # a damaged or foreign file: named, with --fresh
+        with SweepStore(out / RESULTS_FILE) as store:
+            store.begin_run(
+                run_id,
+                {
+                    "fidelity": str(fidelity),
+                    "seed": seed,
+                    "claims": [c.id for c in selected],
+                    "crl": __version__,
+                },
+            )
+            results = _run_claims(selected, store, fidelity, seed, run_id, workers, console)
+            store.finish_run(run_id)
+        info = RunInfo(
+            run_id=run_id,
+            date=started.isoformat(timespec="seconds"),
+            crl_version=__version__,
+            git_commit=_git_commit(),
+            fidelity=str(fidelity),
+            budget_s=fidelity.budget_s,
+            seed=seed,
+            machine=f"{platform.node()}, {platform.platform()}, {os.cpu_count()} CPUs",
+            software=_software_versions(),
+            command=command or rerun_command(fidelity, out, seed, claim_ids),
+            wall_s=time.perf_counter() - start,
+            broken_modules=broken,
         )
-        results = _run_claims(selected, store, fidelity, seed, run_id, workers, console)
-        store.finish_run(run_id)
-    info = RunInfo(
-        run_id=run_id,
-        date=started.isoformat(timespec="seconds"),
-        crl_version=__version__,
-        git_commit=_git_commit(),
-        fidelity=str(fidelity),
-        budget_s=fidelity.budget_s,
-        seed=seed,
-        machine=f"{platform.node()}, {platform.platform()}, {os.cpu_count()} CPUs",
-        software=_software_versions(),
-        command=command or rerun_command(fidelity, out, seed, claim_ids),
-        wall_s=time.perf_counter() - start,
-        broken_modules=broken,
-    )
-    report = write_report(out, results, info)
-    failed = bool(broken) or any(result.fails_run for result in results)
-    _print_summary(console, results, info, report)
-    return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
+        report = write_report(out, results, info)
+        failed = bool(broken) or any(result.fails_run for result in results)
+        _print_summary(console, results, info, report)
+        return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
 
 
 def rerun_command(fidelity: Fidelity, out: Path, seed: int, claim_ids: Sequence[str] | None) -> str:
