@@ -1,11 +1,15 @@
-"""Checkpoints: exact round trips (tensors, JSON, AdamW state), atomic completion, keeping the newest K."""
+"""Checkpoints: exact round trips (tensors, JSON, AdamW state), atomic completion, keeping the newest K, and
+every kind of damage detected with the file named."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 
 from crl.train.checkpoint import (
+    CheckpointError,
     OptimizerState,
     list_checkpoints,
     load_checkpoint,
@@ -96,3 +100,57 @@ def test_adamw_state_round_trip_continues_bitwise(tmp_path: Path) -> None:
         assert torch.equal(a, b)
     assert restored_optimizer.param_groups[1]["weight_decay"] == 0.0
     assert restored_optimizer.param_groups[0]["betas"] == (0.8, 0.95)
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip_weight_bits(path: Path) -> None:
+    payload = bytearray(path.read_bytes())
+    payload[-3] ^= 0b0100_0000  # inside the last tensor's data: the weights still parse, with another value
+    path.write_bytes(bytes(payload))
+
+
+def _change_header_dtype(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b'"dtype":"F32"', b'"dtype":"I32"', 1))
+
+
+def _edit_json_step(path: Path) -> None:
+    document = json.loads(path.read_text())
+    path.write_text(json.dumps({**document, "step": 15}))
+
+
+DAMAGE: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "truncated tensors": ("safetensors", _truncate),
+    "truncated json": ("json", _truncate),
+    "flipped weight bits": ("safetensors", _flip_weight_bits),
+    "changed header dtype": ("safetensors", _change_header_dtype),
+    "edited json step": ("json", _edit_json_step),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_every_kind_of_damage_is_detected_and_names_the_file(tmp_path: Path, damage: str) -> None:
+    """Before: a truncated file crashed without naming it, and flipped bits, a changed dtype or an edited step
+    loaded silently (garbage weights, or the wrong step believed). Each must raise naming the damaged file."""
+    weights = {"model.w": torch.linspace(-1.0, 1.0, 64).reshape(8, 8), "model.b": torch.ones(8)}
+    path = save_checkpoint(tmp_path, 10, weights, {"note": "x"}, keep=2)
+    suffix, damage_file = DAMAGE[damage]
+    damaged = path.with_suffix(f".{suffix}")
+    damage_file(damaged)
+    with pytest.raises(CheckpointError, match=f"checkpoint file '{damaged}' is damaged"):
+        load_checkpoint(path)
+
+
+def test_a_checkpoint_written_before_checksums_still_loads(tmp_path: Path) -> None:
+    """A JSON without the sha256 entry (earlier versions) loads, its step still checked against the tensors."""
+    path = save_checkpoint(tmp_path, 10, {"x": torch.ones(2)}, {}, keep=2)
+    json_path = path.with_suffix(".json")
+    document = json.loads(json_path.read_text())
+    del document["safetensors_sha256"]
+    json_path.write_text(json.dumps(document))
+    assert load_checkpoint(path).step == 10
+    json_path.write_text(json.dumps({**document, "step": 11}))
+    with pytest.raises(CheckpointError, match="step"):
+        load_checkpoint(path)

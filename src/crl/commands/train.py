@@ -1,12 +1,19 @@
-"""``crl train CONFIG``: validate the config, train (or resume), print a summary on rank 0."""
+"""``crl train CONFIG``: validate the config, train (or resume), print a summary on rank 0.
+
+Expected errors (a bad config, a run folder in use by another process, a damaged checkpoint given to
+--init-from, a full disk) are one line and exit status 2; warnings (a damaged checkpoint skipped on resume, a
+half-written log line dropped) are one ``warning:`` line each.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -75,7 +82,8 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
         from crl.train.trainer import Trainer
 
         chosen = [*overrides, init_from_override(init_from)] if init_from is not None else list(overrides)
-        result = Trainer(load_config(config_path, chosen)).fit()
+        with warnings_as_lines():
+            result = Trainer(load_config(config_path, chosen)).fit()
         if int(os.environ.get("RANK", "0")) == 0:
             console = Console(soft_wrap=True)
             console.print(summary_table(result))
@@ -86,6 +94,29 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+@contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Show each warning raised inside (a damaged checkpoint skipped, a half-written log line dropped) as one
+    ``warning: ...`` line on stderr, without Python's source-line decoration."""
+    from rich.console import Console
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        Console(stderr=True, soft_wrap=True).print(
+            f"warning: {message}", style="yellow", markup=False, highlight=False
+        )
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def summary_table(result: RunResult) -> Table:

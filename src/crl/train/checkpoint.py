@@ -1,43 +1,43 @@
 """Checkpoints: tensors in safetensors, everything else in JSON, written atomically; never pickle.
 
-A checkpoint of step t is two files in ``run_dir/checkpoints/``:
+A checkpoint of step t is two files in ``run_dir/checkpoints/``: ``step-<t>.safetensors`` holds every tensor
+under named keys (``model.<param>``, ``optim.<param>.<state>``, ``rng.<stream>.rank<r>`` generator states,
+``sampler.<key>``, ``data.permutation``); ``step-<t>.json`` the scalars (step, data position, optimiser groups
+with parameter names, the LR schedule, the config, the number of processes, the input shapes, the open log
+window) and the sha256 of the safetensors file. :class:`TrainState` is that layout as one record (a config saved
+in the flat layout of earlier versions is migrated, see :mod:`crl.train.config_migration`).
 
-- ``step-<t>.safetensors``: every tensor, under named keys: ``model.<param>``, ``optim.<param>.<state>``
-  (AdamW's exp_avg, exp_avg_sq, step), ``rng.<stream>.rank<r>`` (torch.Generator states as uint8),
-  ``sampler.<key>`` (a queue's memory), ``data.permutation`` (the epoch's order);
-- ``step-<t>.json``: the scalars: step, data position, optimiser hyper-parameters (per parameter group, with
-  parameter names instead of indices), the LR scheduler's state, the config, the number of processes and the
-  input shapes.
-
-:class:`TrainState` is that layout as one record: :meth:`TrainState.to_tensors` gives the two files' contents and
-:meth:`TrainState.from_tensors` reads them back (a config saved in the flat layout of earlier versions is
-migrated, see :mod:`crl.train.config_migration`).
-
-Each file is written to a temporary name in the same folder, flushed and fsync'ed, then moved into place with
-``os.replace`` (atomic on POSIX); the folder is fsync'ed after. The JSON file is written last, so a checkpoint is
-complete exactly when its JSON exists: a run killed mid-write leaves at most an ignored temporary or a lone
-safetensors file. Only the newest ``keep`` complete checkpoints are kept.
+Each file is written through a fsync'ed temporary moved into place with ``os.replace`` (:mod:`crl._lock`); the
+JSON last, so a checkpoint is complete exactly when its JSON exists: a killed run leaves at most a temporary
+(removed when the run starts again) or a lone safetensors file; a failed write removes what it wrote, and a full
+disk is one clear error. Only the newest ``keep`` complete checkpoints are kept. A damaged checkpoint is an
+error naming the file (:class:`CheckpointError`): the sha256 must match, and the step in the JSON must match
+the safetensors metadata and the file name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 from torch import Tensor, nn
 
+from crl._lock import fsync_directory, full_disk_reported, write_atomically
 from crl.train.config import TrainConfig, parse_config
 from crl.train.cursor import CursorState
 
 __all__ = [
     "Checkpoint",
+    "CheckpointError",
+    "LogWindow",
     "OptimizerState",
     "StreamStates",
     "TrainState",
@@ -53,6 +53,11 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^step-(\d{8,})\.json$")
+_CHECKSUM = "safetensors_sha256"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is damaged (truncated, changed on disk, or its files disagree); the message names it."""
 
 
 @dataclass(frozen=True)
@@ -65,54 +70,36 @@ class Checkpoint:
     state: dict[str, Any]
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(path: Path, payload: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
-def _stem(step: int) -> str:
-    return f"step-{step:08d}"
-
-
 def save_checkpoint(
     directory: str | Path, step: int, tensors: dict[str, Tensor], state: dict[str, Any], *, keep: int
 ) -> Path:
-    """Write the checkpoint of ``step`` atomically and delete all but the newest ``keep`` ones.
+    """Write the checkpoint of ``step`` atomically into ``directory`` (created if missing); return its
+    safetensors path. ``tensors`` are moved to CPU; ``state`` is JSON-able (``step`` and the sha256 are added).
+    Then delete all but the newest ``keep`` (>= 1) checkpoints up to ``step`` and every one after it.
 
-    Args:
-        directory: the checkpoints folder (created if missing).
-        step: the optimiser step the state belongs to.
-        tensors: named tensors (moved to CPU and made contiguous here).
-        state: JSON-serialisable scalars; ``step`` is added.
-        keep: number of newest complete checkpoints to keep (>= 1).
-
-    Returns:
-        The path of the safetensors file.
+    Raises:
+        DiskFullError: if the disk fills up (naming the file and the checkpoint a rerun resumes from).
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1 (checkpoints to keep), got {keep!r}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    stem = _stem(step)
+    tensor_path, json_path = directory / f"step-{step:08d}.safetensors", directory / f"step-{step:08d}.json"
     cpu = {key: value.detach().to("cpu").contiguous() for key, value in tensors.items()}
-    tensor_path = directory / f"{stem}.safetensors"
-    _write_atomically(tensor_path, save_safetensors_bytes(cpu, metadata={"step": str(step)}))
-    document = json.dumps({**state, "step": step}, indent=1, sort_keys=True).encode("utf-8")
-    _write_atomically(directory / f"{stem}.json", document)
-    _fsync_directory(directory)
-    _prune(directory, keep)
+    payload = save_safetensors_bytes(cpu, metadata={"step": str(step)})
+    checksum = hashlib.sha256(payload).hexdigest()
+    document = json.dumps({**state, "step": step, _CHECKSUM: checksum}, indent=1, sort_keys=True)
+    last = newest_checkpoint(directory)
+    with full_disk_reported(tensor_path, last):
+        write_atomically(tensor_path, payload)
+    try:
+        with full_disk_reported(json_path, last):
+            write_atomically(json_path, document.encode("utf-8"))
+    except OSError:
+        tensor_path.unlink(missing_ok=True)
+        raise
+    fsync_directory(directory)
+    _prune(directory, keep, step)
     return tensor_path
 
 
@@ -158,29 +145,68 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return path.with_suffix(".safetensors")
 
 
-def _prune(directory: Path, keep: int) -> None:
-    for _, tensor_path in list_checkpoints(directory)[:-keep]:
-        tensor_path.with_suffix(".json").unlink()
-        tensor_path.unlink()
+def _prune(directory: Path, keep: int, step: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints up to ``step``, and every one after it (left by a run that
+    resumed from before them, e.g. because they were damaged)."""
+    found = list_checkpoints(directory)
+    upto = [path for saved, path in found if saved <= step]
+    for tensor_path in upto[:-keep] + [path for saved, path in found if saved > step]:
+        tensor_path.with_suffix(".json").unlink(missing_ok=True)
+        tensor_path.unlink(missing_ok=True)
+
+
+def _damaged(path: Path, reason: str) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint file {str(path)!r} is damaged: {reason}; pass another checkpoint (crl train resumes from "
+        "the newest intact one by itself)"
+    )
+
+
+def _read_document(json_path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(json_path.read_bytes().decode("utf-8"))
+    except ValueError as error:
+        raise _damaged(json_path, f"not valid JSON ({error})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("step"), int):
+        raise _damaged(json_path, 'not a JSON object with an integer "step"')
+    return document
+
+
+def _read_tensors(tensor_path: Path, recorded: object) -> tuple[dict[str, Tensor], object]:
+    """The tensors and metadata step of a safetensors file whose sha256 must be ``recorded`` (if not None)."""
+    payload = tensor_path.read_bytes()
+    if recorded is not None and hashlib.sha256(payload).hexdigest() != recorded:
+        raise _damaged(tensor_path, f"its sha256 differs from the one in {tensor_path.stem}.json")
+    try:
+        header = json.loads(payload[8 : 8 + int.from_bytes(payload[:8], "little")])
+        return load_safetensors_bytes(payload), header.get("__metadata__", {}).get("step")
+    except (SafetensorError, ValueError) as error:
+        raise _damaged(tensor_path, f"not a valid safetensors file ({error})") from None
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Read a checkpoint (give its .safetensors or .json path).
+    """Read a checkpoint (give its .safetensors or .json path), checking it is intact.
 
     Raises:
         FileNotFoundError: if either file of the checkpoint is missing.
+        CheckpointError: if the JSON does not parse, the tensors' sha256 differs from the one in the JSON, or
+            the JSON's step differs from the tensors' metadata or the file name.
     """
-    path = Path(path)
-    tensor_path = path.with_suffix(".safetensors")
-    json_path = path.with_suffix(".json")
+    tensor_path, json_path = Path(path).with_suffix(".safetensors"), Path(path).with_suffix(".json")
     for required in (tensor_path, json_path):
         if not required.is_file():
             raise FileNotFoundError(
                 f"checkpoint file {str(required)!r} is missing; pass a step-*.safetensors file of a run folder"
             )
-    tensors = load_safetensors_bytes(tensor_path.read_bytes())
-    state = json.loads(json_path.read_text(encoding="utf-8"))
-    return Checkpoint(path=tensor_path, step=int(state["step"]), tensors=tensors, state=state)
+    state = _read_document(json_path)
+    tensors, metadata_step = _read_tensors(tensor_path, state.pop(_CHECKSUM, None))
+    named = _NAME.match(json_path.name)
+    if metadata_step != str(state["step"]) or (named and int(named.group(1)) != state["step"]):
+        raise _damaged(
+            json_path,
+            f'its "step" {state["step"]} differs from its name or the step {metadata_step} of its tensors',
+        )
+    return Checkpoint(path=tensor_path, step=state["step"], tensors=tensors, state=state)
 
 
 def _parameter_names(optimizer: torch.optim.Optimizer, model: nn.Module) -> list[str]:
@@ -260,6 +286,15 @@ def _strip(prefix: str, tensors: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 @dataclass(frozen=True)
+class LogWindow:
+    """The log window open at a checkpoint: the losses summed since the last ``metrics.jsonl`` row, per rank
+    (exact float values), over ``steps`` steps; restoring it makes a resumed run log the same rows."""
+
+    steps: int = 0
+    loss_sums: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class TrainState:
     """Everything a run needs to continue bitwise from optimiser step ``step``.
 
@@ -273,6 +308,7 @@ class TrainState:
         cursor: the data permutation and position.
         config: the run's config.
         anchor_shape, positive_shape: the shapes of one input x and y (to rebuild the model).
+        log_window: the trainer's open log window (empty for the pure loop and older checkpoints).
     """
 
     step: int
@@ -285,6 +321,7 @@ class TrainState:
     config: TrainConfig
     anchor_shape: tuple[int, ...]
     positive_shape: tuple[int, ...]
+    log_window: LogWindow = LogWindow()
 
     @property
     def world_size(self) -> int:
@@ -308,6 +345,7 @@ class TrainState:
             "world_size": self.world_size,
             "anchor_shape": list(self.anchor_shape),
             "positive_shape": list(self.positive_shape),
+            "log_window": {"steps": self.log_window.steps, "loss_sums": list(self.log_window.loss_sums)},
         }
         return tensors, document
 
@@ -322,7 +360,7 @@ class TrainState:
             )
             for rank in range(int(document["world_size"]))
         )
-        data = document["data"]
+        data, window = document["data"], document.get("log_window", {})
         return cls(
             step=int(document["step"]),
             model=_strip("model.", tensors),
@@ -337,6 +375,7 @@ class TrainState:
             config=parse_config(document["config"], source=f"{source} (saved config)"),
             anchor_shape=tuple(document["anchor_shape"]),
             positive_shape=tuple(document["positive_shape"]),
+            log_window=LogWindow(int(window.get("steps", 0)), tuple(window.get("loss_sums", ()))),
         )
 
 
@@ -347,6 +386,13 @@ def save_train_state(directory: str | Path, state: TrainState, *, keep: int) -> 
 
 
 def load_train_state(path: str | Path) -> TrainState:
-    """The :class:`TrainState` of a checkpoint (its .safetensors or .json path)."""
+    """The :class:`TrainState` of a checkpoint (its .safetensors or .json path).
+
+    Raises:
+        CheckpointError: if the checkpoint is damaged or lacks an entry (naming the file).
+    """
     checkpoint = load_checkpoint(path)
-    return TrainState.from_tensors(checkpoint.tensors, checkpoint.state, source=str(checkpoint.path))
+    try:
+        return TrainState.from_tensors(checkpoint.tensors, checkpoint.state, source=str(checkpoint.path))
+    except (KeyError, TypeError) as error:
+        raise _damaged(checkpoint.path, f"the entry {error} is missing or malformed") from None

@@ -13,18 +13,22 @@ must be the same too (``data.json``, :mod:`crl.train.fingerprint`). A finished r
 (``RunResult.already_complete``). ``[run] init_from`` starts a fresh run from another checkpoint's encoder weights
 (:mod:`crl.train.warm_start`).
 
+Safety (:mod:`crl._lock`): rank 0 holds the run folder's lock for the whole of ``fit`` (a second process stops at
+once, naming the holder); a resume skips a damaged checkpoint for the newest intact one (with a warning), drops a
+half-written last line of ``metrics.jsonl`` (with a warning) and restores the open log window, so its rows equal
+an uninterrupted run's; temporaries of a killed checkpoint write are removed; a full disk is one clear error.
+
 Randomness: the named streams of :class:`~crl.train.build.Streams` ("init", "order", "views", "negatives").
 """
 
 from __future__ import annotations
 
-import json
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 from rich.progress import (
@@ -35,14 +39,17 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from torch import Tensor
 
+from crl._lock import FolderLock, FolderLockedError, remove_temporaries
 from crl.data.source import PairSource
 from crl.train.build import Streams, build_sampler
 from crl.train.checkpoint import (
+    CheckpointError,
+    LogWindow,
     StreamStates,
+    TrainState,
+    list_checkpoints,
     load_train_state,
-    newest_checkpoint,
     resolve_checkpoint,
     save_train_state,
 )
@@ -57,6 +64,7 @@ from crl.train.distributed import (
 from crl.train.fingerprint import check_same_data, fingerprint_source, write_fingerprint
 from crl.train.heldout_monitor import HeldoutMonitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
+from crl.train.run_log import LogWindowSum, RunLog
 from crl.train.warm_start import load_encoder_weights, weight_mismatches
 
 __all__ = ["RunResult", "Trainer"]
@@ -83,43 +91,6 @@ class RunResult:
     wall_time_s: float
     resumed_from: int
     already_complete: bool = False
-
-
-class _RunLog:
-    """metrics.jsonl and TensorBoard events of rank 0; rows after the resumed step are dropped on resume."""
-
-    def __init__(self, run_dir: Path, *, resumed_step: int, tensorboard: bool) -> None:
-        self.path = run_dir / "metrics.jsonl"
-        if self.path.exists():
-            kept = [
-                line
-                for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line)["step"] <= resumed_step
-            ]
-            self.path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-        self.handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
-        self.writer: Any = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resumed_step + 1)
-
-    def write(self, row: dict[str, float], *, prefix: str = "train/") -> None:
-        """Append one row to metrics.jsonl (flushed) and its scalars to TensorBoard, under ``prefix`` unless a
-        name already has a section (``heldout/recall@1``)."""
-        self.handle.write(json.dumps(row) + "\n")
-        self.handle.flush()
-        if self.writer is not None:
-            step = int(row["step"])
-            for key, value in row.items():
-                if key != "step":
-                    self.writer.add_scalar(key if "/" in key else f"{prefix}{key}", value, step)
-
-    def close(self) -> None:
-        """Close metrics.jsonl and the TensorBoard writer."""
-        self.handle.close()
-        if self.writer is not None:
-            self.writer.close()
 
 
 class Trainer:
@@ -155,6 +126,7 @@ class Trainer:
             sampler=build_sampler(config, source, distributed=context.distributed),
             wrap=lambda model: wrap_model(model, context),
         )
+        self.window = LogWindowSum(LogWindow(), context.rank, context.device)
 
     @property
     def run_dir(self) -> Path:
@@ -162,13 +134,46 @@ class Trainer:
         return self.config.run_dir
 
     def fit(self) -> RunResult:
-        """Train to ``optim.total_steps`` (resuming from the newest checkpoint) and return the result."""
+        """Train to ``optim.total_steps`` (resuming from the newest intact checkpoint) and return the result.
+
+        Raises:
+            FolderLockedError: if another process writes into the run folder (naming its pid and host).
+        """
         started = time.perf_counter()
-        self._prepare_run_dir()
-        resumed_from = self._resume()
-        final = newest_checkpoint(self.run_dir / "checkpoints")
-        if resumed_from >= self.config.optim.total_steps and final is not None:
+        try:
+            with self._writer_lock():
+                return self._fit(started)
+        finally:
             shutdown(self.context)
+
+    @contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        """Rank 0 holds the run folder's lock while the body runs; every rank stops if it cannot be taken."""
+        lock, error = None, None
+        if self.context.is_main:
+            try:
+                lock = FolderLock(self.run_dir, command="crl train")
+            except OSError as caught:
+                error = caught
+        held = all_gather_equal(torch.tensor([int(error is None)], device=self.context.device))[0]
+        if error is not None:
+            raise error
+        if not bool(held.item()):
+            raise FolderLockedError(
+                f"rank 0 could not lock the run folder {str(self.run_dir)!r}; see its error"
+            )
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _fit(self, started: float) -> RunResult:
+        if self.context.is_main:
+            remove_temporaries(self.run_dir / "checkpoints")
+        self._prepare_run_dir()
+        resumed_from, final = self._resume()
+        if resumed_from >= self.config.optim.total_steps and final is not None:
             seconds = time.perf_counter() - started
             return RunResult(
                 self.run_dir, final, resumed_from, {}, seconds, resumed_from, already_complete=True
@@ -178,7 +183,7 @@ class Trainer:
             state = load_train_state(resolve_checkpoint(checkpoint))
             load_encoder_weights(self.loop.model, state, checkpoint=checkpoint)
         log = (
-            _RunLog(self.run_dir, resumed_step=resumed_from, tensorboard=self.config.run.tensorboard)
+            RunLog(self.run_dir, resumed_step=resumed_from, tensorboard=self.config.run.tensorboard)
             if self.context.is_main
             else None
         )
@@ -187,25 +192,22 @@ class Trainer:
         finally:
             if log is not None:
                 log.close()
-            shutdown(self.context)
         return RunResult(
             self.run_dir, final, self.loop.step, metrics, time.perf_counter() - started, resumed_from
         )
 
-    def _run(self, log: _RunLog | None) -> tuple[dict[str, float], Path]:
-        run, total, loop = self.config.run, self.config.optim.total_steps, self.loop
+    def _run(self, log: RunLog | None) -> tuple[dict[str, float], Path]:
+        run, total, loop, window = self.config.run, self.config.optim.total_steps, self.loop, self.window
         monitor = self._heldout_monitor()
-        loss_sum = torch.zeros((), device=self.context.device)
-        since, tick, metrics, heldout = 0, time.perf_counter(), {}, {}
+        metrics: dict[str, float] = {}
+        heldout: dict[str, float] = {}
         final = self.run_dir
         with self._progress() as advance:
             while not loop.done:
-                loss_sum += loop.train_step()
-                since += 1
+                window.add(loop.train_step())
                 if loop.step % run.log_every == 0 or loop.step == total:
-                    metrics = self._log_row(loss_sum / since, since, time.perf_counter() - tick, log)
-                    loss_sum.zero_()
-                    since, tick = 0, time.perf_counter()
+                    metrics = self._log_row(window, log)
+                    window.reset()
                 if monitor is not None and loop.step % run.eval_every == 0:
                     heldout = monitor(loop.model)
                     if log is not None:
@@ -242,20 +244,18 @@ class Trainer:
 
             yield advance
 
-    def _log_row(
-        self, mean_loss: Tensor, steps: int, seconds: float, log: _RunLog | None
-    ) -> dict[str, float]:
+    def _log_row(self, window: LogWindowSum, log: RunLog | None) -> dict[str, float]:
         loop = self.loop
-        loss = float(mean_over_ranks(mean_loss))
-        check_finite_loss(loss, loop.step - steps + 1, loop.step)
-        pairs = steps * self.config.data.batch_size * self.context.world_size
+        loss = float(mean_over_ranks(window.loss_sum / window.steps))
+        check_finite_loss(loss, loop.step - window.steps + 1, loop.step)
+        pairs = window.timed * self.config.data.batch_size * self.context.world_size
         row = {
             "step": loop.step,
             "epoch": loop.cursor.epoch,
             "loss": loss,
             "lr": loop.last_lr(),
             "tau": float(loop.model.tau().detach()),
-            "pairs_per_s": pairs / max(seconds, 1e-9),
+            "pairs_per_s": pairs / max(time.perf_counter() - window.tick, 1e-9),
         }
         if log is not None:
             log.write(row)
@@ -279,11 +279,12 @@ class Trainer:
             write_fingerprint(self.run_dir, fingerprint)
             config_path.write_text(config_to_toml(self.config), encoding="utf-8")
 
-    def _resume(self) -> int:
-        path = newest_checkpoint(self.run_dir / "checkpoints")
-        if path is None:
-            return 0
-        state = load_train_state(path)
+    def _resume(self) -> tuple[int, Path | None]:
+        """Restore the newest intact checkpoint (and this rank's log window); (its step, its path) or (0, None)."""
+        found = _newest_intact_state(self.run_dir / "checkpoints")
+        if found is None:
+            return 0, None
+        path, state = found
         if state.world_size != self.context.world_size:
             raise ValueError(
                 f"checkpoint {str(path)!r} was written by {state.world_size} processes, this run has "
@@ -296,18 +297,43 @@ class Trainer:
                 "folder was trained on data of other shapes; use a new run.name or --out"
             )
         self.loop.restore(state)
-        return state.step
+        self.window = LogWindowSum(state.log_window, self.context.rank, self.context.device)
+        return state.step, path
 
     def _save(self) -> Path:
         local = self.loop.stream_states()
         gathered = [all_gather_equal(getattr(local, field.name)) for field in fields(StreamStates)]
         streams = tuple(StreamStates(*states) for states in zip(*gathered, strict=True))
+        sums = all_gather_equal(self.window.loss_sum.reshape(1))
+        window = LogWindow(self.window.steps, tuple(float(value) for value in sums))
         directory = self.run_dir / "checkpoints"
         if self.context.is_main:
-            return save_train_state(
-                directory, self.loop.state(streams), keep=self.config.run.keep_checkpoints
-            )
+            state = replace(self.loop.state(streams), log_window=window)
+            return save_train_state(directory, state, keep=self.config.run.keep_checkpoints)
         return directory / f"step-{self.loop.step:08d}.safetensors"
+
+
+def _newest_intact_state(directory: Path) -> tuple[Path, TrainState] | None:
+    """The newest checkpoint in ``directory`` that loads intact, and its state (``None`` when there is none).
+
+    A damaged newer one is skipped with a warning naming it; the next checkpoint written deletes it
+    (:func:`~crl.train.checkpoint.save_checkpoint` removes those after its step).
+
+    Raises:
+        CheckpointError: if every checkpoint is damaged.
+    """
+    found = list_checkpoints(directory)
+    for _, path in reversed(found):
+        try:
+            return path, load_train_state(path)
+        except CheckpointError as error:
+            warnings.warn(f"{error}; resuming from an older checkpoint", stacklevel=2)
+    if found:
+        raise CheckpointError(
+            f"every checkpoint in {str(directory)!r} is damaged (see the warnings above); delete that folder "
+            "to train from step 0"
+        )
+    return None
 
 
 def _another_config_message(run_dir: Path, differences: list[str]) -> str:
