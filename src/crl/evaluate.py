@@ -98,6 +98,10 @@ def _device(device: str) -> torch.device:
     """The torch device of 'auto' (CUDA when available), 'cpu' or 'cuda'."""
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device = {device!r} is not known; use 'auto', 'cpu' or 'cuda'")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "device = 'cuda' but torch finds no CUDA device on this machine; use 'cpu' or 'auto'"
+        )
     return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
 
 

@@ -1,6 +1,7 @@
 """Tests of the report writer and the figure renderer on hand-built claim results."""
 
 import csv
+import dataclasses
 import re
 from pathlib import Path
 
@@ -150,7 +151,18 @@ def test_notes_wrap_and_the_header_names_a_rerunnable_command(tmp_path: Path) ->
     assert "white-space: pre-wrap" in page and "overflow-x" not in page
     markdown = files.markdown.read_text()
     assert "first line of a long note continued here.\n\nA second paragraph." in markdown
-    assert "| command | crl verify --fidelity quick |" in markdown
+    assert "| command | `crl verify --fidelity quick` |" in markdown
+
+
+def test_user_text_on_the_command_line_is_escaped_in_both_reports(tmp_path: Path) -> None:
+    """An --out path with Markdown/HTML in it used to land raw in report.md (a live tag, a link, a new column)."""
+    command = "crl verify --out 'runs/<img src=x>|*b* [a](b) `c`'"
+    info = dataclasses.replace(INFO, command=command)
+    files = write_report(tmp_path, [_result("C3", Verdict.PASS, Verdict.FAIL)], info)
+    markdown = files.markdown.read_text()
+    assert "| command | ``crl verify --out 'runs/<img src=x>\\|*b* [a](b) `c`'`` |" in markdown
+    page = files.html.read_text()
+    assert "&lt;img src=x&gt;" in page and "<img src=x>" not in page
 
 
 def test_duplicate_figure_names_are_refused(tmp_path: Path) -> None:

@@ -91,8 +91,11 @@ def _check_embeddings(queries: Tensor, gallery: Tensor) -> None:
     for name, x in (("queries", queries), ("gallery", gallery)):
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}.")
-        if x.dim() != 2 or x.shape[0] < 1:
-            raise ValueError(f"{name}: expected shape (n, d) with n >= 1, got {tuple(x.shape)}.")
+        if x.dim() != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+            raise ValueError(
+                f"{name}: expected shape (n, d) with n >= 1 and d >= 1, got {tuple(x.shape)}; d = 0 embeddings "
+                "carry no information (every score is 0)."
+            )
         if not x.is_floating_point():
             raise TypeError(f"{name}: expected a float tensor, got {x.dtype}; convert with .float().")
         if not bool(torch.isfinite(x).all()):

@@ -4,6 +4,7 @@ Every check raises a ``ValueError`` (or ``TypeError``) that names the argument, 
 it, so that bad input never surfaces as a traceback from inside torch or as a silent NaN.
 """
 
+import math
 import typing
 from typing import Literal
 
@@ -48,6 +49,11 @@ def check_pair(anchors: object, positives: object) -> tuple[Tensor, Tensor]:
         raise ValueError(
             f"anchors {tuple(a.shape)} and positives {tuple(p.shape)} differ; pass one positive per anchor (n, d)."
         )
+    if a.shape[1] == 0:
+        raise ValueError(
+            f"anchors has shape {tuple(a.shape)}: embedding dimension d = 0 gives every score 0 (loss log n); "
+            "pass embeddings with d >= 1."
+        )
     return a, p
 
 
@@ -91,6 +97,20 @@ def check_tau_value(tau: Tensor) -> None:
     if tau.numel() != 1:
         raise ValueError(f"tau has shape {tuple(tau.shape)}; pass a scalar temperature.")
     check_tau(float(tau.detach()))
+
+
+def check_real(name: str, value: object) -> float:
+    """A finite real number (an int or float, not a bool) named ``name``, as a float.
+
+    Raises:
+        TypeError: for another type (a string, a bool, a tensor).
+        ValueError: for NaN or +-inf.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name}={value!r} must be a real number (int or float), got {type(value).__name__}.")
+    if not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite number.")
+    return float(value)
 
 
 def upcast(x: Tensor) -> Tensor:

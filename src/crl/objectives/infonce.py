@@ -321,6 +321,8 @@ class ContrastiveLoss(nn.Module):
         check_choice("form", form, FORMS)
         check_choice("regime", regime, REGIMES)
         check_choice("tiling", tiling, TILINGS)
+        if block_size is not None:
+            check_count("block_size", block_size, 1)
         resolve_tau(tau)
         self.tau = tau
         self.form: Form = form

@@ -52,7 +52,8 @@ class CVaR:
     alpha: float
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.alpha, int | float) and 0.0 < self.alpha <= 1.0):
+        valid_type = isinstance(self.alpha, int | float) and not isinstance(self.alpha, bool)
+        if not (valid_type and 0.0 < self.alpha <= 1.0):
             raise ValueError(
                 f"alpha={self.alpha!r} must be in (0, 1]: the fraction of hardest negatives averaged."
             )

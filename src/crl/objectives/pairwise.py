@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from crl._vocab import Regime, check_choice
-from crl.objectives._checks import Reduction
+from crl.objectives._checks import Reduction, check_real
 from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 
@@ -61,13 +61,14 @@ def pairwise_loss(
         negatives: shared (m, d), in-batch ``None`` (m = n - 1), or independent (n, m, d).
         tau: temperature.
         psi: "hinge", "squared_hinge", "logistic" or "exponential".
-        margin: margin of the (squared) hinge, in units of tau.
+        margin: margin of the (squared) hinge, in units of tau: a finite real number.
         regime: "shared" or "independent".
         chunk: anchors per chunk (None: automatic, O(2^22) scores per chunk).
         reduction: "mean" or "none".
 
     Raises:
-        ValueError: on bad shapes, NaN/Inf, tau <= 0, or an unknown psi/regime/reduction.
+        ValueError: on bad shapes, NaN/Inf (margin included), tau <= 0, or an unknown psi/regime/reduction.
+        TypeError: a margin that is not a real number.
 
     Examples:
         >>> a = torch.eye(3)
@@ -75,6 +76,7 @@ def pairwise_loss(
         0.0
     """
     check_choice("psi", psi, PSIS)
+    margin = check_real("margin", margin)
     t = resolve_tau(tau)
 
     def per_anchor(pos: Tensor, neg: Tensor) -> Tensor:
@@ -110,8 +112,11 @@ def sigmoid_loss(
 
     Raises:
         ValueError: on bad shapes, NaN/Inf, tau <= 0, a non-finite or non-scalar bias, or an unknown option.
+        TypeError: a bias that is neither a real number nor a tensor.
     """
     t = resolve_tau(tau)
+    if isinstance(bias, bool) or not isinstance(bias, int | float | Tensor):
+        raise TypeError(f"bias={bias!r} must be a real number or a scalar tensor, got {type(bias).__name__}.")
     b = torch.as_tensor(bias)
     if b.numel() != 1 or not bool(torch.isfinite(b).all()):
         raise ValueError(f"bias={bias!r} must be one finite number (SigLIP starts at -10).")

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from crl.objectives._checks import check_tau_value
+from crl.objectives._checks import check_real, check_tau_value
 
 
 class Temperature(nn.Module):
@@ -22,6 +22,8 @@ class Temperature(nn.Module):
 
     Raises:
         ValueError: if ``init`` or ``max_inverse`` is not a finite positive number, or ``1/init > max_inverse``.
+        TypeError: if ``init`` or ``max_inverse`` is not a real number (a bool, a string), or ``learnable`` is
+            not a bool.
 
     Examples:
         >>> t = Temperature(0.07)
@@ -31,10 +33,12 @@ class Temperature(nn.Module):
 
     def __init__(self, init: float = 0.07, learnable: bool = True, max_inverse: float = 100.0) -> None:
         super().__init__()
-        if not math.isfinite(init) or init <= 0.0:
+        if check_real("init", init) <= 0.0:
             raise ValueError(f"init={init!r} must be a finite temperature > 0 (CLIP uses 0.07).")
-        if not math.isfinite(max_inverse) or max_inverse <= 0.0:
+        if check_real("max_inverse", max_inverse) <= 0.0:
             raise ValueError(f"max_inverse={max_inverse!r} must be a finite number > 0 (CLIP uses 100).")
+        if not isinstance(learnable, bool):
+            raise TypeError(f"learnable={learnable!r} must be True or False, got {type(learnable).__name__}.")
         if 1.0 / init > max_inverse:
             raise ValueError(
                 f"init={init!r} gives 1/tau={1.0 / init:.4g} > max_inverse={max_inverse!r}; "

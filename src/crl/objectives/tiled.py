@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from crl._vocab import check_count
+
 DEFAULT_BLOCK_ROWS = 2048
 DEFAULT_BLOCK_COLS = 4096
 
@@ -269,8 +271,10 @@ class _TiledLogSumExp(torch.autograd.Function):
 
 
 def _block_sizes(block_size: int | None) -> tuple[int, int]:
+    """(rows, cols) per block: the defaults, or ``block_size`` (an int >= 1, checked) for both."""
     if block_size is None:
         return DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_COLS
+    check_count("block_size", block_size, 1)
     return block_size, block_size
 
 

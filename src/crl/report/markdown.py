@@ -1,5 +1,6 @@
 """The Markdown report (``report.md``): the same content as the HTML page, as plain Markdown."""
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def markdown_page(sections: Sequence[Section], info: RunInfo, out_dir: Path) -> 
     """The Markdown report: header, references, summary (INCONCLUSIVE first), then one section per claim."""
     results = [section.result for section in sections]
     lines = [f"# crl verify: run {info.run_id}", "", "| | |", "|---|---|"]
-    lines += [f"| {label} | {_cell(value)} |" for label, value in header_rows(info)]
+    lines += [f"| {label} | {_header_value(label, value)} |" for label, value in header_rows(info)]
     lines += ["", "**References:**", ""]
     lines += [f"- **{key}** {text}" for key, text in REFERENCES]
     lines += ["", LEVELS_NOTE, "", "## Summary", ""]
@@ -44,6 +45,11 @@ def markdown_page(sections: Sequence[Section], info: RunInfo, out_dir: Path) -> 
     for section in sections:
         lines += ["", *_claim_section(section, out_dir)]
     return "\n".join(lines) + "\n"
+
+
+def _header_value(label: str, value: str) -> str:
+    """A header cell: the command line (user-supplied text) as a code span, the rest as plain text."""
+    return markdown_code(value) if label == "command" else _cell(value)
 
 
 def _claim_section(section: Section, out_dir: Path) -> list[str]:
@@ -106,6 +112,19 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def markdown_code(text: str) -> str:
+    """User-supplied text (the command line with its paths and claim ids) as a literal Markdown code span.
+
+    Inside a code span nothing is emphasis, a link or raw HTML; the fence is one backtick longer than the
+    longest run of backticks in the text, padded with a space where the text starts or ends with a backtick or
+    a space; line breaks become spaces and ``|`` is escaped so that a table cell stays one cell.
+    """
+    one_line = text.replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", one_line)), default=0) + 1)
+    pad = " " if one_line[:1] in ("`", " ") or one_line[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{one_line}{pad}{fence}"
 
 
 def _cell(text: str) -> str:

@@ -59,6 +59,7 @@ from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
     check_dtype,
+    check_finite_points,
     check_generator,
     check_points,
     check_positive,
@@ -236,7 +237,7 @@ class AsymmetricSphere(ExactModel):
 
     def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:
         """y_i ~ vMF(x_i, kappa) for each row of x (n, d); x must be unit vectors."""
-        check_points("x", x, self.dim)
+        check_finite_points("x", x, self.dim)
         return sample_vmf(x.reshape(-1, self.dim), self.kappa, generator, self.dtype).reshape(x.shape)
 
     def sample_negatives(self, shape: Sequence[int], generator: torch.Generator) -> Tensor:

@@ -243,3 +243,14 @@ def check_points(name: str, points: Tensor, dim: int) -> Tensor:
     if points.ndim == 0 or points.shape[-1] != dim:
         raise ValueError(f"{name} must have last dimension d={dim}, got shape {tuple(points.shape)}")
     return points
+
+
+def check_finite_points(name: str, points: Tensor, dim: int) -> Tensor:
+    """:func:`check_points`, and every entry finite (a NaN anchor would give NaN positives silently)."""
+    check_points(name, points, dim)
+    if not bool(torch.isfinite(points).all()):
+        bad = int((~torch.isfinite(points)).sum())
+        raise ValueError(
+            f"{name} contains {bad} NaN/Inf entries; pass finite points (check where they came from)"
+        )
+    return points

@@ -33,6 +33,7 @@ from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
     check_dtype,
+    check_finite_points,
     check_generator,
     check_points,
     check_shape,
@@ -129,7 +130,7 @@ class GaussianTwoTower(ExactModel):
 
     def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:
         """``y = rho x + sqrt(1 - rho^2) eps`` for each row of x, eps ~ N(0, I_d)."""
-        check_points("x", x, self.dim)
+        check_finite_points("x", x, self.dim)
         noise = torch.randn(x.shape, generator=check_generator(generator), dtype=self.dtype, device=x.device)
         return self.rho * x.to(self.dtype) + math.sqrt(1.0 - self.rho**2) * noise
 

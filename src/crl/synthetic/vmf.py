@@ -25,6 +25,7 @@ from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
     check_dtype,
+    check_finite_points,
     check_generator,
     check_points,
     check_positive,
@@ -142,6 +143,8 @@ def sample_vmf(
         raise ValueError(f"mean must have shape (n, d) with d >= 2, got shape {tuple(mean.shape)}")
     n, dim = mean.shape
     mu = mean.to(torch.float64)
+    if not bool(torch.isfinite(mu).all()):
+        raise ValueError("mean contains NaN/Inf entries; pass finite unit vectors")
     if n > 0 and float((mu.norm(dim=-1) - 1.0).abs().max()) > 1e-6:
         raise ValueError(
             "mean must hold unit vectors (|mean_i| = 1); normalise with mean / mean.norm(dim=-1)"
@@ -247,7 +250,7 @@ class VMFUniform(ExactModel):
 
     def sample_positives(self, x: Tensor, generator: torch.Generator) -> Tensor:
         """y_i ~ vMF(x_i, kappa) for each row of x (n, d); x must be unit vectors."""
-        check_points("x", x, self.dim)
+        check_finite_points("x", x, self.dim)
         return sample_vmf(x.reshape(-1, self.dim), self.kappa, generator, self.dtype).reshape(x.shape)
 
     def sample_negatives(self, shape: Sequence[int], generator: torch.Generator) -> Tensor:

@@ -7,6 +7,7 @@ config).
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from dataclasses import dataclass
 
@@ -28,7 +29,11 @@ __all__ = [
     "build_sampler",
     "build_schedule",
     "derive_generator",
+    "negative_buffer_bytes",
 ]
+
+SCORE_WORKSPACE_BYTES = 4 * 4 * (1 << 22)
+"""Score buffers of the losses: at most 2^22 float32 scores per chunk or tile, four such workspaces (64 MiB)."""
 
 
 def derive_generator(seed: int, stream: str, rank: int = 0) -> torch.Generator:
@@ -119,11 +124,61 @@ def build_model(
     return DualEncoder(anchor, positive, temperature)
 
 
+def negative_buffer_bytes(config: TrainConfig, positive_shape: tuple[int, ...]) -> int:
+    """Bytes of crl's own per-step negative and score buffers, checked against the machine before training.
+
+    ``4 R (P + S D) + 64 MiB``: R rows of negatives per step (m for shared_pool and queue, n m for
+    independent_pool with n = batch_size, 0 for in_batch), P numbers per positive input (0 for the queue, which
+    stores embeddings only), D = embedding_dim, S = 2 when symmetric (both towers embed the pool) else 1, 4 bytes
+    per float32 number, and 64 MiB of score chunks and tiles (:data:`SCORE_WORKSPACE_BYTES`). The encoders'
+    activations on the negatives come on top, so this is a lower bound of what a step needs.
+    """
+    rows, inputs, sides = _buffer_terms(config, positive_shape)
+    return 4 * rows * (inputs + sides * config.model.embedding_dim) + SCORE_WORKSPACE_BYTES
+
+
+def _buffer_terms(config: TrainConfig, positive_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(R, P, S) of :func:`negative_buffer_bytes`."""
+    loss = config.loss
+    per_anchor = {"in_batch": 0, "shared_pool": 1, "queue": 1, "independent_pool": config.data.batch_size}
+    inputs = 0 if loss.negatives == "queue" else math.prod(positive_shape)
+    return per_anchor[loss.negatives] * loss.n_negatives, inputs, 2 if loss.symmetric else 1
+
+
+def _machine_memory_bytes() -> int:
+    """Physical memory of this machine (``SC_PHYS_PAGES * SC_PAGE_SIZE``)."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_negative_memory(config: TrainConfig, positive_shape: tuple[int, ...]) -> None:
+    """Refuse a config whose :func:`negative_buffer_bytes` exceed the machine's physical memory.
+
+    Raises:
+        ValueError: naming ``[loss] n_negatives``, the formula, its value and the memory available.
+    """
+    needed = negative_buffer_bytes(config, positive_shape)
+    available = _machine_memory_bytes()
+    if needed > available:
+        rows, inputs, sides = _buffer_terms(config, positive_shape)
+        raise ValueError(
+            f"[loss] n_negatives = {config.loss.n_negatives} with negatives = '{config.loss.negatives}' needs "
+            f"{needed / 1e9:.3g} GB for crl's negative and score buffers alone (4 R (P + S D) + 64 MiB with "
+            f"R = {rows} rows of negatives per step, P = {inputs} numbers per input, D = embedding_dim = "
+            f"{config.model.embedding_dim}, S = {sides}), more than this machine's {available / 1e9:.3g} GB of "
+            "memory; lower n_negatives"
+        )
+
+
 def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool = False) -> Sampler:
     """The negative sampler of ``[loss] negatives`` (in-batch becomes :class:`Gathered` with K > 1 ranks).
 
     Pool samplers draw indices into the source's n pairs, or samples y' ~ p- when the source generates them.
+
+    Raises:
+        ValueError: when crl's own negative and score buffers cannot fit in memory
+            (:func:`check_negative_memory`), before anything is allocated.
     """
+    check_negative_memory(config, source.positive_shape)
     loss = config.loss
     m = loss.n_negatives
     if loss.negatives == "in_batch":

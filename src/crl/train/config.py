@@ -27,6 +27,7 @@ from crl.train.config_kinds import (
     DataConfig,
     DigitsData,
     FashionMnistData,
+    FolderName,
     MlpModel,
     ModelConfig,
     Section,
@@ -157,7 +158,9 @@ class OptimConfig(Section):
 class RunConfig(Section):
     """``[run]``: where the run lives and how it logs, checkpoints and uses the machine."""
 
-    name: str = Field(default="run", min_length=1, description="Run name; the run folder is out_dir/name.")
+    name: FolderName = Field(
+        default="run", min_length=1, description="Run name, one folder name; the run folder is out_dir/name."
+    )
     out_dir: str = Field(default="runs", description="Parent folder of run folders.")
     seed: int = Field(
         default=0,

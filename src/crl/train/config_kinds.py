@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "ArraysData",
@@ -18,12 +18,24 @@ __all__ = [
     "DataConfig",
     "DigitsData",
     "FashionMnistData",
+    "FolderName",
     "ImageData",
     "MlpModel",
     "ModelConfig",
     "Section",
     "SyntheticData",
 ]
+
+
+def _one_folder_name(name: str) -> str:
+    """A folder name inside a parent folder: no path separator, not '.' or '..' (nothing written outside)."""
+    if name in (".", "..") or any(sep in name for sep in ("/", "\\", "\0")):
+        raise ValueError("must be one folder name inside out_dir (no '/', '\\', '.' or '..')")
+    return name
+
+
+FolderName = Annotated[str, AfterValidator(_one_folder_name)]
+"""A string field that names one folder (``[run] name``: the run folder is out_dir/name)."""
 
 
 class Section(BaseModel):
