@@ -2,7 +2,9 @@
 
 The pairwise, sigmoid and OCE losses are means over anchors of a function of the anchor's positive score
 s_ii = <a_i, p_i> and its m negative scores; :func:`loss_from_scores` evaluates such a function over chunks of
-anchors (checkpointed, see :mod:`crl.objectives._chunking`), so the n x m matrix never exists at once.
+anchors (checkpointed, see :mod:`crl.objectives._chunking`), so the n x m matrix never exists at once. The sigmoid
+and pairwise losses pass a ``shared`` kernel for the shared regime (:mod:`crl.objectives._score_kernel`), whose
+extra memory is two reused chunk buffers instead of the allocator's cache of freed temporaries.
 """
 
 from collections.abc import Callable
@@ -18,6 +20,10 @@ from crl.objectives._negatives import NegativeSet, resolve_negatives
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 """Maps (positive scores (c,), negative scores (c, m)) to per-anchor values (c,)."""
 
+SharedFn = Callable[[Tensor, Tensor, Tensor, int | None, int], Tensor]
+"""Maps (anchors, positives, shared candidates, own-positive offset, rows per chunk) to per-anchor values (n,):
+a workspace-reusing kernel (:func:`crl.objectives._score_kernel.chunked_kernel_values`) for the shared regime."""
+
 
 def _leave_out_own_positive(scores: Tensor, column_offset: int) -> Tensor:
     """Row r of a (c, M) chunk without its column r + column_offset (the anchor's own positive): (c, M - 1)."""
@@ -27,9 +33,14 @@ def _leave_out_own_positive(scores: Tensor, column_offset: int) -> Tensor:
     return scores[keep].view(scores.shape[0], scores.shape[1] - 1)
 
 
-def _shared_values(negs: NegativeSet, fn: ScoreFn, rows: int, a: Tensor, p: Tensor) -> Tensor:
-    """fn over chunks of anchors against one shared candidate set (the batch's positives, or (M, d) negatives)."""
+def _shared_values(
+    negs: NegativeSet, fn: ScoreFn, shared: SharedFn | None, rows: int, a: Tensor, p: Tensor
+) -> Tensor:
+    """fn over chunks of anchors against one shared candidate set (the batch's positives, or (M, d) negatives);
+    ``shared`` instead where given (its extra memory is two reused chunk buffers)."""
     candidates = negs.candidates(p)
+    if shared is not None:
+        return shared(a, p, candidates, negs.offset, rows)
 
     def chunk(a_c: Tensor, p_c: Tensor, start: int) -> Tensor:
         scores = a_c @ candidates.T
@@ -58,11 +69,13 @@ def loss_from_scores(
     regime: Regime,
     chunk: int | None = None,
     reduction: Reduction = "mean",
+    shared: SharedFn | None = None,
 ) -> Tensor:
     """Validate the embeddings and reduce ``fn(s_ii, s_i.)`` over anchors i ("mean", or "none": the (n,) values).
 
-    Shared regime: ``negatives`` (m, d), or ``None`` for the other positives of the batch (m = n - 1).
-    Independent regime: ``negatives`` (n, m, d). fp16/bf16 inputs are computed in float32.
+    Shared regime: ``negatives`` (m, d), or ``None`` for the other positives of the batch (m = n - 1); computed by
+    ``shared`` when given (the same values as ``fn``, in reused workspaces). Independent regime: ``negatives``
+    (n, m, d). fp16/bf16 inputs are computed in float32.
 
     Raises:
         ValueError: on shape/dtype/device mismatch, NaN/Inf, m = 0 or an unknown regime.
@@ -80,5 +93,5 @@ def loss_from_scores(
         rows = chunk or chunk_rows(n, negs.m * dim)
         values = _independent_values(negs.candidates(p), fn, rows, a, p)
     else:
-        values = _shared_values(negs, fn, chunk or chunk_rows(n, negs.m), a, p)
+        values = _shared_values(negs, fn, shared, chunk or chunk_rows(n, negs.m), a, p)
     return values.mean() if reduction == "mean" else values

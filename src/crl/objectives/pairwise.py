@@ -23,6 +23,7 @@ from torch import Tensor
 
 from crl._vocab import Regime, check_choice
 from crl.objectives._checks import Reduction, check_real
+from crl.objectives._score_kernel import PairwiseKernel, SigmoidKernel, chunked_kernel_values
 from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 
@@ -79,11 +80,23 @@ def pairwise_loss(
     margin = check_real("margin", margin)
     t = resolve_tau(tau)
 
+    kernel = PairwiseKernel(psi, margin)
+
     def per_anchor(pos: Tensor, neg: Tensor) -> Tensor:
         return pairwise_psi((neg - pos[:, None]) / t.to(pos), psi, margin).mean(dim=1)
 
+    def shared(a: Tensor, p: Tensor, candidates: Tensor, offset: int | None, rows: int) -> Tensor:
+        return chunked_kernel_values(kernel, a, p, candidates, t, None, offset=offset, rows=rows)
+
     return loss_from_scores(
-        anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk, reduction=reduction
+        anchors,
+        positives,
+        negatives,
+        per_anchor,
+        regime=regime,
+        chunk=chunk,
+        reduction=reduction,
+        shared=shared,
     )
 
 
@@ -125,6 +138,16 @@ def sigmoid_loss(
         tt, bb = t.to(pos), b.to(pos)
         return F.softplus(-(pos / tt + bb)) + F.softplus(neg / tt + bb).sum(dim=1)
 
+    def shared(a: Tensor, p: Tensor, candidates: Tensor, offset: int | None, rows: int) -> Tensor:
+        return chunked_kernel_values(SigmoidKernel(), a, p, candidates, t, b, offset=offset, rows=rows)
+
     return loss_from_scores(
-        anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk, reduction=reduction
+        anchors,
+        positives,
+        negatives,
+        per_anchor,
+        regime=regime,
+        chunk=chunk,
+        reduction=reduction,
+        shared=shared,
     )

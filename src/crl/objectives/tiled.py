@@ -27,11 +27,12 @@ DEFAULT_BLOCK_ROWS = 2048
 DEFAULT_BLOCK_COLS = 4096
 
 
-def _blocks(size: int, step: int) -> list[tuple[int, int]]:
+def spans(size: int, step: int) -> list[tuple[int, int]]:
+    """``[(0, step), (step, 2 step), ..., (k step, size)]``: the blocks of a dimension of ``size``."""
     return [(start, min(start + step, size)) for start in range(0, size, step)]
 
 
-class _Workspace:
+class Workspace:
     """Two reusable (rows x cols) buffers: fresh multi-MiB tensors each block would cost a page fault per page."""
 
     def __init__(self, rows: int, cols: int, like: Tensor, two: bool) -> None:
@@ -107,9 +108,9 @@ def _forward_blocks(
     n, m = q.shape[0], c.shape[0]
     row_lse = torch.full((n,), -math.inf, dtype=q.dtype, device=q.device)
     col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=q.dtype, device=q.device)
-    work = _Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
-    for r0, r1 in _blocks(n, block_rows):
-        for c0, c1 in _blocks(m, block_cols):
+    work = Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
+    for r0, r1 in spans(n, block_rows):
+        for c0, c1 in spans(m, block_cols):
             block = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
             if not want_columns:
                 _accumulate_lse(block, 1, row_lse[r0:r1])
@@ -143,8 +144,8 @@ def _forward_stripes(
     grad_q = torch.empty_like(q) if needs[0] else None
     grad_c = torch.zeros_like(c) if needs[1] else None
     forecasts = torch.empty(n, dtype=q.dtype, device=q.device)
-    work = _Workspace(min(n, stripe_rows), m, q, False)
-    for r0, r1 in _blocks(n, stripe_rows):
+    work = Workspace(min(n, stripe_rows), m, q, False)
+    for r0, r1 in spans(n, stripe_rows):
         block = _block_logits(q, c, r0, r1, 0, m, exclude_offset, work.first(r1 - r0, m))
         top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
         total = block.sub_(top).exp_().sum(dim=1)
@@ -185,11 +186,11 @@ def _backward_blocks(
     n, m = q.shape[0], c.shape[0]
     grad_q = torch.zeros_like(q) if needs[0] else None
     grad_c = torch.zeros_like(c) if needs[1] else None
-    work = _Workspace(min(n, block_rows), min(m, block_cols), q, columns)
+    work = Workspace(min(n, block_rows), min(m, block_cols), q, columns)
     row_shift, row_scale = _fold_gradient(row_lse, grad_row)
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
-    for r0, r1 in _blocks(n, block_rows):
-        for c0, c1 in _blocks(m, block_cols):
+    for r0, r1 in spans(n, block_rows):
+        for c0, c1 in spans(m, block_cols):
             weights = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
             by_column = None
             if columns:
