@@ -295,3 +295,13 @@ def test_every_claim_and_its_control_are_judged_at_the_claims_per_part_level(
         "each of the claim's 2 parts (intervals, violation counts) and the control at 0.9975"
         in stored["rule"]
     )
+
+
+def test_an_output_folder_with_rich_markup_in_its_name_is_printed_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, an --out path like 'runs/a[/]b' crashes the end of a run with rich's MarkupError."""
+    out = tmp_path / "a[/]b"
+    result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "quick", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "a[/]b" in result.output

@@ -297,7 +297,7 @@ def _print_summary(
         console.print(
             f"[yellow]took {info.wall_s:.0f} s, over the {info.fidelity} budget of {info.budget_s:.0f} s[/]"
         )
-    console.print(f"report: {report.html}  {report.markdown}")
+    console.print(f"report: {escape(str(report.html))}  {escape(str(report.markdown))}")
 
 
 def _git_commit() -> str:
