@@ -9,6 +9,7 @@ from crl.objectives.infonce import (
     contrastive_loss,
     contrastive_loss_from_scores,
 )
+from crl.objectives.moving_average import MovingAverageState, cosine_gamma, moving_average_loss
 from crl.objectives.oce import CVaR, Entropic, oce_loss, oce_loss_from_scores
 from crl.objectives.pairwise import pairwise_loss, pairwise_psi, sigmoid_loss
 from crl.objectives.temperature import Temperature, resolve_tau
@@ -18,10 +19,13 @@ __all__ = [
     "CVaR",
     "ContrastiveLoss",
     "Entropic",
+    "MovingAverageState",
     "Temperature",
     "contrastive_form",
     "contrastive_loss",
     "contrastive_loss_from_scores",
+    "cosine_gamma",
+    "moving_average_loss",
     "oce_loss",
     "oce_loss_from_scores",
     "pairwise_loss",
