@@ -1,0 +1,13 @@
+"""Similarity search over faiss: build, query, save and load an index of embeddings.
+
+``from crl.search import Index``; ``Index.build(vectors, ids=None, kind="flat"|"hnsw"|"ivf"|"ivfpq",
+metric="cosine"|"ip", **params)``; ``index.add``, ``index.search(queries, k) -> SearchResult(scores, ids)``,
+``index.remove``, ``index.save(dir)``, ``Index.load(dir)``. :func:`exact_search` is the chunked exact torch
+search the approximate kinds are measured against. docs/search.md describes kinds, defaults and file layout.
+"""
+
+from crl.search._types import KINDS, METRICS, EncoderProvenance, Kind, Metric, SearchResult
+from crl.search.exact import exact_search
+from crl.search.index import Index
+
+__all__ = ["KINDS", "METRICS", "EncoderProvenance", "Index", "Kind", "Metric", "SearchResult", "exact_search"]

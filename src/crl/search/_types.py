@@ -1,0 +1,34 @@
+"""The value types of :mod:`crl.search`: kinds, metrics, a search result, an encoder's provenance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Kind = Literal["flat", "hnsw", "ivf", "ivfpq"]
+Metric = Literal["cosine", "ip"]
+KINDS: tuple[Kind, ...] = ("flat", "hnsw", "ivf", "ivfpq")
+METRICS: tuple[Metric, ...] = ("cosine", "ip")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The k best items per query, best first.
+
+    ``scores`` (q, k) float32: the inner product (cosine: of the L2-normalised vectors) of query and item;
+    ``ids`` (q, k) int64: the items' external ids. A slot an approximate index could not fill (an IVF probing
+    fewer than k items) holds id -1 and score -inf.
+    """
+
+    scores: np.ndarray
+    ids: np.ndarray
+
+
+@dataclass(frozen=True)
+class EncoderProvenance:
+    """The encoder whose embeddings an index holds: its checkpoint path and that checkpoint's fingerprint."""
+
+    checkpoint: str
+    fingerprint: str
