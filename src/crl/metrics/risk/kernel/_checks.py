@@ -78,17 +78,32 @@ def check_k(n_negatives: int) -> int:
     return n_negatives
 
 
+def check_matrix_pair(
+    first: tuple[str, Tensor], second: tuple[str, Tensor], hint: str, *, allow_minus_inf: bool = False
+) -> tuple[Tensor, Tensor]:
+    """Two (name, value) matrices of the same shape, as float64 (``allow_minus_inf`` for the second only).
+
+    Raises:
+        ValueError: on NaN or +inf in either, -inf in the first (or in the second unless allowed), or differing
+            shapes (the message ends with ``hint``).
+    """
+    (name_x, value_x), (name_y, value_y) = first, second
+    x = check_matrix(name_x, value_x)
+    y = check_matrix(name_y, value_y, allow_minus_inf=allow_minus_inf)
+    if x.shape != y.shape:
+        raise ValueError(f"{name_x} {tuple(x.shape)} and {name_y} {tuple(y.shape)} differ; {hint}.")
+    return x, y
+
+
 def check_ratio_pair(log_learned_ratio: Tensor, log_kernel_ratio: Tensor) -> tuple[Tensor, Tensor]:
     """log dQ/dpi and log dM/dpi on the same (n, N) anchors x support, as float64.
 
     Raises:
         ValueError: on NaN or +inf in either, -inf in the learned ratio, or differing shapes.
     """
-    lq = check_matrix("log_learned_ratio", log_learned_ratio)
-    lm = check_matrix("log_kernel_ratio", log_kernel_ratio, allow_minus_inf=True)
-    if lq.shape != lm.shape:
-        raise ValueError(
-            f"log_learned_ratio {tuple(lq.shape)} and log_kernel_ratio {tuple(lm.shape)} differ; "
-            "evaluate both on the same anchors and support."
-        )
-    return lq, lm
+    return check_matrix_pair(
+        ("log_learned_ratio", log_learned_ratio),
+        ("log_kernel_ratio", log_kernel_ratio),
+        "evaluate both on the same anchors and support",
+        allow_minus_inf=True,
+    )

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import KernelForm, check_tau
-from crl.metrics.risk.kernel._checks import check_draws, check_matrix, support_log_weights
+from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, support_log_weights
 from crl.metrics.risk.kernel.gaps import contrastive_risk_draws
 
 
@@ -79,13 +79,12 @@ def counting_gap_limit(
         support_weights: (N,) pi_j (None: 1/N).
         anchor_weights: (n,) weights of the anchors for ∫ dpi(z) (None: 1/n).
     """
-    s = check_matrix("scores", scores)
-    log_m = check_matrix("log_kernel_ratio", log_kernel_ratio, allow_minus_inf=True)
-    if s.shape != log_m.shape:
-        raise ValueError(
-            f"scores {tuple(s.shape)} and log_kernel_ratio {tuple(log_m.shape)} differ; "
-            "evaluate both on the same anchors and support."
-        )
+    s, log_m = check_matrix_pair(
+        ("scores", scores),
+        ("log_kernel_ratio", log_kernel_ratio),
+        "evaluate both on the same anchors and support",
+        allow_minus_inf=True,
+    )
     pi = torch.exp(support_log_weights(support_weights, s.shape[1]))
     anchor_mass = torch.exp(support_log_weights(anchor_weights, s.shape[0]))
     per_anchor = ((torch.exp(log_m) - 1.0) * s) @ pi

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import KERNEL_FORMS, KernelForm, check_choice, check_tau
-from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_vector
+from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, check_vector
 from crl.objectives import contrastive_loss_from_scores
 
 
@@ -109,13 +109,12 @@ def ideal_search_cross_entropy(search_scores: Tensor, log_kernel_ratio: Tensor, 
     Returns:
         (R,) float64 cross-entropies.
     """
-    scores = check_matrix("search_scores", search_scores)
-    log_w = check_matrix("log_kernel_ratio", log_kernel_ratio, allow_minus_inf=True)
-    if scores.shape != log_w.shape:
-        raise ValueError(
-            f"search_scores {tuple(scores.shape)} and log_kernel_ratio {tuple(log_w.shape)} differ; "
-            "pass one weight per unseen point."
-        )
+    scores, log_w = check_matrix_pair(
+        ("search_scores", search_scores),
+        ("log_kernel_ratio", log_kernel_ratio),
+        "pass one weight per unseen point",
+        allow_minus_inf=True,
+    )
     k = scores.shape[1]
     log_ratio_to_empirical = torch.log_softmax(scores / check_tau(tau), dim=1) + math.log(k)
     return -(torch.exp(log_w) * log_ratio_to_empirical).sum(dim=1) / k
