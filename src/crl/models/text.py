@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from crl.data.source import Batch
-from crl.models.encoders import init_parameters
+from crl.models.encoders import _check_positive_int, init_parameters
 
 __all__ = ["TokenBag"]
 
@@ -39,13 +39,9 @@ class TokenBag(nn.Module):
         self, vocab_size: int, token_dim: int, out_features: int, *, generator: torch.Generator
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("token_dim", token_dim),
-            ("out_features", out_features),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        _check_positive_int("vocab_size", vocab_size)
+        _check_positive_int("token_dim", token_dim)
+        _check_positive_int("out_features", out_features)
         self.tokens = nn.Embedding(vocab_size, token_dim)
         self.head = nn.Linear(token_dim, out_features)
         with torch.no_grad():
