@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from crl.objectives.tiled import Workspace, spans
+from crl.objectives.tiled import Workspace, block_logits, spans
 
 
 class ScoreKernel(ABC):
@@ -109,14 +109,6 @@ class PairwiseKernel(ScoreKernel):
         return -t.sum(dim=1)
 
 
-def _chunk_scores(a: Tensor, cand: Tensor, r0: int, r1: int, offset: int | None, out: Tensor) -> Tensor:
-    """Scores of anchors r0:r1 against every candidate into ``out``; an anchor's own positive set to -inf."""
-    torch.mm(a[r0:r1], cand.T, out=out)
-    if offset is not None:
-        out.diagonal(r0 + offset).fill_(-torch.inf)
-    return out
-
-
 class _ChunkedScores(torch.autograd.Function):
     """v_i of a :class:`ScoreKernel` against shared candidates, chunk by chunk (see the module docstring)."""
 
@@ -138,7 +130,7 @@ class _ChunkedScores(torch.autograd.Function):
         values = torch.empty(n, dtype=a.dtype, device=a.device)
         work = Workspace(min(n, rows), total, a, True)
         for r0, r1 in spans(n, rows):
-            scores = _chunk_scores(a, cand, r0, r1, offset, work.first(r1 - r0, total))
+            scores = block_logits(a, cand, r0, r1, 0, total, offset, work.first(r1 - r0, total))
             values[r0:r1] = kernel.values(pos[r0:r1], scores, work.second(r1 - r0, total), m, tau, bias)
         ctx.save_for_backward(a, p, cand, tau, bias)
         ctx.setup = (kernel, offset, rows, m)
@@ -155,7 +147,7 @@ class _ChunkedScores(torch.autograd.Function):
         sums = torch.zeros(2, dtype=a.dtype, device=a.device)  # sum g (s.W + pos P), sum g (sum_j W + P)
         work = Workspace(min(n, rows), total, a, True)
         for r0, r1 in spans(n, rows):
-            scores = _chunk_scores(a, cand, r0, r1, offset, work.first(r1 - r0, total))
+            scores = block_logits(a, cand, r0, r1, 0, total, offset, work.first(r1 - r0, total))
             weights = work.second(r1 - r0, total)
             g_pos = kernel.weights(pos[r0:r1], scores, weights, m, tau, bias).mul_(grad[r0:r1])
             weights.mul_(grad[r0:r1, None])

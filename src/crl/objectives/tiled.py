@@ -46,7 +46,7 @@ class Workspace:
         return self._second[: rows * cols].view(rows, cols)
 
 
-def _block_logits(
+def block_logits(
     q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, exclude_offset: int | None, out: Tensor
 ) -> Tensor:
     """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, with S_{i, i + offset} = -inf when excluding."""
@@ -111,7 +111,7 @@ def _forward_blocks(
     work = Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            block = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
+            block = block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
             if not want_columns:
                 _accumulate_lse(block, 1, row_lse[r0:r1])
                 continue
@@ -120,7 +120,7 @@ def _forward_blocks(
             def recompute(
                 r0: int = r0, r1: int = r1, c0: int = c0, c1: int = c1, spare: Tensor = spare
             ) -> Tensor:
-                return _block_logits(q, c, r0, r1, c0, c1, exclude_offset, spare)
+                return block_logits(q, c, r0, r1, c0, c1, exclude_offset, spare)
 
             _accumulate_both_lse(block, row_lse[r0:r1], col_lse[c0:c1], recompute)
     return row_lse, col_lse
@@ -146,7 +146,7 @@ def _forward_stripes(
     forecasts = torch.empty(n, dtype=q.dtype, device=q.device)
     work = Workspace(min(n, stripe_rows), m, q, False)
     for r0, r1 in spans(n, stripe_rows):
-        block = _block_logits(q, c, r0, r1, 0, m, exclude_offset, work.first(r1 - r0, m))
+        block = block_logits(q, c, r0, r1, 0, m, exclude_offset, work.first(r1 - r0, m))
         top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
         total = block.sub_(top).exp_().sum(dim=1)
         torch.add(total.log(), top.squeeze(1), out=row_lse[r0:r1])
@@ -191,7 +191,7 @@ def _backward_blocks(
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            weights = _block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
+            weights = block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
             by_column = None
             if columns:
                 by_column = torch.sub(
