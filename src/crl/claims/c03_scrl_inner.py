@@ -165,7 +165,11 @@ class ScrlInnerError(Claim):
         )
         table = [_row(m, gaps["claim"][m], gaps["control"][m]) for m in grid]
         check = bound_violations(
-            [r["gap"] for r in table], [r["bound"] for r in table], [r["gap_se"] for r in table], ci=ctx.level
+            [r["gap"] for r in table],
+            [r["bound"] for r in table],
+            [r["gap_se"] for r in table],
+            alpha=1.0 - ctx.level,
+            ci=ctx.level,
         )
         return self.result(
             ctx,
