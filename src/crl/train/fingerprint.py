@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from crl._lock import write_atomically
 from crl.data import PairedArrays, PairSource, TwoViewPairs
 
 __all__ = [
@@ -135,9 +136,9 @@ def data_differences(saved: DataFingerprint, current: DataFingerprint) -> list[s
 
 
 def write_fingerprint(run_dir: Path, fingerprint: DataFingerprint) -> None:
-    """Write ``run_dir/data.json``."""
-    path = run_dir / DATA_FILE
-    path.write_text(json.dumps(fingerprint.to_dict(), indent=1) + "\n", encoding="utf-8")
+    """Write ``run_dir/data.json`` (atomically, :func:`crl._lock.write_atomically`)."""
+    document = json.dumps(fingerprint.to_dict(), indent=1) + "\n"
+    write_atomically(run_dir / DATA_FILE, document.encode("utf-8"))
 
 
 def read_fingerprint(run_dir: Path) -> DataFingerprint | None:

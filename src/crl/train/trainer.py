@@ -40,7 +40,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from crl._lock import FolderLock, FolderLockedError, remove_temporaries
+from crl._lock import FolderLock, FolderLockedError, remove_temporaries, write_atomically
 from crl.data.source import PairSource
 from crl.train.build import Streams, build_sampler
 from crl.train.checkpoint import (
@@ -170,6 +170,7 @@ class Trainer:
 
     def _fit(self, started: float) -> RunResult:
         if self.context.is_main:
+            remove_temporaries(self.run_dir)
             remove_temporaries(self.run_dir / "checkpoints")
         self._prepare_run_dir()
         resumed_from, final = self._resume()
@@ -277,7 +278,7 @@ class Trainer:
         elif self.context.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             write_fingerprint(self.run_dir, fingerprint)
-            config_path.write_text(config_to_toml(self.config), encoding="utf-8")
+            write_atomically(config_path, config_to_toml(self.config).encode("utf-8"))
 
     def _resume(self) -> tuple[int, Path | None]:
         """Restore the newest intact checkpoint (and this rank's log window); (its step, its path) or (0, None)."""
