@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from crl.claims import Verdict
+from crl.claims import Verdict, verdict_no_violations
 from crl.claims._random_scores import (
     ADVERSARIAL_TIE,
     _merge_ties,
@@ -24,7 +24,7 @@ from crl.claims._random_scores import (
 )
 from crl.claims.budget import part_level
 from crl.claims.c01_fisher import CLAIM as C1
-from crl.claims.c01_fisher import FAMILY_GRID, RHO, TAU, family_score, family_verdict, family_violations
+from crl.claims.c01_fisher import FAMILY_GRID, RHO, TAU, family_score, family_violations
 from crl.claims.c02_calibration import CLAIM as C2
 from crl.claims.c02_calibration import _sweep_point, sqrt_bound
 from crl.metrics.risk import finite_auc, finite_optimal_auc, ideal_feature_score
@@ -58,6 +58,11 @@ def _family(gain: float, se: float, at: float = 0.72) -> dict[str, object]:
     """A part (b) summary: argmin L at c = 0.36, E(c) - E(c_L) = ``gain`` at c = ``at`` (0 elsewhere)."""
     gains = [gain if c == at else 0.0 for c in FAMILY_GRID]
     return {"argmin_risk": 0.36, "auc_gain": gains, "auc_gain_se": [se] * len(FAMILY_GRID)}
+
+
+def family_verdict(summary: dict[str, object], level: float) -> Verdict:
+    """C1(b)'s verdict as C1.run forms it: PASS iff :func:`family_violations` counts none beyond MC error."""
+    return verdict_no_violations(family_violations(summary, level))
 
 
 @pytest.mark.parametrize("parts", [3, 1])

@@ -55,7 +55,6 @@ from crl.claims.base import (
     Fidelity,
     FigureSpec,
     Statistic,
-    Verdict,
     bound_figure,
     combine_verdicts,
     curve,
@@ -166,11 +165,6 @@ def family_violations(summary: dict[str, Any], level: float) -> ViolationCount:
     gains = np.array(summary["auc_gain"])[others]
     se = np.array(summary["auc_gain_se"])[others]
     return bound_violations(gains, np.zeros_like(gains), se, atol=ROUNDING, alpha=1 - level, ci=level)
-
-
-def family_verdict(summary: dict[str, Any], level: float) -> Verdict:
-    """PASS iff part (b) counts no violation at ``level`` (:func:`family_violations`)."""
-    return verdict_no_violations(family_violations(summary, level))
 
 
 def _shortfall_statistic(name: str, summary: dict[str, Any], level: float) -> Statistic:
