@@ -131,10 +131,11 @@ def _check_gamma_value(name: str, value: object) -> float:
     return float(value)
 
 
-def _resolve_gamma(gamma: GammaLike, step: int) -> float:
-    """gamma itself, or the schedule's value at ``step``."""
+def _resolve_gamma(gamma: GammaLike, step: Tensor) -> float:
+    """gamma itself, or the schedule's value at ``step`` (read from the device only for a schedule)."""
     if callable(gamma):
-        return _check_gamma_value(f"gamma(step={step})", gamma(step))
+        t = int(step)
+        return _check_gamma_value(f"gamma(step={t})", gamma(t))
     return _check_gamma_value("gamma", gamma)
 
 
@@ -149,7 +150,7 @@ def _check_item_ids(item_ids: object, n: int, state: MovingAverageState, device:
         )
     if item_ids.device != device:
         raise ValueError(f"item_ids is on {item_ids.device}, anchors on {device}; move them to one device.")
-    low, high = int(item_ids.min()), int(item_ids.max())
+    low, high = torch.stack(torch.aminmax(item_ids)).tolist()  # one host sync for both
     if low < 0 or high >= state.n_items:
         raise ValueError(
             f"item_ids range over [{low}, {high}], outside [0, {state.n_items}) of the state's n_items; "
@@ -238,7 +239,7 @@ def moving_average_loss(
         raise ValueError(
             f"state is on {state.log_u.device}, anchors on {a.device}; create it on their device."
         )
-    g = _resolve_gamma(gamma, int(state.step))
+    g = _resolve_gamma(gamma, state.step)
     a, p, neg = upcast(a), upcast(p), upcast(neg)
     log_g_hat = _log_g_hat(a, p, neg, t)
     log_u = _update(state, ids, log_g_hat, g).to(log_g_hat.dtype)
