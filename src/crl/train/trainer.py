@@ -61,7 +61,7 @@ from crl.train.distributed import (
     shutdown,
     wrap_model,
 )
-from crl.train.fingerprint import check_same_data, fingerprint_source, write_fingerprint
+from crl.train.fingerprint import DataFingerprint, check_same_data, fingerprint_source, write_fingerprint
 from crl.train.heldout_monitor import HeldoutMonitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
 from crl.train.run_log import LogWindowSum, RunLog
@@ -269,16 +269,19 @@ class Trainer:
         fingerprint (folders written before fingerprints have none and are not checked).
         """
         config_path = self.run_dir / "config.toml"
-        fingerprint = fingerprint_source(self.config.data.source, self.source)
         if config_path.exists():
             differences = resume_differences(load_config(config_path), self.config)
             if differences:
                 raise ConfigError(_another_config_message(self.run_dir, differences))
-            check_same_data(self.run_dir, fingerprint)
+            check_same_data(self.run_dir, self._fingerprint())
         elif self.context.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            write_fingerprint(self.run_dir, fingerprint)
+            write_fingerprint(self.run_dir, self._fingerprint())
             write_atomically(config_path, config_to_toml(self.config).encode("utf-8"))
+
+    def _fingerprint(self) -> DataFingerprint:
+        """The fingerprint of this run's data (hashed only where a rank checks or writes it)."""
+        return fingerprint_source(self.config.data.source, self.source)
 
     def _resume(self) -> tuple[int, Path | None]:
         """Restore the newest intact checkpoint (and this rank's log window); (its step, its path) or (0, None)."""
