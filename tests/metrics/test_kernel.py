@@ -254,6 +254,21 @@ def test_prop1_exact_by_enumeration(form: str, tau: float, k: int) -> None:
     assert float((t["prob"] * risk_draws).sum()) == pytest.approx(risk - math.log(k), abs=1e-12)
 
 
+def _brute_ce_and_gap(
+    model: FiniteModel, draws: list, k: int, tau: float, form: str, *, weighted: bool
+) -> tuple[float, float]:
+    """(E CE, E CE - (E loss - log k)) over every draw with plain loops; CE = -(1/k) sum_i w_i log(k softmax_i),
+    w_i = dM/dpi (xi_i) when ``weighted``, else 1 (the counting variant)."""
+    expected_ce, risk = 0.0, 0.0
+    for p, z, y, xi in draws:
+        logits = [model.scores[z, j] / tau for j in xi]
+        lse = math.log(sum(math.exp(v) for v in logits))
+        weights = [model.ratio[z, j] if weighted else 1.0 for j in xi]
+        expected_ce += p * -sum(w * (v - lse + math.log(k)) for w, v in zip(weights, logits, strict=True)) / k
+        risk += p * _loss_loop(model.scores[z, y], [model.scores[z, j] for j in xi], tau, form)
+    return expected_ce, expected_ce - (risk - math.log(k))
+
+
 @pytest.mark.parametrize("form", ["infonce", "dcl"])
 @pytest.mark.parametrize("tau", [0.3, 1.0])
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -265,15 +280,7 @@ def test_prop2_exact_by_enumeration(form: str, tau: float, k: int) -> None:
     """
     model = FiniteModel(7 * k + int(10 * tau), n_points=4)
     draws = model.enumerate_draws(k)
-    expected_ce, risk = 0.0, 0.0
-    for p, z, y, xi in draws:
-        logits = [model.scores[z, j] / tau for j in xi]
-        lse = math.log(sum(math.exp(v) for v in logits))
-        expected_ce += (
-            p * -sum(model.ratio[z, j] * (v - lse + math.log(k)) for j, v in zip(xi, logits, strict=True)) / k
-        )
-        risk += p * _loss_loop(model.scores[z, y], [model.scores[z, j] for j in xi], tau, form)
-    exact_gap = expected_ce - (risk - math.log(k))
+    expected_ce, exact_gap = _brute_ce_and_gap(model, draws, k, tau, form, weighted=True)
     assert abs(exact_gap) <= ideal_search_bound(k, tau, model.second_moment(), form) + 1e-12
     t = _draw_tensors(model, draws, tau)
     for centre in (t["log_n"], torch.zeros_like(t["log_n"]) + 3.0):
@@ -295,13 +302,7 @@ def test_counting_variant_exact_by_enumeration(form: KernelForm, tau: float, k: 
     """
     model = FiniteModel(3 * k + int(10 * tau), n_points=4)
     draws = model.enumerate_draws(k)
-    expected_ce, risk = 0.0, 0.0
-    for p, z, y, xi in draws:
-        logits = [model.scores[z, j] / tau for j in xi]
-        lse = math.log(sum(math.exp(v) for v in logits))
-        expected_ce += p * -sum(v - lse + math.log(k) for v in logits) / k
-        risk += p * _loss_loop(model.scores[z, y], [model.scores[z, j] for j in xi], tau, form)
-    exact_gap = expected_ce - (risk - math.log(k))
+    expected_ce, exact_gap = _brute_ce_and_gap(model, draws, k, tau, form, weighted=False)
     limit = float((model.pi[:, None] * model.pi[None, :] * (model.ratio - 1.0) * model.scores).sum() / tau)
     t = _draw_tensors(model, draws, tau)
     assert float((t["prob"] * counting_search_gap(t["pos"], t["neg"], tau=tau, form=form)).sum()) == (
