@@ -23,7 +23,7 @@ import fcntl
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -149,14 +149,17 @@ class DiskFullError(OSError):
 
 
 @contextmanager
-def full_disk_reported(path: Path, resumes_from: Path | None) -> Iterator[None]:
+def full_disk_reported(path: Path, resumes_from: Path | Callable[[], Path | None] | None) -> Iterator[None]:
     """Turn an ENOSPC ``OSError`` raised inside into a :class:`DiskFullError` naming ``path`` (being written)
-    and ``resumes_from``, the checkpoint a rerun resumes from (``None``: step 0)."""
+    and ``resumes_from``, the checkpoint a rerun resumes from (``None``: step 0), or a function that finds it
+    (called only when the disk is full)."""
     try:
         yield
     except OSError as error:
         if error.errno != errno.ENOSPC:
             raise
+        if callable(resumes_from):
+            resumes_from = resumes_from()
         where = (
             f"the run resumes from {resumes_from}" if resumes_from is not None else "the run starts at step 0"
         )

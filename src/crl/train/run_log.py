@@ -72,7 +72,7 @@ class RunLog:
             self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resumed_step + 1)
 
     def _full_disk_reported(self) -> contextlib.AbstractContextManager[None]:
-        return full_disk_reported(self.path, newest_checkpoint(self.checkpoints))
+        return full_disk_reported(self.path, lambda: newest_checkpoint(self.checkpoints))
 
     def write(self, row: dict[str, float], *, prefix: str = "train/") -> None:
         """Append one row to metrics.jsonl (flushed) and its scalars to TensorBoard, under ``prefix`` unless a
