@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from crl._vocab import KernelForm
 from crl.claims._sphere_kernel import DIM, GapCell
@@ -153,9 +154,10 @@ def rate_statistic(name: str, series: SeriesFit) -> Statistic:
 
 
 def series_points(series: SeriesFit, *, control: bool = False) -> Points:
-    """|value| with +-1.96 se bars (clipped above 0) as a figure series; the power-law fit when it is the model."""
+    """|value| with +-z se bars at the rate fit's level (the claim's per-part level; clipped above 0) as a figure
+    series; the power-law fit when it is the model."""
     v = np.abs(np.asarray(series.values))
-    err = 1.96 * np.asarray(series.ses)
+    err = float(scipy_stats.norm.ppf(0.5 + series.fit.ci_level / 2.0)) * np.asarray(series.ses)
     low = np.maximum(v - err, v * 1e-3)
     fit = series.fit.power if series.fit.model == "power" else None
     return points(series.label, series.ks, v, y_low=low, y_high=v + err, fit=fit, control=control)
