@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 	@echo "make venv: done ($(VENV))"
 
-# Fashion-MNIST ships as a Debian package; install it where apt-get works (root), skip quietly elsewhere.
+# The real data sets ship as Debian packages (Fashion-MNIST images, WordNet glosses, two English Bibles and the
+# SWORD bindings that read them); install them where apt-get works (root), skip quietly elsewhere.
+DEBIAN_DATA := dataset-fashion-mnist wordnet-base sword-text-kjv sword-text-web python3-sword
 data:
-	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		(apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist >/dev/null) || \
-		echo "note: could not install dataset-fashion-mnist (apt-get install dataset-fashion-mnist)"; \
+	@missing=""; for p in $(DEBIAN_DATA); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) || \
+		echo "note: could not install$$missing (apt-get install$$missing)"; \
 	fi
 
 test: venv
