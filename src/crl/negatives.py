@@ -57,10 +57,12 @@ Generate = Callable[[tuple[int, ...], torch.Generator], Tensor]
 
 @dataclass(frozen=True)
 class EmbeddedBatch:
-    """One batch of embedded pairs: anchors f(x_i) and positives g(y_i), each (n, d)."""
+    """One batch of embedded pairs: anchors f(x_i) and positives g(y_i), each (n, d); ``indices`` (n,), when
+    known, are the pairs' pool indices (the mined-negatives sampler needs them)."""
 
     anchors: Tensor
     positives: Tensor
+    indices: Tensor | None = None
 
     @property
     def n_anchors(self) -> int:

@@ -140,7 +140,8 @@ def negative_buffer_bytes(config: TrainConfig, positive_shape: tuple[int, ...]) 
 def _buffer_terms(config: TrainConfig, positive_shape: tuple[int, ...]) -> tuple[int, int, int]:
     """(R, P, S) of :func:`negative_buffer_bytes`."""
     loss = config.loss
-    per_anchor = {"in_batch": 0, "shared_pool": 1, "queue": 1, "independent_pool": config.data.batch_size}
+    b = config.data.batch_size
+    per_anchor = {"in_batch": 0, "shared_pool": 1, "queue": 1, "independent_pool": b, "mined": b}
     inputs = 0 if loss.negatives == "queue" else math.prod(positive_shape)
     return per_anchor[loss.negatives] * loss.n_negatives, inputs, 2 if loss.symmetric else 1
 
@@ -186,6 +187,8 @@ def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool 
     if loss.negatives == "queue":
         return Queue(m, config.model.embedding_dim, two_sided=loss.symmetric, distributed=distributed)
     generate = source.generate_negatives
+    if loss.negatives == "mined":
+        return _mined_sampler(config, source)
     if loss.negatives == "shared_pool":
         return (
             Shared.from_generator(generate, m)
@@ -237,3 +240,28 @@ def build_schedule(
     """Warm-up + cosine (:class:`WarmupCosine`) as a LambdaLR, whose state_dict is JSON-serialisable."""
     factor = WarmupCosine(config.warmup_steps, config.total_steps, config.min_lr_ratio)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _mined_sampler(config: TrainConfig, source: PairSource) -> Sampler:
+    """``negatives = "mined"``: hard negatives from an index of the pool (:class:`crl.search.mining.Mined`),
+    excluding the positive's class when the data have labels."""
+    from crl.search.mining import Mined
+    from crl.train.data import labelled_inputs
+
+    if source.generate_negatives is not None:
+        raise ValueError(
+            "[loss] negatives = 'mined' needs a pool of training pairs to index; synthetic truths draw "
+            "negatives from p- (use independent_pool)"
+        )
+    labelled = labelled_inputs(config.data, "train")
+    labels = labelled.labels if labelled is not None and len(labelled.labels) == source.n_pairs else None
+    loss = config.loss
+    return Mined(
+        source.n_pairs,
+        config.model.embedding_dim,
+        loss.n_negatives,
+        window=(loss.mine_window[0], loss.mine_window[1]),
+        margin=loss.mine_margin,
+        refresh_every=loss.mine_refresh_every,
+        labels=labels,
+    )

@@ -82,16 +82,32 @@ class LossConfig(Section):
     max_inverse_tau: float = Field(
         default=100.0, gt=0, description="Upper bound on 1/tau for a learnable tau."
     )
-    negatives: Literal["in_batch", "shared_pool", "independent_pool", "queue"] = Field(
+    negatives: Literal["in_batch", "shared_pool", "independent_pool", "queue", "mined"] = Field(
         default="in_batch",
         description="Negative sampler. Regime 'shared' (SSCRL): in_batch (the other positives of the global "
         "batch, m = K*n - 1), shared_pool (m pool items per step, shared by the batch), queue (the m most "
-        "recent positives). Regime 'independent' (SCRL): independent_pool (m pool items per anchor).",
+        "recent positives). Regime 'independent' (SCRL): independent_pool (m pool items per anchor), mined "
+        "(m hard negatives per anchor from an index of the pool: crl.search.mining).",
     )
     n_negatives: int = Field(
         default=0,
         ge=0,
-        description="m for shared_pool, independent_pool and queue (0 with in_batch, where m = K*n - 1).",
+        description="m for shared_pool, independent_pool, queue and mined (0 with in_batch, where m = K*n - 1).",
+    )
+    mine_window: list[int] = Field(
+        default_factory=lambda: [10, 100],
+        min_length=2,
+        max_length=2,
+        description="negatives = 'mined': the 1-based ranks (lo, hi) of the candidates in each anchor's ranking.",
+    )
+    mine_margin: float = Field(
+        default=0.0,
+        description="negatives = 'mined': keep candidates scoring <= the positive's score - margin.",
+    )
+    mine_refresh_every: int = Field(
+        default=100,
+        ge=1,
+        description="negatives = 'mined': rebuild the index of the pool every this many steps.",
     )
 
     @model_validator(mode="after")
@@ -105,9 +121,11 @@ class LossConfig(Section):
             raise ValueError(
                 f"negatives = '{self.negatives}' needs n_negatives (m) >= 1, got {self.n_negatives}"
             )
-        if self.symmetric and self.negatives == "independent_pool":
+        if self.negatives == "mined" and not 1 <= self.mine_window[0] <= self.mine_window[1]:
+            raise ValueError(f"mine_window = {list(self.mine_window)}; pass [lo, hi] with 1 <= lo <= hi")
+        if self.symmetric and self.negatives in ("independent_pool", "mined"):
             raise ValueError(
-                "symmetric = true is not allowed with negatives = 'independent_pool' (SCRL is one-sided); "
+                f"symmetric = true is not allowed with negatives = '{self.negatives}' (SCRL is one-sided); "
                 "set symmetric = false or use a shared-regime sampler"
             )
         if self.learnable_tau and 1.0 / self.tau > self.max_inverse_tau:
@@ -120,7 +138,7 @@ class LossConfig(Section):
     @property
     def regime(self) -> Regime:
         """'independent' (SCRL) for independent_pool, else 'shared' (SSCRL)."""
-        return "independent" if self.negatives == "independent_pool" else "shared"
+        return "independent" if self.negatives in ("independent_pool", "mined") else "shared"
 
 
 class OptimConfig(Section):

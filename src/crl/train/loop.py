@@ -125,7 +125,7 @@ class TrainingLoop:
         indices = self.cursor.next_batch()[rank * b : (rank + 1) * b]
         x, y = self.source.pairs(indices, self.streams.views)
         anchors, positives = self.network(move_batch(x, self.device), move_batch(y, self.device))
-        batch = EmbeddedBatch(anchors, positives)
+        batch = EmbeddedBatch(anchors, positives, indices=indices)
         negatives = self._embedded_negatives(self.sampler.draw(batch, self.streams.negatives))
         loss = batch_loss(
             batch,
