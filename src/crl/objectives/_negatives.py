@@ -61,6 +61,13 @@ class NegativeSet:
             x=None if self.x is None else upcast(self.x),
         )
 
+    def sizes(self) -> tuple[int, int | None]:
+        """Rows (M, M') of the explicit negatives (m per anchor when independent); (0, None) in batch."""
+        if self.y is None:
+            return 0, None
+        size = self.y.shape[1] if self.kind == "independent" else self.y.shape[0]
+        return size, None if self.x is None else self.x.shape[0]
+
     def candidates(self, positives: Tensor) -> Tensor:
         """The y' scored against anchor i: the explicit negatives, or in batch the positives (row i its own)."""
         return positives if self.y is None else self.y

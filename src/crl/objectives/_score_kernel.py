@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from crl.objectives._mask import LeaveOut
 from crl.objectives.tiled import Workspace, block_logits, spans
 
 
@@ -130,7 +131,7 @@ class _ChunkedScores(torch.autograd.Function):
         values = torch.empty(n, dtype=a.dtype, device=a.device)
         work = Workspace(min(n, rows), total, a, True)
         for r0, r1 in spans(n, rows):
-            scores = block_logits(a, cand, r0, r1, 0, total, offset, work.first(r1 - r0, total))
+            scores = block_logits(a, cand, r0, r1, 0, total, LeaveOut(offset), work.first(r1 - r0, total))
             values[r0:r1] = kernel.values(pos[r0:r1], scores, work.second(r1 - r0, total), m, tau, bias)
         ctx.save_for_backward(a, p, cand, tau, bias)
         ctx.setup = (kernel, offset, rows, m)
@@ -147,7 +148,7 @@ class _ChunkedScores(torch.autograd.Function):
         sums = torch.zeros(2, dtype=a.dtype, device=a.device)  # sum g (s.W + pos P), sum g (sum_j W + P)
         work = Workspace(min(n, rows), total, a, True)
         for r0, r1 in spans(n, rows):
-            scores = block_logits(a, cand, r0, r1, 0, total, offset, work.first(r1 - r0, total))
+            scores = block_logits(a, cand, r0, r1, 0, total, LeaveOut(offset), work.first(r1 - r0, total))
             weights = work.second(r1 - r0, total)
             g_pos = kernel.weights(pos[r0:r1], scores, weights, m, tau, bias).mul_(grad[r0:r1])
             weights.mul_(grad[r0:r1, None])

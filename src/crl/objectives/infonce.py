@@ -13,7 +13,6 @@ that turns those into a loss.
 """
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -30,33 +29,33 @@ from crl.objectives._checks import (
     upcast,
 )
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
+from crl.objectives._lse import (
+    Kernel,
+    check_kept,
+    negatives_kept,
+    row_and_column_lse,
+    row_lse,
+)
+from crl.objectives._mask import ItemIds, LeaveOut, resolve_ids
 from crl.objectives._negatives import Negatives, NegativeSet, resolve_negatives
 from crl.objectives.temperature import TauLike, Temperature, resolve_tau
-from crl.objectives.tiled import (
-    GradientForecast,
-    dense_logsumexp,
-    dense_logsumexp_both,
-    tiled_logsumexp,
-    tiled_logsumexp_both,
-)
-
-TILED_ABOVE_ELEMENTS = 1 << 22
-"""``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
+from crl.objectives.tiled import GradientForecast
 
 
 def contrastive_form(
-    positive_logits: Tensor, negative_lse: Tensor, *, n_negatives: int, tau: Tensor, form: Form
+    positive_logits: Tensor, negative_lse: Tensor, *, n_negatives: int | Tensor, tau: Tensor, form: Form
 ) -> Tensor:
     """Per-anchor loss from the positive's logit ``s_ii / tau`` and ``lse_i = log sum_j exp(s_ij / tau)``.
 
     ``infonce = logaddexp(s_ii/tau, lse_i) - s_ii/tau``; ``dcl = lse_i - s_ii/tau``;
-    ``gcl = tau * (lse_i - s_ii/tau - log m)``.
+    ``gcl = tau * (lse_i - s_ii/tau - log m)``, with m an int or (false negatives left out) an (n,) count m_i.
     """
     if form == "infonce":
         return torch.logaddexp(positive_logits, negative_lse) - positive_logits
     if form == "dcl":
         return negative_lse - positive_logits
-    return tau * (negative_lse - positive_logits - math.log(n_negatives))
+    log_m = n_negatives.to(negative_lse).log() if isinstance(n_negatives, Tensor) else math.log(n_negatives)
+    return tau * (negative_lse - positive_logits - log_m)
 
 
 def _reduce(per_anchor: Tensor, reduction: Reduction) -> Tensor:
@@ -97,70 +96,49 @@ def contrastive_loss_from_scores(
     return _reduce(per_anchor, reduction)
 
 
-def _use_tiled(tiling: Tiling, n: int, m: int) -> bool:
-    return tiling == "tiled" or (tiling == "auto" and n * m > TILED_ABOVE_ELEMENTS)
-
-
-@dataclass(frozen=True)
-class _Kernel:
-    """How the shared regime computes its log-sum-exps.
-
-    Attributes:
-        tiling: "dense", "tiled", or "auto" (tiled above 2^22 scores).
-        block_size: rows and columns per block of the tiled kernel (None: its default).
-        forecast: let the tiled kernel precompute the gradients of a mean over anchors (one-sided directions).
-    """
-
-    tiling: Tiling
-    block_size: int | None
-    forecast: bool
-
-
-def _row_lse(
-    q: Tensor, c: Tensor, *, exclude_offset: int | None, kernel: _Kernel, forecast: GradientForecast | None
-) -> Tensor:
-    """lse_i = log sum_{j != i + offset} exp(<q_i, c_j>), dense or tiled."""
-    if not _use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
-        return dense_logsumexp(q, c, exclude_offset=exclude_offset)
-    return tiled_logsumexp(
-        q, c, exclude_offset=exclude_offset, block_size=kernel.block_size, forecast=forecast
-    )
-
-
-def _row_and_column_lse(
-    q: Tensor, c: Tensor, *, exclude_offset: int, kernel: _Kernel
-) -> tuple[Tensor, Tensor]:
-    """Row and column log-sum-exps of one n x n logit matrix (in-batch symmetric loss), dense or tiled."""
-    if not _use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
-        return dense_logsumexp_both(q, c, exclude_offset=exclude_offset)
-    return tiled_logsumexp_both(q, c, exclude_offset=exclude_offset, block_size=kernel.block_size)
-
-
 def _mean_gradient_forecast(
-    positive_logits: Tensor, n_negatives: int, tau: Tensor, form: Form
+    positive_logits: Tensor, n_negatives: int | Tensor, tau: Tensor, form: Form
 ) -> GradientForecast:
     """d form_i / d lse_i for rows r0:r1: what a mean over anchors sends to the row log-sum-exps, up to a scalar."""
     pos, t = positive_logits.detach(), tau.detach()
 
     def forecast(lse: Tensor, r0: int, r1: int) -> Tensor:
+        m = n_negatives[r0:r1] if isinstance(n_negatives, Tensor) else n_negatives
         with torch.enable_grad():
             x = lse.detach().requires_grad_(True)
-            value = contrastive_form(pos[r0:r1], x, n_negatives=n_negatives, tau=t, form=form).sum()
+            value = contrastive_form(pos[r0:r1], x, n_negatives=m, tau=t, form=form).sum()
             (grad,) = torch.autograd.grad(value, x)
         return grad
 
     return forecast
 
 
-def _independent_per_anchor(a: Tensor, p: Tensor, neg: Tensor, tau: Tensor, form: Form, rows: int) -> Tensor:
-    """SCRL: per-anchor loss with scores s_ij = <a_i, neg_ij>, over checkpointed chunks of ``rows`` anchors."""
+def _independent_per_anchor(
+    a: Tensor, p: Tensor, neg: Tensor, tau: Tensor, form: Form, rows: int, ids: ItemIds | None
+) -> Tensor:
+    """SCRL: per-anchor loss with scores s_ij = <a_i, neg_ij>, over checkpointed chunks of ``rows`` anchors;
+    with ids, negative j of anchor i is left out when ``ids.y[i, j] == ids.positive[i]``."""
+    m = neg.shape[1]
+    if ids is None:
 
-    def chunk(a_c: Tensor, p_c: Tensor, neg_c: Tensor, _start: int) -> Tensor:
+        def chunk(a_c: Tensor, p_c: Tensor, neg_c: Tensor, _start: int) -> Tensor:
+            positive_logits = (a_c * p_c).sum(dim=1) / tau
+            lse = torch.logsumexp(torch.einsum("nd,nmd->nm", a_c, neg_c) / tau, dim=1)
+            return contrastive_form(positive_logits, lse, n_negatives=m, tau=tau, form=form)
+
+        return per_anchor_in_chunks(chunk, (a, p, neg), rows)
+    same = ids.y == ids.positive[:, None]
+    kept = check_kept(m - same.sum(dim=1), form)
+
+    def masked_chunk(
+        a_c: Tensor, p_c: Tensor, neg_c: Tensor, same_c: Tensor, kept_c: Tensor, _start: int
+    ) -> Tensor:
         positive_logits = (a_c * p_c).sum(dim=1) / tau
-        lse = torch.logsumexp(torch.einsum("nd,nmd->nm", a_c, neg_c) / tau, dim=1)
-        return contrastive_form(positive_logits, lse, n_negatives=neg_c.shape[1], tau=tau, form=form)
+        logits = (torch.einsum("nd,nmd->nm", a_c, neg_c) / tau).masked_fill(same_c, -math.inf)
+        lse = torch.logsumexp(logits, dim=1)
+        return contrastive_form(positive_logits, lse, n_negatives=kept_c, tau=tau, form=form)
 
-    return per_anchor_in_chunks(chunk, (a, p, neg), rows)
+    return per_anchor_in_chunks(masked_chunk, (a, p, neg, same, kept), rows)
 
 
 def contrastive_loss(
@@ -175,6 +153,8 @@ def contrastive_loss(
     tiling: Tiling = "auto",
     block_size: int | None = None,
     positive_offset: int | None = None,
+    positive_ids: Tensor | None = None,
+    negative_ids: Tensor | tuple[Tensor, Tensor] | None = None,
     reduction: Reduction = "mean",
 ) -> Tensor:
     """InfoNCE / DCL / GCL of embeddings with scores s(x, y) = <anchor, candidate>, exactly, for any m.
@@ -189,6 +169,13 @@ def contrastive_loss(
     contain this batch's own positives (a batch gathered from several ranks: all positives, and for the y->x direction
     all anchors), ``positive_offset`` says where: row ``positive_offset + i`` is anchor i's positive and is left out
     of its negatives (m = M - 1), exactly as ``negatives=None`` leaves out the diagonal.
+
+    False negatives: with ``positive_ids`` (n,) integer ids naming each anchor's positive item (a text, a
+    product), a candidate with the same id as anchor i's positive is left out of anchor i's negatives (duplicate
+    texts in a batch, the same item twice); the positive itself stays in InfoNCE's numerator. In batch the
+    positives' ids name the candidates of both directions. Explicit negatives need ``negative_ids`` naming each
+    negative's positive item: (M,), a pair ((M,), (M',)) for a symmetric pair, or (n, m) independent. GCL then
+    averages over the m_i negatives each anchor keeps; DCL and GCL refuse an anchor left with none.
 
     The shared regime computes the n x m scores densely, or, above 2^22 scores or with ``tiling="tiled"``, block by
     block in O(block) extra memory with the same value and gradients (:mod:`crl.objectives.tiled`). The independent
@@ -205,6 +192,8 @@ def contrastive_loss(
         tiling: "auto", "dense" or "tiled" (shared regime).
         block_size: rows and columns per block of the tiled kernel, or anchors per chunk (independent regime).
         positive_offset: row of anchor 0's positive inside explicit shared negatives (gathered batches).
+        positive_ids: (n,) integer item ids of the positives (false-negative mask, see above), or None.
+        negative_ids: integer item ids of explicit negatives (see above); None in batch.
         reduction: "mean" over anchors or "none" for (n,) per-anchor values.
 
     Returns:
@@ -236,15 +225,18 @@ def contrastive_loss(
         symmetric=symmetric,
         positive_offset=positive_offset,
     )
+    ids = resolve_ids(
+        positive_ids, negative_ids, kind=negs.kind, n=a.shape[0], sizes=negs.sizes(), device=a.device
+    )
     check_inputs({"anchors": a, "positives": p, **negs.named()})
     a, p, negs = upcast(a), upcast(p), negs.upcast()
     t = resolve_tau(tau).to(device=a.device, dtype=a.dtype)
     if negs.kind == "independent":
         neg = negs.candidates(p)
         rows = block_size or chunk_rows(a.shape[0], negs.m * a.shape[1])
-        return _reduce(_independent_per_anchor(a, p, neg, t, form, rows), reduction)
-    kernel = _Kernel(tiling, block_size, forecast=reduction == "mean" and torch.is_grad_enabled())
-    return _reduce(_shared_per_anchor(a, p, negs, t, form, kernel), reduction)
+        return _reduce(_independent_per_anchor(a, p, neg, t, form, rows, ids), reduction)
+    kernel = Kernel(tiling, block_size, forecast=reduction == "mean" and torch.is_grad_enabled())
+    return _reduce(_shared_per_anchor(a, p, negs, t, form, kernel, ids), reduction)
 
 
 def _one_direction(
@@ -253,20 +245,20 @@ def _one_direction(
     positive_logits: Tensor,
     *,
     m: int,
-    offset: int | None,
+    leave: LeaveOut,
     t: Tensor,
     form: Form,
-    kernel: _Kernel,
+    kernel: Kernel,
 ) -> Tensor:
-    """Per-query loss against shared candidates; with ``offset`` the candidate at row offset + i is query i's
-    positive and is left out of its m negatives."""
-    hint = _mean_gradient_forecast(positive_logits, m, t, form) if kernel.forecast else None
-    lse = _row_lse(queries / t, candidates, exclude_offset=offset, kernel=kernel, forecast=hint)
-    return contrastive_form(positive_logits, lse, n_negatives=m, tau=t, form=form)
+    """Per-query loss against shared candidates, those ``leave`` names (own positive, false negatives) left out."""
+    kept = negatives_kept(leave, candidates.shape[0], m, form)
+    hint = _mean_gradient_forecast(positive_logits, kept, t, form) if kernel.forecast else None
+    lse = row_lse(queries / t, candidates, leave=leave, kernel=kernel, forecast=hint)
+    return contrastive_form(positive_logits, lse, n_negatives=kept, tau=t, form=form)
 
 
 def _shared_per_anchor(
-    a: Tensor, p: Tensor, negs: NegativeSet, t: Tensor, form: Form, kernel: _Kernel
+    a: Tensor, p: Tensor, negs: NegativeSet, t: Tensor, form: Form, kernel: Kernel, ids: ItemIds | None
 ) -> Tensor:
     """Per-anchor loss in the shared regime: the x->y direction, averaged with the y->x one when ``negs.m_x`` is set.
 
@@ -274,22 +266,27 @@ def _shared_per_anchor(
     positives, its columns a_i among the anchors.
     """
     positive_logits = (a * p).sum(dim=1) / t
+    row_ids = None if ids is None else ids.positive
+    leave_y = LeaveOut(negs.offset, row_ids, None if ids is None else ids.y)
     if negs.kind == "in_batch" and negs.m_x is not None:
-        row, col = _row_and_column_lse(a / t, p, exclude_offset=0, kernel=kernel)
-        forward = contrastive_form(positive_logits, row, n_negatives=negs.m, tau=t, form=form)
-        backward = contrastive_form(positive_logits, col, n_negatives=negs.m_x, tau=t, form=form)
+        row, col = row_and_column_lse(a / t, p, leave=leave_y, kernel=kernel)
+        kept = negatives_kept(leave_y, p.shape[0], negs.m, form)
+        forward = contrastive_form(positive_logits, row, n_negatives=kept, tau=t, form=form)
+        backward = contrastive_form(positive_logits, col, n_negatives=kept, tau=t, form=form)
         return 0.5 * (forward + backward)
+    candidates = negs.candidates(p)
     forward = _one_direction(
-        a, negs.candidates(p), positive_logits, m=negs.m, offset=negs.offset, t=t, form=form, kernel=kernel
+        a, candidates, positive_logits, m=negs.m, leave=leave_y, t=t, form=form, kernel=kernel
     )
     if negs.m_x is None:
         return forward
+    leave_x = LeaveOut(negs.offset, row_ids, None if ids is None else ids.x)
     backward = _one_direction(
         p,
         negs.reverse_candidates(a),
         positive_logits,
         m=negs.m_x,
-        offset=negs.offset,
+        leave=leave_x,
         t=t,
         form=form,
         kernel=kernel,
@@ -331,11 +328,20 @@ class ContrastiveLoss(nn.Module):
         self.tiling: Tiling = tiling
         self.block_size = block_size
 
-    def forward(self, anchors: Tensor, positives: Tensor, negatives: Negatives = None) -> Tensor:
+    def forward(
+        self,
+        anchors: Tensor,
+        positives: Tensor,
+        negatives: Negatives = None,
+        positive_ids: Tensor | None = None,
+        negative_ids: Tensor | tuple[Tensor, Tensor] | None = None,
+    ) -> Tensor:
         return contrastive_loss(
             anchors,
             positives,
             negatives,
+            positive_ids=positive_ids,
+            negative_ids=negative_ids,
             tau=self.tau,
             form=self.form,
             symmetric=self.symmetric,

@@ -22,6 +22,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from crl._vocab import check_count
+from crl.objectives._mask import LeaveOut
 
 DEFAULT_BLOCK_ROWS = 2048
 DEFAULT_BLOCK_COLS = 4096
@@ -47,13 +48,11 @@ class Workspace:
 
 
 def block_logits(
-    q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, exclude_offset: int | None, out: Tensor
+    q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, leave: LeaveOut, out: Tensor
 ) -> Tensor:
-    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, with S_{i, i + offset} = -inf when excluding."""
+    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, its left-out entries at -inf."""
     torch.mm(q[r0:r1], c[c0:c1].T, out=out)
-    if exclude_offset is not None:
-        out.diagonal(r0 + exclude_offset - c0).fill_(-math.inf)
-    return out
+    return leave.apply(out, r0, r1, c0, c1)
 
 
 def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
@@ -102,7 +101,7 @@ GradientForecast = Callable[[Tensor, int, int], Tensor]
 
 
 def _forward_blocks(
-    q: Tensor, c: Tensor, exclude_offset: int | None, want_columns: bool, block_rows: int, block_cols: int
+    q: Tensor, c: Tensor, leave: LeaveOut, want_columns: bool, block_rows: int, block_cols: int
 ) -> tuple[Tensor, Tensor]:
     """Row (and column) log-sum-exps, one (rows x cols) block at a time."""
     n, m = q.shape[0], c.shape[0]
@@ -111,7 +110,7 @@ def _forward_blocks(
     work = Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            block = block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
+            block = block_logits(q, c, r0, r1, c0, c1, leave, work.first(r1 - r0, c1 - c0))
             if not want_columns:
                 _accumulate_lse(block, 1, row_lse[r0:r1])
                 continue
@@ -120,7 +119,7 @@ def _forward_blocks(
             def recompute(
                 r0: int = r0, r1: int = r1, c0: int = c0, c1: int = c1, spare: Tensor = spare
             ) -> Tensor:
-                return block_logits(q, c, r0, r1, c0, c1, exclude_offset, spare)
+                return block_logits(q, c, r0, r1, c0, c1, leave, spare)
 
             _accumulate_both_lse(block, row_lse[r0:r1], col_lse[c0:c1], recompute)
     return row_lse, col_lse
@@ -129,7 +128,7 @@ def _forward_blocks(
 def _forward_stripes(
     q: Tensor,
     c: Tensor,
-    exclude_offset: int | None,
+    leave: LeaveOut,
     stripe_rows: int,
     forecast: GradientForecast,
     needs: tuple[bool, bool],
@@ -146,7 +145,7 @@ def _forward_stripes(
     forecasts = torch.empty(n, dtype=q.dtype, device=q.device)
     work = Workspace(min(n, stripe_rows), m, q, False)
     for r0, r1 in spans(n, stripe_rows):
-        block = block_logits(q, c, r0, r1, 0, m, exclude_offset, work.first(r1 - r0, m))
+        block = block_logits(q, c, r0, r1, 0, m, leave, work.first(r1 - r0, m))
         top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
         total = block.sub_(top).exp_().sum(dim=1)
         torch.add(total.log(), top.squeeze(1), out=row_lse[r0:r1])
@@ -176,7 +175,7 @@ def _backward_blocks(
     col_lse: Tensor,
     grad_row: Tensor,
     grad_col: Tensor,
-    exclude_offset: int | None,
+    leave: LeaveOut,
     blocks: tuple[int, int],
     needs: tuple[bool, bool],
 ) -> tuple[Tensor | None, Tensor | None]:
@@ -191,7 +190,7 @@ def _backward_blocks(
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            weights = block_logits(q, c, r0, r1, c0, c1, exclude_offset, work.first(r1 - r0, c1 - c0))
+            weights = block_logits(q, c, r0, r1, c0, c1, leave, work.first(r1 - r0, c1 - c0))
             by_column = None
             if columns:
                 by_column = torch.sub(
@@ -224,7 +223,7 @@ class _TiledLogSumExp(torch.autograd.Function):
         ctx: Any,
         q: Tensor,
         c: Tensor,
-        exclude_offset: int | None,
+        leave: LeaveOut,
         want_columns: bool,
         block_rows: int,
         block_cols: int,
@@ -234,16 +233,14 @@ class _TiledLogSumExp(torch.autograd.Function):
         stripe_rows = (block_rows * block_cols) // c.shape[0]
         empty = q.new_empty(0)
         if forecast is not None and not want_columns and stripe_rows >= 1 and any(needs):
-            row_lse, forecasts, grad_q, grad_c = _forward_stripes(
-                q, c, exclude_offset, stripe_rows, forecast, needs
-            )
+            row_lse, forecasts, grad_q, grad_c = _forward_stripes(q, c, leave, stripe_rows, forecast, needs)
             col_lse = empty
             ctx.forecast = (forecasts, grad_q, grad_c)
         else:
-            row_lse, col_lse = _forward_blocks(q, c, exclude_offset, want_columns, block_rows, block_cols)
+            row_lse, col_lse = _forward_blocks(q, c, leave, want_columns, block_rows, block_cols)
             ctx.forecast = None
         ctx.save_for_backward(q, c, row_lse, col_lse)
-        ctx.exclude_offset = exclude_offset
+        ctx.leave = leave
         ctx.blocks = (block_rows, block_cols)
         return row_lse, col_lse
 
@@ -266,7 +263,7 @@ class _TiledLogSumExp(torch.autograd.Function):
                     None,
                 )
         grad_q, grad_c = _backward_blocks(
-            q, c, row_lse, col_lse, grad_row, grad_col, ctx.exclude_offset, ctx.blocks, needs
+            q, c, row_lse, col_lse, grad_row, grad_col, ctx.leave, ctx.blocks, needs
         )
         return grad_q, grad_c, None, None, None, None, None
 
@@ -284,6 +281,8 @@ def tiled_logsumexp(
     candidates: Tensor,
     *,
     exclude_offset: int | None = None,
+    row_ids: Tensor | None = None,
+    col_ids: Tensor | None = None,
     block_size: int | None = None,
     forecast: GradientForecast | None = None,
 ) -> Tensor:
@@ -294,6 +293,8 @@ def tiled_logsumexp(
         candidates: (m, d) candidates (negatives, or the batch's positives).
         exclude_offset: leave out j = i + offset: the positive of query i when the candidates hold the batch's
             positives from row ``offset`` on (in-batch: 0; a batch gathered from several ranks: this rank's first row).
+        row_ids, col_ids: (n,) and (m,) integer ids; leave out every j with ``col_ids[j] == row_ids[i]`` (false
+            negatives: the same item as query i's positive). Both or neither (:mod:`crl.objectives._mask`).
         block_size: rows and columns per block (default 2048 x 4096).
         forecast: optional ``(lse[r0:r1], r0, r1) -> g[r0:r1]``, the gradient the loss will send to the row
             log-sum-exps up to one scalar factor (a mean of per-anchor losses). With it, the gradients are computed
@@ -301,44 +302,58 @@ def tiled_logsumexp(
             anything else falls back to the exact recomputation.
 
     Returns:
-        (n,) tensor, differentiable in both inputs; equal to ``torch.logsumexp(q @ c.T, 1)`` up to rounding.
+        (n,) tensor, differentiable in both inputs; equal to ``torch.logsumexp(q @ c.T, 1)`` up to rounding
+        (-inf for a row whose every candidate is left out).
     """
     rows, cols = _block_sizes(block_size)
-    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, exclude_offset, False, rows, cols, forecast)
+    leave = LeaveOut(exclude_offset, row_ids, col_ids)
+    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, leave, False, rows, cols, forecast)
     return row_lse
 
 
 def tiled_logsumexp_both(
-    queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None, block_size: int | None = None
+    queries: Tensor,
+    candidates: Tensor,
+    *,
+    exclude_offset: int | None = None,
+    row_ids: Tensor | None = None,
+    col_ids: Tensor | None = None,
+    block_size: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Row and column log-sum-exps of the same logits S = q c^T, sharing every block (symmetric CLIP loss).
+
+    Arguments as :func:`tiled_logsumexp`; the left-out entries are left out of both.
 
     Returns:
         ``(row_lse (n,), col_lse (m,))`` with ``row_lse_i = log sum_j exp S_ij`` and ``col_lse_j = log sum_i exp S_ij``.
     """
     rows, cols = _block_sizes(block_size)
-    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, exclude_offset, True, rows, cols, None)
+    leave = LeaveOut(exclude_offset, row_ids, col_ids)
+    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, leave, True, rows, cols, None)
     return row_lse, col_lse
 
 
-def _dense_logits(queries: Tensor, candidates: Tensor, exclude_offset: int | None) -> Tensor:
-    """S = q c^T (n x m), with S_{i, i + offset} = -inf when ``exclude_offset`` is given."""
-    logits = queries @ candidates.T
-    if exclude_offset is None:
-        return logits
-    rows = torch.arange(logits.shape[0], device=logits.device)
-    own = torch.arange(logits.shape[1], device=logits.device)[None, :] == (rows + exclude_offset)[:, None]
-    return logits.masked_fill(own, -math.inf)
-
-
-def dense_logsumexp(queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None) -> Tensor:
-    """The plain reference: materialise S = q c^T (n x m) and take its row log-sum-exps, (n,)."""
-    return torch.logsumexp(_dense_logits(queries, candidates, exclude_offset), dim=1)
+def dense_logsumexp(
+    queries: Tensor,
+    candidates: Tensor,
+    *,
+    exclude_offset: int | None = None,
+    row_ids: Tensor | None = None,
+    col_ids: Tensor | None = None,
+) -> Tensor:
+    """The plain reference of :func:`tiled_logsumexp`: ``logsumexp(q @ c.T, 1)`` with the n x m matrix in memory."""
+    logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(queries @ candidates.T)
+    return torch.logsumexp(logits, dim=1)
 
 
 def dense_logsumexp_both(
-    queries: Tensor, candidates: Tensor, *, exclude_offset: int | None = None
+    queries: Tensor,
+    candidates: Tensor,
+    *,
+    exclude_offset: int | None = None,
+    row_ids: Tensor | None = None,
+    col_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The plain reference of :func:`tiled_logsumexp_both`: ``(row_lse (n,), col_lse (m,))`` of S = q c^T."""
-    logits = _dense_logits(queries, candidates, exclude_offset)
+    logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(queries @ candidates.T)
     return torch.logsumexp(logits, dim=1), torch.logsumexp(logits, dim=0)

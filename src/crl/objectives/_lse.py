@@ -1,0 +1,89 @@
+"""Log-sum-exps of the shared regime, dense or tiled, and the negatives each anchor keeps.
+
+The contrastive forms need, per anchor, the log-sum-exp of its negatives' logits; :func:`row_lse` and
+:func:`row_and_column_lse` compute it densely (small n x m) or with :mod:`crl.objectives.tiled` (O(block) memory),
+leaving out the anchor's own positive and, with item ids, its false negatives (:mod:`crl.objectives._mask`).
+"""
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from crl._vocab import Form
+from crl.objectives._checks import Tiling
+from crl.objectives._mask import LeaveOut
+from crl.objectives.tiled import (
+    GradientForecast,
+    dense_logsumexp,
+    dense_logsumexp_both,
+    tiled_logsumexp,
+    tiled_logsumexp_both,
+)
+
+TILED_ABOVE_ELEMENTS = 1 << 22
+"""``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
+
+
+def use_tiled(tiling: Tiling, n: int, m: int) -> bool:
+    """Whether ``tiling`` ("auto" by the number of scores n m) picks the tiled kernel."""
+    return tiling == "tiled" or (tiling == "auto" and n * m > TILED_ABOVE_ELEMENTS)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """How the shared regime computes its log-sum-exps.
+
+    Attributes:
+        tiling: "dense", "tiled", or "auto" (tiled above 2^22 scores).
+        block_size: rows and columns per block of the tiled kernel (None: its default).
+        forecast: let the tiled kernel precompute the gradients of a mean over anchors (one-sided directions).
+    """
+
+    tiling: Tiling
+    block_size: int | None
+    forecast: bool
+
+
+def row_lse(
+    q: Tensor, c: Tensor, *, leave: LeaveOut, kernel: Kernel, forecast: GradientForecast | None
+) -> Tensor:
+    """lse_i = log sum_j exp(<q_i, c_j>) over the j not left out (own positive, false negatives), dense or tiled."""
+    offset, row_ids, col_ids = leave.offset, leave.row_ids, leave.col_ids
+    if not use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
+        return dense_logsumexp(q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
+    return tiled_logsumexp(
+        q,
+        c,
+        exclude_offset=offset,
+        row_ids=row_ids,
+        col_ids=col_ids,
+        block_size=kernel.block_size,
+        forecast=forecast,
+    )
+
+
+def row_and_column_lse(q: Tensor, c: Tensor, *, leave: LeaveOut, kernel: Kernel) -> tuple[Tensor, Tensor]:
+    """Row and column log-sum-exps of one n x n logit matrix (in-batch symmetric loss), dense or tiled."""
+    offset, row_ids, col_ids = leave.offset, leave.row_ids, leave.col_ids
+    if not use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
+        return dense_logsumexp_both(q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
+    return tiled_logsumexp_both(
+        q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids, block_size=kernel.block_size
+    )
+
+
+def negatives_kept(leave: LeaveOut, candidates: int, m: int, form: Form) -> int | Tensor:
+    """m, or with ids the (n,) count m_i of negatives each anchor keeps (see :func:`check_kept`)."""
+    kept = leave.kept(candidates)
+    return m if kept is None else check_kept(kept, form)
+
+
+def check_kept(kept: Tensor, form: Form) -> Tensor:
+    """The (n,) counts m_i of negatives kept; on the CPU, refuse dcl/gcl anchors left with none (-inf loss)."""
+    if form != "infonce" and kept.device.type == "cpu" and bool((kept == 0).any()):
+        anchor = int((kept == 0).nonzero()[0, 0])
+        raise ValueError(
+            f"anchor {anchor} has every negative left out by positive_ids/negative_ids (all share its id); "
+            f"form={form!r} needs at least one negative per anchor (form='infonce' allows none)."
+        )
+    return kept
