@@ -1,0 +1,304 @@
+"""Information-retrieval metrics as the field reports them: queries, a corpus and relevance judgements (qrels).
+
+Definitions (those of sentence-transformers' ``InformationRetrievalEvaluator``; binary relevance, a query q
+with R_q >= 1 relevant items and its ranking r = 1, 2, ... by decreasing score, rel(r) = 1 if the item at
+rank r is relevant):
+
+- accuracy@k = 1[some rel(r) = 1 with r <= k] (a hit rate: crl called this recall@k before);
+- precision@k = (1/k) sum_{r <= k} rel(r);
+- recall@k = (1/R_q) sum_{r <= k} rel(r);
+- MRR@k = 1 / (first r <= k with rel(r) = 1), 0 if none;
+- nDCG@k = sum_{r <= k} rel(r) / log2(r + 1), divided by sum_{i <= min(R_q, k)} 1 / log2(i + 1);
+- MAP@k: AP@k = (1 / min(k, R_q)) sum_{r <= k, rel(r) = 1} precision@r.
+
+Each is averaged over the queries that have at least one relevant item (queries without one are skipped, as
+sentence-transformers does, and counted in ``n_skipped``).
+
+Tie rule (crl's one rule for every ranking metric, also :mod:`crl.metrics.retrieval`): pessimistic, among equal
+scores the non-relevant items rank before the relevant ones. sentence-transformers breaks ties by ascending
+corpus id instead; the two agree whenever no relevant item ties with a non-relevant one.
+
+:func:`evaluate_index` computes the metrics over a :class:`crl.search.Index` in batches of queries, so the
+corpus never has to fit in one score matrix. It asks the index for the top ``K = max k`` items, widening the
+request while the K-th score ties with the next one so that ties at the cut-off are seen whole (exact for a flat
+index; an approximate index ranks what it finds). TREC qrels and run files: :mod:`crl.metrics.trec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from crl.search import Index
+
+__all__ = ["DEFAULT_KS", "IRReport", "evaluate_index", "ir_metrics_from_ranking", "label_relevance"]
+
+DEFAULT_KS: dict[str, tuple[int, ...]] = {
+    "accuracy": (1, 3, 5, 10),
+    "precision": (1, 3, 5, 10),
+    "recall": (1, 3, 5, 10),
+    "mrr": (10,),
+    "ndcg": (10,),
+    "map": (100,),
+}
+"""The cut-offs of each metric: sentence-transformers' defaults."""
+
+
+@dataclass(frozen=True)
+class IRReport:
+    """Mean of each metric over the evaluated queries: ``values["ndcg"][10]`` is nDCG@10.
+
+    Attributes:
+        values: metric name -> k -> mean over the queries with a relevant item.
+        n_queries: queries evaluated (those with at least one relevant item).
+        n_skipped: queries skipped for having no relevant item.
+        per_query: metric name -> k -> (n_queries,) float64 values, for bootstraps or custom summaries.
+    """
+
+    values: dict[str, dict[int, float]]
+    n_queries: int
+    n_skipped: int
+    per_query: dict[str, dict[int, np.ndarray]] = field(repr=False)
+
+    def as_flat_dict(self) -> dict[str, float]:
+        """``{"accuracy@1": ..., "ndcg@10": ..., "map@100": ...}``."""
+        return {f"{name}@{k}": value for name, by_k in self.values.items() for k, value in by_k.items()}
+
+
+def _check_ks(ks: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]]:
+    chosen = dict(DEFAULT_KS) if ks is None else {name: tuple(values) for name, values in ks.items()}
+    unknown = sorted(set(chosen) - set(DEFAULT_KS))
+    if unknown:
+        raise ValueError(f"ks names {unknown[0]!r}; the metrics are {', '.join(DEFAULT_KS)}")
+    for name, values in chosen.items():
+        for k in values:
+            if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+                raise ValueError(f"ks[{name!r}] holds {k!r}; cut-offs are integers >= 1")
+    if not any(chosen.values()):
+        raise ValueError("ks holds no cut-off; pass at least one, e.g. {'ndcg': (10,)}")
+    return chosen
+
+
+def _per_query(relevant: np.ndarray, n_relevant: np.ndarray, ks: dict[str, tuple[int, ...]]) -> dict:
+    """Per-query metrics of ranked relevance flags ``relevant`` (q, K) with R_q = ``n_relevant`` (q,)."""
+    rel = relevant.astype(np.float64)
+    depth = rel.shape[1]
+    ranks = np.arange(1, depth + 1, dtype=np.float64)
+    hits = np.cumsum(rel, axis=1)
+    discount = 1.0 / np.log2(ranks + 1.0)
+    ideal = np.concatenate([[0.0], np.cumsum(discount)])
+    first = np.where(rel.any(axis=1), np.argmax(rel, axis=1) + 1.0, np.inf)
+    r_q = n_relevant.astype(np.float64)
+
+    def at(k: int) -> np.ndarray:
+        return hits[:, min(k, depth) - 1]
+
+    out: dict[str, dict[int, np.ndarray]] = {}
+    out["accuracy"] = {k: (first <= k).astype(np.float64) for k in ks.get("accuracy", ())}
+    out["precision"] = {k: at(k) / k for k in ks.get("precision", ())}
+    out["recall"] = {k: at(k) / r_q for k in ks.get("recall", ())}
+    out["mrr"] = {k: np.where(first <= k, 1.0 / first, 0.0) for k in ks.get("mrr", ())}
+    out["ndcg"] = {
+        k: (rel[:, :k] * discount[:k]).sum(axis=1) / ideal[np.minimum(n_relevant, min(k, depth))]
+        for k in ks.get("ndcg", ())
+    }
+    precision_at_r = hits / ranks
+    out["map"] = {
+        k: (precision_at_r[:, :k] * rel[:, :k]).sum(axis=1) / np.minimum(r_q, k) for k in ks.get("map", ())
+    }
+    return {name: by_k for name, by_k in out.items() if by_k}
+
+
+def _report(parts: list[dict], n_skipped: int) -> IRReport:
+    if not parts:
+        raise ValueError("no query has a relevant item; check the qrels (or labels) against the corpus ids")
+    per_query = {
+        name: {k: np.concatenate([part[name][k] for part in parts]) for k in by_k}
+        for name, by_k in parts[0].items()
+    }
+    values = {name: {k: float(v.mean()) for k, v in by_k.items()} for name, by_k in per_query.items()}
+    n = len(next(iter(next(iter(per_query.values())).values())))
+    return IRReport(values=values, n_queries=n, n_skipped=n_skipped, per_query=per_query)
+
+
+def _pessimistic_order(scores: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+    """Column order per row: decreasing score, non-relevant before relevant among equal scores."""
+    return np.lexsort((relevant, -scores.astype(np.float64)), axis=1)
+
+
+def ir_metrics_from_ranking(
+    ranking: Mapping[Hashable, Sequence[tuple[Hashable, float]]],
+    qrels: Mapping[Hashable, Collection[Hashable]],
+    *,
+    ks: Mapping[str, Sequence[int]] | None = None,
+) -> IRReport:
+    """The metrics of a ranking given as ``{query: [(item, score), ...]}`` (e.g. a TREC run) against
+    ``qrels`` ``{query: relevant items}``; each query's items are ordered by the tie rule of this module.
+
+    A query absent from ``ranking`` counts as retrieving nothing; one absent from ``qrels`` (or with no
+    relevant item) is skipped.
+    """
+    chosen = _check_ks(ks)
+    depth = max(max(values) for values in chosen.values() if values)
+    parts, skipped = [], 0
+    for query, relevant_items in qrels.items():
+        relevant_set = set(relevant_items)
+        if not relevant_set:
+            skipped += 1
+            continue
+        hits = list(ranking.get(query, ()))
+        scores = np.array([float(score) for _, score in hits], dtype=np.float64)
+        flags = np.array([item in relevant_set for item, _ in hits], dtype=bool)
+        if not np.isfinite(scores).all():
+            raise ValueError(f"ranking[{query!r}] holds a NaN or infinite score; fix the run")
+        order = _pessimistic_order(scores[None, :], flags[None, :])[0] if len(hits) else np.empty(0, int)
+        ranked = np.zeros((1, depth), dtype=bool)
+        ranked[0, : min(depth, len(hits))] = flags[order][:depth]
+        parts.append(_per_query(ranked, np.array([len(relevant_set)]), chosen))
+    skipped += sum(1 for query in ranking if query not in qrels)
+    return _report(parts, skipped)
+
+
+def label_relevance(query_labels: Any, corpus_labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Class relevance (an item is relevant to a query iff they share a label), checked: (query_labels,
+    corpus_labels) as int64 arrays, for :func:`evaluate_index`'s ``labels``."""
+    arrays = []
+    for name, labels in (("query_labels", query_labels), ("corpus_labels", corpus_labels)):
+        arr = np.asarray(labels.cpu() if hasattr(labels, "cpu") else labels)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise ValueError(f"{name} must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+        arrays.append(arr.astype(np.int64))
+    return arrays[0], arrays[1]
+
+
+def evaluate_index(
+    index: Index,
+    queries: Any,
+    *,
+    qrels: Sequence[Collection[int]] | None = None,
+    labels: tuple[Any, Any] | None = None,
+    self_ids: Any = None,
+    ks: Mapping[str, Sequence[int]] | None = None,
+    batch_size: int = 1024,
+    ef_search: int | None = None,
+    nprobe: int | None = None,
+) -> IRReport:
+    """IR metrics of ``queries`` (q, d) searched in ``index``, in batches of ``batch_size`` queries.
+
+    Relevance: either ``qrels`` (one collection of relevant index ids per query) or ``labels`` = (query
+    labels (q,), corpus labels indexed by id) for class relevance (same label = relevant). ``self_ids``
+    (q,) names each query's own item in the index (-1: none), removed from its ranking and from its
+    relevant set (queries drawn from the corpus).
+    """
+    chosen = _check_ks(ks)
+    if (qrels is None) == (labels is None):
+        raise ValueError("pass exactly one of qrels (relevant ids per query) and labels (class relevance)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size = {batch_size!r}; pass a positive integer")
+    matrix = np.asarray(queries.cpu() if hasattr(queries, "cpu") else queries)
+    n_queries = matrix.shape[0] if matrix.ndim == 2 else -1
+    own = _self_ids(self_ids, n_queries)
+    depth = max(max(values) for values in chosen.values() if values)
+    limit = len(index) - (1 if own is not None else 0)
+    if depth > limit:
+        raise ValueError(f"the largest cut-off k = {depth} exceeds the {limit} rankable items; lower ks")
+    relevance = _Relevance(index, qrels, labels, n_queries)
+    parts, skipped = [], 0
+    for start in range(0, max(n_queries, 0), batch_size):
+        rows = np.arange(start, min(start + batch_size, n_queries))
+        mine = None if own is None else own[rows]
+        ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
+        flags, n_relevant = relevance.of(rows, ids, mine)
+        keep = n_relevant > 0
+        skipped += int((~keep).sum())
+        order = _pessimistic_order(scores, flags)
+        ranked = np.take_along_axis(flags, order, axis=1)[:, :depth]
+        if keep.any():
+            parts.append(_per_query(ranked[keep], n_relevant[keep], chosen))
+    return _report(parts, skipped)
+
+
+def _self_ids(self_ids: Any, n_queries: int) -> np.ndarray | None:
+    if self_ids is None:
+        return None
+    arr = np.asarray(self_ids.cpu() if hasattr(self_ids, "cpu") else self_ids)
+    if arr.shape != (n_queries,) or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(
+            f"self_ids must hold {n_queries} integers (one per query), got {arr.dtype} {arr.shape}"
+        )
+    return arr.astype(np.int64)
+
+
+def _search_with_ties(
+    index: Index,
+    queries: np.ndarray,
+    depth: int,
+    own: np.ndarray | None,
+    ef_search: int | None,
+    nprobe: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top items beyond ``depth`` (own items dropped) until the depth-th score is strictly above the last."""
+    want = depth + 1
+    while True:
+        take = min(want + (1 if own is not None else 0), len(index))
+        found = index.search(queries, take, ef_search=ef_search, nprobe=nprobe)
+        ids, scores = found.ids, found.scores
+        if own is not None:
+            ids, scores = _drop_own(ids, scores, own)
+        boundary = scores[:, depth - 1]
+        tied = np.isfinite(boundary) & (scores[:, -1] >= boundary)
+        complete = take == len(index) or not tied.any()
+        if complete:
+            return ids, scores
+        want *= 2
+
+
+def _drop_own(ids: np.ndarray, scores: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row without its own id (or without its last column when the own id is absent)."""
+    mask = ids == own[:, None]
+    mask[~mask.any(axis=1), -1] = True
+    width = ids.shape[1] - 1
+    return ids[~mask].reshape(-1, width), scores[~mask].reshape(-1, width)
+
+
+class _Relevance:
+    """Relevance flags of retrieved ids and R_q per query, from qrels or from labels."""
+
+    def __init__(self, index: Index, qrels: Any, labels: Any, n_queries: int) -> None:
+        self.qrels: list[np.ndarray] | None = None
+        self.labels: tuple[np.ndarray, np.ndarray] | None = None
+        if qrels is not None:
+            if len(qrels) != n_queries:
+                raise ValueError(
+                    f"qrels has {len(qrels)} entries for {n_queries} queries; pass one per query"
+                )
+            self.qrels = [np.fromiter((int(i) for i in items), dtype=np.int64) for items in qrels]
+        else:
+            query_labels, corpus_labels = label_relevance(*labels)
+            if query_labels.shape[0] != n_queries:
+                raise ValueError(f"labels[0] has {query_labels.shape[0]} entries for {n_queries} queries")
+            present = index.ids
+            if corpus_labels.shape[0] <= int(present.max(initial=-1)):
+                raise ValueError(f"labels[1] has {corpus_labels.shape[0]} entries; pass corpus_labels[id]")
+            self.labels = (query_labels, corpus_labels)
+            self.counts = np.bincount(corpus_labels[present], minlength=int(query_labels.max(initial=0)) + 1)
+
+    def of(self, rows: np.ndarray, ids: np.ndarray, own: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(flags (b, K) of ``ids``, R_q (b,)) for the queries ``rows``."""
+        if self.qrels is not None:
+            sets = [self.qrels[row] for row in rows]
+            if own is not None:
+                sets = [s[s != o] for s, o in zip(sets, own, strict=True)]
+            flags = np.stack([np.isin(line, s) for line, s in zip(ids, sets, strict=True)])
+            return flags & (ids >= 0), np.array([np.unique(s).size for s in sets])
+        assert self.labels is not None
+        query_labels, corpus_labels = self.labels[0][rows], self.labels[1]
+        flags = (ids >= 0) & (corpus_labels[np.maximum(ids, 0)] == query_labels[:, None])
+        known = (query_labels >= 0) & (query_labels < self.counts.shape[0])
+        counts = np.where(known, self.counts[np.clip(query_labels, 0, self.counts.shape[0] - 1)], 0)
+        if own is not None:
+            counts = counts - ((own >= 0) & (corpus_labels[np.maximum(own, 0)] == query_labels))
+        return flags, counts

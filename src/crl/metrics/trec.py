@@ -1,0 +1,98 @@
+"""TREC qrels and run files, as trec_eval reads them.
+
+- qrels: one judgement per line, ``query_id iteration doc_id relevance`` (iteration is ignored, written 0);
+  ``read_qrels`` gives ``{query_id: {doc_id: relevance}}``; relevance > 0 means relevant.
+- run: one retrieved item per line, ``query_id Q0 doc_id rank score tag``; ``read_run`` gives
+  ``{query_id: [(doc_id, score), ...]}`` in file order (trec_eval re-sorts by score; so does
+  :func:`crl.metrics.ir.ir_metrics_from_ranking`).
+
+Ids are strings (whitespace-free); the readers name the file and line of any malformed line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["read_qrels", "read_run", "relevant_sets", "write_qrels", "write_run"]
+
+
+def _check_id(value: object, what: str) -> str:
+    text = str(value)
+    if not text or any(ch.isspace() for ch in text):
+        raise ValueError(f"{what} {text!r} is empty or holds whitespace; TREC ids are single tokens")
+    return text
+
+
+def _fields(path: Path, count: int) -> list[tuple[int, list[str]]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != count:
+            raise ValueError(f"{path}:{number}: expected {count} fields, got {len(parts)}: {line!r}")
+        rows.append((number, parts))
+    return rows
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """``{query_id: {doc_id: relevance}}`` of a TREC qrels file."""
+    source = Path(path)
+    qrels: dict[str, dict[str, int]] = {}
+    for number, (query, _iteration, doc, relevance) in _fields(source, 4):
+        try:
+            qrels.setdefault(query, {})[doc] = int(relevance)
+        except ValueError:
+            raise ValueError(f"{source}:{number}: relevance {relevance!r} is not an integer") from None
+    return qrels
+
+
+def write_qrels(path: str | Path, qrels: Mapping[object, Mapping[object, int]]) -> None:
+    """Write ``{query_id: {doc_id: relevance}}`` as a TREC qrels file."""
+    lines = []
+    for query, docs in qrels.items():
+        for doc, relevance in docs.items():
+            if isinstance(relevance, bool) or not isinstance(relevance, int):
+                raise ValueError(f"qrels[{query!r}][{doc!r}] = {relevance!r}; relevance is an integer")
+            lines.append(f"{_check_id(query, 'query id')} 0 {_check_id(doc, 'doc id')} {relevance}")
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """``{query_id: [(doc_id, score), ...]}`` of a TREC run file (file order)."""
+    source = Path(path)
+    run: dict[str, list[tuple[str, float]]] = {}
+    for number, (query, _q0, doc, _rank, score, _tag) in _fields(source, 6):
+        try:
+            value = float(score)
+        except ValueError:
+            raise ValueError(f"{source}:{number}: score {score!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ValueError(f"{source}:{number}: score {score!r} is not finite")
+        run.setdefault(query, []).append((doc, value))
+    return run
+
+
+def write_run(
+    path: str | Path, run: Mapping[object, Sequence[tuple[object, float]]], tag: str = "crl"
+) -> None:
+    """Write ``{query_id: [(doc_id, score), ...]}`` as a TREC run, each query's items by decreasing score."""
+    tag = _check_id(tag, "tag")
+    lines = []
+    for query, hits in run.items():
+        ordered = sorted(hits, key=lambda hit: -float(hit[1]))
+        for rank, (doc, score) in enumerate(ordered, start=1):
+            if not math.isfinite(float(score)):
+                raise ValueError(f"run[{query!r}] holds score {score!r} for {doc!r}; scores must be finite")
+            line = (
+                f"{_check_id(query, 'query id')} Q0 {_check_id(doc, 'doc id')} {rank} {float(score)!r} {tag}"
+            )
+            lines.append(line)
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def relevant_sets(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, set[str]]:
+    """``{query_id: {doc_id with relevance > 0}}`` for :func:`crl.metrics.ir.ir_metrics_from_ranking`."""
+    return {query: {doc for doc, rel in docs.items() if rel > 0} for query, docs in qrels.items()}
