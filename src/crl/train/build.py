@@ -20,6 +20,7 @@ from crl.data.source import PairSource
 from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature, TokenBag
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
 from crl.train.config import CnnModel, LossConfig, MlpModel, ModelConfig, OptimConfig, TrainConfig
+from crl.train.estimator import pool_size_of
 
 __all__ = [
     "Streams",
@@ -173,7 +174,8 @@ def check_negative_memory(config: TrainConfig, positive_shape: tuple[int, ...]) 
 def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool = False) -> Sampler:
     """The negative sampler of ``[loss] negatives`` (in-batch becomes :class:`Gathered` with K > 1 ranks).
 
-    Pool samplers draw indices into the source's n pairs, or samples y' ~ p- when the source generates them.
+    Pool samplers draw indices into the source's first ``[loss] pool_size`` pairs (0: all n), or samples y' ~ p-
+    when the source generates them.
 
     Raises:
         ValueError: when crl's own negative and score buffers cannot fit in memory
@@ -187,19 +189,12 @@ def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool 
     if loss.negatives == "queue":
         return Queue(m, config.model.embedding_dim, two_sided=loss.symmetric, distributed=distributed)
     generate = source.generate_negatives
+    pool = pool_size_of(loss, source.n_pairs, generated=generate is not None)
     if loss.negatives == "mined":
         return _mined_sampler(config, source)
     if loss.negatives == "shared_pool":
-        return (
-            Shared.from_generator(generate, m)
-            if generate is not None
-            else Shared.from_pool(source.n_pairs, m)
-        )
-    return (
-        Independent.from_generator(generate, m)
-        if generate is not None
-        else Independent.from_pool(source.n_pairs, m)
-    )
+        return Shared.from_generator(generate, m) if generate is not None else Shared.from_pool(pool, m)
+    return Independent.from_generator(generate, m) if generate is not None else Independent.from_pool(pool, m)
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:

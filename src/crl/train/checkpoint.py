@@ -2,10 +2,10 @@
 
 A checkpoint of step t is two files in ``run_dir/checkpoints/``: ``step-<t>.safetensors`` holds every tensor
 under named keys (``model.<param>``, ``optim.<param>.<state>``, ``rng.<stream>.rank<r>`` generator states,
-``sampler.<key>``, ``data.permutation``); ``step-<t>.json`` the scalars (step, data position, optimiser groups
-with parameter names, the LR schedule, the config, the number of processes, the input shapes, the open log
-window) and the sha256 of the safetensors file. :class:`TrainState` is that layout as one record (a config saved
-in the flat layout of earlier versions is migrated, see :mod:`crl.train.config_migration`).
+``sampler.<key>``, ``estimator.<key>``, ``data.permutation``); ``step-<t>.json`` the scalars (step, data
+position, optimiser groups with parameter names, the LR schedule, the config, the process count, the input
+shapes, the open log window) and the sha256 of the safetensors file. :class:`TrainState` is that layout as one
+record (an older flat-layout config is migrated: :mod:`crl.train.config_migration`).
 
 Each file is written through a fsync'ed temporary moved into place with ``os.replace`` (:mod:`crl._lock`); the
 JSON last, so a checkpoint is complete exactly when its JSON exists: a killed run leaves at most a temporary
@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +309,7 @@ class TrainState:
         config: the run's config.
         anchor_shape, positive_shape: the shapes of one input x and y (to rebuild the model).
         log_window: the trainer's open log window (empty for the pure loop and older checkpoints).
+        estimator: the loss estimator's tensors (fastclip's u_i; empty for minibatch and older checkpoints).
     """
 
     step: int
@@ -322,6 +323,7 @@ class TrainState:
     anchor_shape: tuple[int, ...]
     positive_shape: tuple[int, ...]
     log_window: LogWindow = LogWindow()
+    estimator: dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -332,9 +334,9 @@ class TrainState:
         """(the safetensors content by key, the JSON document); see the module docstring for the keys."""
         tensors = {**_with_prefix("model.", self.model), **self.optimizer.tensors}
         for rank, states in enumerate(self.streams):
-            for field in fields(states):
-                tensors[f"rng.{field.name}.rank{rank}"] = getattr(states, field.name)
-        tensors.update(_with_prefix("sampler.", self.sampler))
+            for stream in fields(states):
+                tensors[f"rng.{stream.name}.rank{rank}"] = getattr(states, stream.name)
+        tensors.update(_with_prefix("sampler.", self.sampler) | _with_prefix("estimator.", self.estimator))
         tensors["data.permutation"] = self.cursor.permutation
         document = {
             "step": self.step,
@@ -356,7 +358,7 @@ class TrainState:
         """Read back what :meth:`to_tensors` wrote (``source`` names the file in config errors)."""
         streams = tuple(
             StreamStates(
-                **{field.name: tensors[f"rng.{field.name}.rank{rank}"] for field in fields(StreamStates)}
+                **{stream.name: tensors[f"rng.{stream.name}.rank{rank}"] for stream in fields(StreamStates)}
             )
             for rank in range(int(document["world_size"]))
         )
@@ -376,6 +378,7 @@ class TrainState:
             anchor_shape=tuple(document["anchor_shape"]),
             positive_shape=tuple(document["positive_shape"]),
             log_window=LogWindow(int(window.get("steps", 0)), tuple(window.get("loss_sums", ()))),
+            estimator=_strip("estimator.", tensors),
         )
 
 

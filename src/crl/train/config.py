@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from crl._vocab import Form, Regime
 from crl.train._config_errors import describe_error
+from crl.train.config_estimator import EstimatorFields, check_estimator
 from crl.train.config_kinds import (
     ArraysData,
     BagModel,
@@ -64,8 +65,9 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message names each bad field, its value and the fix."""
 
 
-class LossConfig(Section):
-    """``[loss]``: the contrastive objective and its negatives (docs/theory.md sections 1-2)."""
+class LossConfig(EstimatorFields):
+    """``[loss]``: the contrastive objective, its negatives and its estimator (docs/theory.md sections 1-2,
+    docs/estimators.md; the estimator's fields are in :class:`~crl.train.config_estimator.EstimatorFields`)."""
 
     form: Form = Field(
         default="infonce",
@@ -133,6 +135,7 @@ class LossConfig(Section):
                 f"tau = {self.tau} gives 1/tau above max_inverse_tau = {self.max_inverse_tau}; "
                 "raise max_inverse_tau or tau"
             )
+        check_estimator(self)
         return self
 
     @property
@@ -199,7 +202,7 @@ class RunConfig(Section):
     eval_every: int = Field(
         default=0,
         ge=0,
-        description="Every this many steps log held-out recall@1 and MRR (heldout/ in metrics.jsonl and "
+        description="Every this many steps log held-out accuracy@1 and MRR (heldout/ in metrics.jsonl and "
         "TensorBoard) on the first eval_pairs held-out pairs (0: off).",
     )
     eval_pairs: int = Field(

@@ -7,7 +7,8 @@ wraps the same :class:`TrainingLoop` with a run folder, checkpoints, TensorBoard
 One step: take the next global batch of K*b pair indices (:class:`~crl.train.cursor.DataCursor`), make this
 rank's b pairs (fresh augmented views from the "views" generator), embed them, draw negatives with the sampler
 of ``[loss] negatives`` (:mod:`crl.negatives`; pool items are embedded by the positive tower), compute the loss
-(:func:`crl.train.loss.batch_loss`, i.e. :func:`crl.objectives.contrastive_loss`), and take an AdamW step
+(:class:`crl.train.estimator.StepLoss`: :func:`crl.objectives.contrastive_loss`, or the moving average of
+``[loss] estimator = "fastclip"`` over the batch's item ids), and take an AdamW step
 with gradient-norm clipping and the warm-up + cosine schedule. Inputs may be tensors or mappings of tensors
 (:data:`crl.data.Batch`).
 """
@@ -28,7 +29,7 @@ from crl.train.build import Streams, build_model, build_optimizer, build_sampler
 from crl.train.checkpoint import StreamStates, TrainState, load_optimizer_state, optimizer_state
 from crl.train.config import TrainConfig
 from crl.train.cursor import DataCursor
-from crl.train.loss import batch_loss
+from crl.train.estimator import StepLoss
 
 __all__ = ["Shard", "StepMetrics", "TrainOutcome", "TrainingLoop", "check_finite_loss", "train"]
 
@@ -112,6 +113,9 @@ class TrainingLoop:
         global_batch = config.data.batch_size * self.shard.world_size
         self.cursor = DataCursor(source.n_pairs, global_batch, streams.order)
         self.sampler = sampler if sampler is not None else build_sampler(config, source)
+        self.step_loss = StepLoss(
+            config.loss, source.n_pairs, config.optim.total_steps, self.device, self.shard.world_size
+        )
         self.step = 0
 
     @property
@@ -127,13 +131,7 @@ class TrainingLoop:
         anchors, positives = self.network(move_batch(x, self.device), move_batch(y, self.device))
         batch = EmbeddedBatch(anchors, positives, indices=indices)
         negatives = self._embedded_negatives(self.sampler.draw(batch, self.streams.negatives))
-        loss = batch_loss(
-            batch,
-            negatives,
-            tau=self.model.tau(),
-            form=self.config.loss.form,
-            symmetric=self.config.loss.symmetric,
-        )
+        loss = self.step_loss(batch, negatives, indices, self.model.tau())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.optim.grad_clip > 0:
@@ -179,6 +177,7 @@ class TrainingLoop:
             schedule=self.schedule.state_dict(),
             streams=streams if streams is not None else (self.stream_states(),),
             sampler=self.sampler.state_dict(),
+            estimator=self.step_loss.state_dict(),
             cursor=self.cursor.state(),
             config=self.config,
             anchor_shape=tuple(self.source.anchor_shape),
@@ -204,6 +203,7 @@ class TrainingLoop:
         self.streams.views.set_state(mine.views)
         self.streams.negatives.set_state(mine.negatives)
         self.sampler.load_state_dict(state.sampler)
+        self.step_loss.load_state_dict(state.estimator)
         self.cursor.restore(state.cursor)
         self.step = state.step
 
