@@ -1,0 +1,68 @@
+"""Text pair data for retrieval: WordNet, the KJV <-> WEB Bible, your own JSONL/TSV pairs; splits and qrels.
+
+- :mod:`crl.data.text.wordnet`: gloss <-> lemma list and example <-> gloss pairs (Debian ``wordnet-base``);
+- :mod:`crl.data.text.bible`: KJV -> WEB verse pairs mapped through SWORD (``sword-text-kjv``, ``sword-text-web``,
+  ``python3-sword``), exported once and cached;
+- :mod:`crl.data.text.pairs_file`: (query, positive, negatives) from ``.jsonl`` / ``.tsv``;
+- :mod:`crl.data.text.pairs`: :class:`TextPair`, the group-respecting :func:`split_pairs`, and
+  :class:`RetrievalTask` (queries, corpus, qrels);
+- :mod:`crl.data.text.source`: :class:`TextPairSource`, the tokenised pair source the training loop reads.
+
+Nothing downloads anything: every source reads files that Debian packages (or you) put on disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crl.data.text.bible import bible_pairs, default_cache_dir, export_bible, strip_osis
+from crl.data.text.pairs import RetrievalTask, Split, SplitFractions, TextPair, split_pairs
+from crl.data.text.pairs_file import read_pairs_file
+from crl.data.text.source import TextPairSource, item_ids
+from crl.data.text.wordnet import WORDNET_ROOT, WordnetPairs, parse_synset, wordnet_pairs
+
+__all__ = [
+    "WORDNET_ROOT",
+    "RetrievalTask",
+    "Split",
+    "SplitFractions",
+    "TextPair",
+    "TextPairSource",
+    "WordnetPairs",
+    "bible_pairs",
+    "default_cache_dir",
+    "export_bible",
+    "item_ids",
+    "load_split",
+    "parse_synset",
+    "read_pairs_file",
+    "split_pairs",
+    "strip_osis",
+    "wordnet_pairs",
+]
+
+
+def load_split(
+    source: str,
+    split: Split,
+    fractions: SplitFractions,
+    *,
+    wordnet_root: str | Path = WORDNET_ROOT,
+    wordnet_kind: WordnetPairs = "gloss_lemmas",
+    cache_dir: str | Path = "",
+    path: str | Path = "",
+) -> list[TextPair]:
+    """The pairs of one split of a text source: ``"wordnet"``, ``"bible"`` or ``"text_pairs"`` (a file).
+
+    Raises:
+        ValueError: for an unknown source, missing data (naming the Debian package), or a bad pairs file.
+    """
+    if source == "wordnet":
+        pairs = wordnet_pairs(wordnet_kind, wordnet_root)
+    elif source == "bible":
+        pairs = bible_pairs(Path(cache_dir) if cache_dir else None)
+    elif source == "text_pairs":
+        pairs = read_pairs_file(path)
+    else:
+        raise ValueError(f"text source {source!r} is not known; use 'wordnet', 'bible' or 'text_pairs'")
+    return split_pairs(pairs, fractions)[split]

