@@ -96,7 +96,6 @@ def load_transformer(path: str | Path = "") -> Any:
     folder = resolve_model_path(path)
     _force_offline()
     from transformers import AutoModel
-
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
