@@ -4,8 +4,10 @@ Retrieval ([A]'s criterion E(s) and the usual ranking metrics): every held-out a
 gallery of all held-out positives g(y_j) by the score s = <f(x), g(y)>; its positive is y_i (index-matched).
 Fashion-MNIST: the 10,000 test images, as two augmented views drawn once with a generator seeded by
 ``eval.seed``, or as left/right halves; your own arrays (``source = "arrays"``): their held-out pairs. The
-metrics (recall@k, MRR, nDCG@k, MAP, AUC with standard errors) come from
-:func:`crl.metrics.retrieval.retrieval_metrics`.
+metrics (accuracy@k, MRR, nDCG@k, MAP, AUC with standard errors) come from
+:func:`crl.metrics.retrieval.retrieval_metrics`. Class retrieval (labelled data): each test image f(x) queries the
+other test images, those of its class relevant (:func:`crl.metrics.ir.class_retrieval`: accuracy, precision
+and recall@k, MRR@10, nDCG@10, MAP@100 as sentence-transformers defines them).
 
 Class accuracy (labelled data): embeddings f(x) (:func:`crl.models.embed`) of the anchor view of every train and
 test image (the clean image for two views, the left half for halves), scored by the weighted kNN monitor and the
@@ -23,6 +25,7 @@ from typing import Any, Literal
 import torch
 
 from crl.metrics.classification import knn_accuracy, linear_probe_accuracy
+from crl.metrics.ir import DEFAULT_KS, class_retrieval
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
 from crl.train.build import build_model, derive_generator
@@ -51,6 +54,7 @@ class EvalResult:
         knn_accuracy: weighted kNN class accuracy on the test split, or ``None`` without labels.
         probe_accuracy: linear-probe accuracy, or ``None`` (no labels, or the probe is off).
         notes: why a figure was skipped, one line each (e.g. data without labels).
+        class_retrieval: IR metrics of class retrieval on the test split (``ndcg@10``, ...), or ``None``.
     """
 
     checkpoint: Path
@@ -59,6 +63,7 @@ class EvalResult:
     knn_accuracy: float | None
     probe_accuracy: float | None
     notes: tuple[str, ...] = ()
+    class_retrieval: dict[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A flat JSON-able dict (the content of eval.json)."""
@@ -69,6 +74,7 @@ class EvalResult:
             "gallery_size": self.retrieval.gallery_size,
         }
         out.update(self.retrieval.as_flat_dict())
+        out.update({f"class_{name}": value for name, value in (self.class_retrieval or {}).items()})
         out["knn_accuracy"] = self.knn_accuracy
         out["probe_accuracy"] = self.probe_accuracy
         return out
@@ -124,7 +130,20 @@ def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult
     )
     knn, probe = _class_accuracy(model, config, chosen)
     notes = () if knn is not None else (_no_labels_note(config),)
-    return EvalResult(checkpoint_path, step, retrieval, knn, probe, notes)
+    class_ir = _class_retrieval(model, config, chosen)
+    return EvalResult(checkpoint_path, step, retrieval, knn, probe, notes, class_retrieval=class_ir)
+
+
+def _class_retrieval(model: DualEncoder, config: TrainConfig, device: torch.device) -> dict[str, float] | None:
+    """IR metrics of class retrieval within the labelled test split (None without labels); cut-offs above
+    the n - 1 other items are lowered to n - 1."""
+    test = labelled_inputs(config.data, "test")
+    if test is None or len(test.labels) < 2:
+        return None
+    features = embed(model.encode_anchors, test.inputs, batch_size=config.eval.batch_size, device=device)
+    top = len(test.labels) - 1
+    ks = {name: tuple(sorted({min(k, top) for k in values})) for name, values in DEFAULT_KS.items()}
+    return class_retrieval(features, test.labels, ks=ks).as_flat_dict()
 
 
 def _no_labels_note(config: TrainConfig) -> str:

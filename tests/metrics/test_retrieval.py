@@ -21,13 +21,14 @@ def _brute_force(
     scores: np.ndarray, positive: np.ndarray, valid: np.ndarray, ks: tuple[int, ...]
 ) -> dict[str, np.ndarray]:
     """Per-query metrics from a full sort by (score descending, negatives before positives at ties)."""
-    out: dict[str, list] = {"hit": [], "rr": [], "ndcg": [], "ap": [], "auc": []}
+    out: dict[str, list] = {"hit": [], "rr": [], "ndcg": [], "ap": [], "auc": [], "recall": []}
     for q in range(scores.shape[0]):
         items = [j for j in range(scores.shape[1]) if valid[q, j]]
         order = sorted(items, key=lambda j, q=q: (-scores[q, j], bool(positive[q, j])))
         relevant = [bool(positive[q, j]) for j in order]
         ranks = [i + 1 for i, r in enumerate(relevant) if r]
         out["hit"].append([float(ranks[0] <= k) for k in ks])
+        out["recall"].append([sum(r <= k for r in ranks) / len(ranks) for k in ks])
         out["rr"].append(1.0 / ranks[0])
         ideal = [sum(1.0 / math.log2(i + 1) for i in range(1, min(len(ranks), k) + 1)) for k in ks]
         dcg = [sum(1.0 / math.log2(r + 1) for r in ranks if r <= k) for k in ks]
@@ -46,6 +47,7 @@ def _assert_matches(per_query, reference: dict[str, np.ndarray]) -> None:
     np.testing.assert_allclose(per_query.ndcg_at_k.numpy(), reference["ndcg"], atol=1e-12)
     np.testing.assert_allclose(per_query.average_precision.numpy(), reference["ap"], atol=1e-12)
     np.testing.assert_allclose(per_query.auc.numpy(), reference["auc"], atol=1e-12)
+    np.testing.assert_allclose(per_query.recall_at_k.numpy(), reference["recall"], atol=1e-12)
 
 
 def _integer_embeddings(rng: np.random.Generator, n: int, d: int, levels: int) -> torch.Tensor:
@@ -111,7 +113,16 @@ def test_index_mode_equals_labels_mode_with_unique_labels() -> None:
     by_label = retrieval_per_query(
         q, g, query_labels=torch.arange(50), gallery_labels=torch.argsort(perm), ks=(1, 3, 50)
     )
-    for name in ("hit_at_k", "reciprocal_rank", "ndcg_at_k", "average_precision", "auc", "n_negatives"):
+    names = (
+        "hit_at_k",
+        "reciprocal_rank",
+        "ndcg_at_k",
+        "average_precision",
+        "auc",
+        "n_negatives",
+        "recall_at_k",
+    )
+    for name in names:
         torch.testing.assert_close(getattr(by_index, name), getattr(by_label, name), rtol=0, atol=1e-12)
 
 
@@ -154,7 +165,7 @@ def test_report_means_and_standard_errors() -> None:
     assert report.auc.mean == pytest.approx(auc.mean(), abs=1e-12)
     assert report.auc.se == pytest.approx(auc.std(ddof=1) / math.sqrt(40), abs=1e-12)
     hits5 = per_query.hit_at_k[:, 1].numpy()
-    assert report.recall_at_k[5].mean == pytest.approx(hits5.mean(), abs=1e-12)
+    assert report.accuracy_at_k[5].mean == pytest.approx(hits5.mean(), abs=1e-12)
     assert report.ks == (1, 5) and report.n_queries == 40 and report.mean_positives == 1.0
     flat = report.as_flat_dict()
     assert flat["map"] == report.mean_average_precision.mean and flat["ndcg@5_se"] == report.ndcg_at_k[5].se
@@ -208,7 +219,7 @@ def test_property_perfect_embedding_scores_one_everywhere(
     k = min(k, len(labels))
     report = retrieval_metrics(z, z, query_labels=labels, gallery_labels=labels, ks=(1, k))
     values = [report.mrr.mean, report.mean_average_precision.mean, report.auc.mean]
-    values += [e.mean for e in report.recall_at_k.values()] + [e.mean for e in report.ndcg_at_k.values()]
+    values += [e.mean for e in report.accuracy_at_k.values()] + [e.mean for e in report.ndcg_at_k.values()]
     assert values == [1.0] * len(values)
 
 
@@ -216,7 +227,7 @@ def test_constant_embedding_is_not_rewarded_by_ties() -> None:
     """All scores equal: pessimistic ranks put the positive last, and the AUC is exactly 1/2."""
     z = torch.ones(10, 3)
     report = retrieval_metrics(z, z, positive_index=torch.arange(10), ks=(1, 9))
-    assert report.recall_at_k[1].mean == 0.0 and report.recall_at_k[9].mean == 0.0
+    assert report.accuracy_at_k[1].mean == 0.0 and report.accuracy_at_k[9].mean == 0.0
     assert report.mrr.mean == pytest.approx(0.1) and report.auc.mean == 0.5
 
 
@@ -239,7 +250,7 @@ def test_large_gallery_runs_in_chunks_without_an_n_by_n_matrix() -> None:
         m = 2000
         many = retrieval_metrics(z[:m], y[:m], query_labels=labels[:m], gallery_labels=labels[:m], chunk_size=64)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        print(peak - before, time.perf_counter() - t, report.recall_at_k[1].mean, many.auc.mean)
+        print(peak - before, time.perf_counter() - t, report.accuracy_at_k[1].mean, many.auc.mean)
         """
     )
     result = subprocess.run(

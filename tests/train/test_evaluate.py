@@ -13,8 +13,8 @@ from crl.train.data import heldout_pairs
 from tests.train.helpers import fit, tiny_config
 
 
-def test_eval_of_a_tiny_run_matches_a_brute_force_recall(tmp_path: Path) -> None:
-    """recall@1 of crl eval must equal the share of held-out anchors whose best-scoring positive is their own."""
+def test_eval_of_a_tiny_run_matches_a_brute_force_accuracy(tmp_path: Path) -> None:
+    """accuracy@1 of crl eval must equal the share of held-out anchors whose best-scoring positive is their own."""
     config = tiny_config(tmp_path, "eval", optim={"total_steps": 10, "warmup_steps": 2})
     result = fit(config)
     assert resolve_checkpoint(config.run_dir) == result.checkpoint
@@ -26,9 +26,11 @@ def test_eval_of_a_tiny_run_matches_a_brute_force_recall(tmp_path: Path) -> None
     gallery = embed(model.encode_positives, pairs.y, batch_size=50, device=torch.device("cpu")).double()
     scores = queries @ gallery.T
     own = scores.diagonal().unsqueeze(1)
-    brute_recall = float(
+    brute_accuracy = float(
         ((scores >= own).sum(dim=1) == 1).double().mean()
     )  # ties count against (pessimistic)
     assert step == written["step"] == 10 and written["n_queries"] == written["gallery_size"] == 359
-    assert written["recall@1"] == pytest.approx(brute_recall, abs=1e-9)
+    assert written["accuracy@1"] == pytest.approx(brute_accuracy, abs=1e-9)
+    assert written["recall@1"] == written["accuracy@1"]  # one positive per query: the same number
+    assert 0.0 < written["class_ndcg@10"] <= 1.0 and 0.0 < written["class_map@100"] <= 1.0
     assert 0.0 <= written["knn_accuracy"] <= 1.0 and 0.0 <= written["probe_accuracy"] <= 1.0

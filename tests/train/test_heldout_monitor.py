@@ -24,13 +24,13 @@ def test_heldout_rows_and_events_without_changing_the_run(tmp_path: Path) -> Non
     result, reference = fit(watched), fit(plain)
     assert result.checkpoint.read_bytes() == reference.checkpoint.read_bytes()
     rows = [json.loads(line) for line in (watched.run_dir / "metrics.jsonl").read_text().splitlines()]
-    heldout = [row for row in rows if "heldout/recall@1" in row]
+    heldout = [row for row in rows if "heldout/accuracy@1" in row]
     assert [row["step"] for row in heldout] == [5, 10]
-    assert all(0.0 <= row["heldout/recall@1"] <= row["heldout/mrr"] <= 1.0 for row in heldout)
-    assert result.metrics["heldout/recall@1"] == heldout[-1]["heldout/recall@1"]
+    assert all(0.0 <= row["heldout/accuracy@1"] <= row["heldout/mrr"] <= 1.0 for row in heldout)
+    assert result.metrics["heldout/accuracy@1"] == heldout[-1]["heldout/accuracy@1"]
     events = EventAccumulator(str(watched.run_dir / "tensorboard"))
     events.Reload()
-    assert {"heldout/recall@1", "heldout/mrr", "train/loss"} <= set(events.Tags()["scalars"])
+    assert {"heldout/accuracy@1", "heldout/mrr", "train/loss"} <= set(events.Tags()["scalars"])
 
 
 def test_rank_of_positive_counts_ties_against_the_query() -> None:

@@ -26,7 +26,7 @@ def evaluate(
     ] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
 ) -> None:
-    """Held-out retrieval (recall@k, MRR, nDCG@10, MAP, AUC) and kNN / linear-probe accuracy of a checkpoint."""
+    """Held-out retrieval (accuracy@k, MRR, nDCG@10, MAP, AUC), class retrieval and kNN / probe accuracy."""
     raise typer.Exit(eval_command(checkpoint, out=out, device=device))
 
 
@@ -61,11 +61,13 @@ def result_table(result: EvalResult) -> Table:
     table.add_column("value", justify="right", no_wrap=True)
     report = result.retrieval
     table.add_row("queries / gallery", f"{report.n_queries} / {report.gallery_size}")
-    rows = [(f"recall@{k}", e) for k, e in report.recall_at_k.items()] + [("MRR", report.mrr)]
+    rows = [(f"accuracy@{k}", e) for k, e in report.accuracy_at_k.items()] + [("MRR", report.mrr)]
     rows += [(f"nDCG@{k}", e) for k, e in report.ndcg_at_k.items()]
     rows += [("MAP", report.mean_average_precision), ("AUC E(s)", report.auc)]
     for name, estimate in rows:
         table.add_row(name, f"{estimate.mean:.4f} ± {estimate.se:.4f}")
+    for name, value in (result.class_retrieval or {}).items():
+        table.add_row(f"class retrieval {name}", f"{value:.4f}")
     if result.knn_accuracy is not None:
         table.add_row("kNN accuracy", f"{result.knn_accuracy:.4f}")
     if result.probe_accuracy is not None:

@@ -34,7 +34,14 @@ import numpy as np
 
 from crl.search import Index
 
-__all__ = ["DEFAULT_KS", "IRReport", "evaluate_index", "ir_metrics_from_ranking", "label_relevance"]
+__all__ = [
+    "DEFAULT_KS",
+    "IRReport",
+    "class_retrieval",
+    "evaluate_index",
+    "ir_metrics_from_ranking",
+    "label_relevance",
+]
 
 DEFAULT_KS: dict[str, tuple[int, ...]] = {
     "accuracy": (1, 3, 5, 10),
@@ -302,3 +309,19 @@ class _Relevance:
         if own is not None:
             counts = counts - ((own >= 0) & (corpus_labels[np.maximum(own, 0)] == query_labels))
         return flags, counts
+
+
+def class_retrieval(
+    embeddings: Any, labels: Any, *, ks: Mapping[str, Sequence[int]] | None = None, batch_size: int = 1024
+) -> IRReport:
+    """Class-relevance retrieval within one labelled set: each item queries all the others by inner product
+    (an exact flat index, its own item removed); the items sharing its label are relevant."""
+    matrix = np.asarray(embeddings.detach().cpu() if hasattr(embeddings, "detach") else embeddings)
+    query_labels, corpus_labels = label_relevance(labels, labels)
+    if matrix.ndim != 2 or matrix.shape[0] != query_labels.shape[0]:
+        raise ValueError(f"embeddings {matrix.shape} and labels {query_labels.shape} need one row per item")
+    index = Index.build(matrix, metric="ip")
+    own = np.arange(matrix.shape[0])
+    return evaluate_index(
+        index, matrix, labels=(query_labels, corpus_labels), self_ids=own, ks=ks, batch_size=batch_size
+    )

@@ -1,4 +1,4 @@
-"""Retrieval metrics of queries against a gallery: recall@k, MRR, nDCG@k, MAP and the AUC E(s).
+"""Retrieval metrics of queries against a gallery: accuracy@k, recall@k, MRR, nDCG@k, MAP and the AUC E(s).
 
 Score. The score of query q against gallery item g is the dot product s(q, g) = <q, g> (docs/theory.md section 1,
 two-tower s = <f(x), g(y)>). Normalise the embeddings first if cosine similarity is wanted.
@@ -8,10 +8,10 @@ x_i), or many: gallery item j is a positive of query i iff ``query_labels[i] == 
 other gallery item is a negative, except the query's own item when queries and gallery are the same set
 (``exclude_self`` / ``query_ids``), which is removed from that query's ranking altogether.
 
-Tie convention (stated once, used everywhere):
+Tie convention (stated once, used everywhere; :mod:`crl.metrics.ir` follows the same rule):
 
-- Ranking metrics (recall@k, MRR, nDCG@k, MAP) are pessimistic: among equal scores, negatives are ranked
-  before positives. The r-th best positive of a query (r = 1..P) then has rank
+- Ranking metrics (accuracy@k, recall@k, MRR, nDCG@k, MAP) are pessimistic: among equal scores, negatives
+  are ranked before positives. The r-th best positive of a query (r = 1..P) then has rank
   ``R_r = r + #{negatives g : s(q, g) >= s(q, pos_r)}``. A constant embedding therefore scores as badly as
   it deserves instead of being rewarded by lucky tie-breaking.
 - The AUC counts ties one half, as in [A]'s retrieval criterion (docs/theory.md section 3):
@@ -19,8 +19,10 @@ Tie convention (stated once, used everywhere):
 
 Definitions, per query with P positives, N negatives and pessimistic ranks R_1 < ... < R_P:
 
-- hit@k = 1[R_1 <= k]; recall@k is its mean over queries (the fraction of queries with at least one
-  positive in the top k).
+- hit@k = 1[R_1 <= k]; accuracy@k is its mean over queries (the fraction of queries with at least one
+  positive in the top k; crl called it recall@k before it followed sentence-transformers' names).
+- recall@k = #{r : R_r <= k} / P, the share of the query's positives in its top k (sentence-transformers'
+  recall@k); with one positive per query it equals hit@k.
 - reciprocal rank = 1 / R_1; MRR is its mean.
 - DCG@k = sum_{r: R_r <= k} 1 / log2(R_r + 1), IDCG@k = sum_{i=1}^{min(P, k)} 1 / log2(i + 1),
   nDCG@k = DCG@k / IDCG@k (binary relevance).
@@ -60,13 +62,14 @@ class PerQueryRetrieval:
 
     Attributes:
         ks: the cut-offs k, ascending.
-        hit_at_k: (n_queries, len(ks)), 1.0 where a positive is within the top k.
+        hit_at_k: (n_queries, len(ks)), 1.0 where a positive is within the top k (accuracy@k).
         reciprocal_rank: (n_queries,), 1 / R_1.
         ndcg_at_k: (n_queries, len(ks)), nDCG@k with binary relevance.
         average_precision: (n_queries,), AP over all positives of the query.
         auc: (n_queries,), the query's AUC (ties 1/2).
         n_positives: (n_queries,) int64, P per query.
         n_negatives: (n_queries,) int64, N per query.
+        recall_at_k: (n_queries, len(ks)), the share of the query's positives within the top k.
     """
 
     ks: tuple[int, ...]
@@ -77,6 +80,7 @@ class PerQueryRetrieval:
     auc: Tensor
     n_positives: Tensor
     n_negatives: Tensor
+    recall_at_k: Tensor
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ class RetrievalReport:
         n_queries: number of queries.
         gallery_size: number of gallery items (before any self-exclusion).
         ks: the cut-offs k, ascending.
-        recall_at_k: k -> fraction of queries with a positive in the top k.
+        accuracy_at_k: k -> fraction of queries with a positive in the top k.
+        recall_at_k: k -> mean share of a query's positives within its top k.
         mrr: mean reciprocal rank of the first positive.
         ndcg_at_k: k -> mean nDCG@k.
         mean_average_precision: MAP.
@@ -98,6 +103,7 @@ class RetrievalReport:
     n_queries: int
     gallery_size: int
     ks: tuple[int, ...]
+    accuracy_at_k: Mapping[int, Estimate]
     recall_at_k: Mapping[int, Estimate]
     mrr: Estimate
     ndcg_at_k: Mapping[int, Estimate]
@@ -106,9 +112,10 @@ class RetrievalReport:
     mean_positives: float
 
     def as_flat_dict(self) -> dict[str, float]:
-        """Flat ``{"recall@1": ..., "recall@1_se": ..., "mrr": ..., ...}`` for logging to metrics.jsonl."""
+        """Flat ``{"accuracy@1": ..., "accuracy@1_se": ..., "mrr": ..., ...}`` for logging to metrics.jsonl."""
         out: dict[str, float] = {}
-        named: list[tuple[str, Estimate]] = [(f"recall@{k}", e) for k, e in self.recall_at_k.items()]
+        named: list[tuple[str, Estimate]] = [(f"accuracy@{k}", e) for k, e in self.accuracy_at_k.items()]
+        named += [(f"recall@{k}", e) for k, e in self.recall_at_k.items()]
         named += [("mrr", self.mrr)]
         named += [(f"ndcg@{k}", e) for k, e in self.ndcg_at_k.items()]
         named += [("map", self.mean_average_precision), ("auc", self.auc)]
@@ -130,7 +137,8 @@ def retrieval_metrics(
     ks: Sequence[int] = (1, 5, 10),
     chunk_size: int | None = None,
 ) -> RetrievalReport:
-    """Recall@k, MRR, nDCG@k, MAP and AUC E(s) of ``queries`` against ``gallery``, with standard errors.
+    """Accuracy@k, recall@k, MRR, nDCG@k, MAP and AUC E(s) of ``queries`` against ``gallery``, with standard
+    errors.
 
     Args:
         queries: (n_queries, d) float embeddings, n_queries >= 2 (a standard error needs two).
@@ -141,7 +149,7 @@ def retrieval_metrics(
         query_ids: (n_queries,) integer; gallery index of each query's own item, removed from its ranking
             (-1: none).
         exclude_self: shorthand for ``query_ids = arange(n_queries)`` when the queries are the gallery.
-        ks: cut-offs for recall@k and nDCG@k, each in 1..gallery_size (sorted and de-duplicated).
+        ks: cut-offs for accuracy@k, recall@k and nDCG@k, each in 1..gallery_size (sorted and de-duplicated).
         chunk_size: queries per chunk; default keeps chunk_size * gallery_size near 2M elements.
 
     Returns:
@@ -153,7 +161,7 @@ def retrieval_metrics(
 
     Examples:
         >>> z = torch.nn.functional.normalize(torch.randn(100, 8), dim=1)
-        >>> retrieval_metrics(z, z, positive_index=torch.arange(100)).recall_at_k[1].mean
+        >>> retrieval_metrics(z, z, positive_index=torch.arange(100)).accuracy_at_k[1].mean
         1.0
     """
     if isinstance(queries, Tensor) and queries.dim() == 2 and queries.shape[0] < 2:
@@ -190,7 +198,8 @@ def summarise_retrieval(per_query: PerQueryRetrieval, *, gallery_size: int) -> R
         n_queries=n_queries,
         gallery_size=gallery_size,
         ks=per_query.ks,
-        recall_at_k={k: estimate(per_query.hit_at_k[:, i]) for i, k in enumerate(per_query.ks)},
+        accuracy_at_k={k: estimate(per_query.hit_at_k[:, i]) for i, k in enumerate(per_query.ks)},
+        recall_at_k={k: estimate(per_query.recall_at_k[:, i]) for i, k in enumerate(per_query.ks)},
         mrr=estimate(per_query.reciprocal_rank),
         ndcg_at_k={k: estimate(per_query.ndcg_at_k[:, i]) for i, k in enumerate(per_query.ks)},
         mean_average_precision=estimate(per_query.average_precision),
@@ -211,7 +220,7 @@ def retrieval_per_query(
     ks: Sequence[int] = (1, 5, 10),
     chunk_size: int | None = None,
 ) -> PerQueryRetrieval:
-    """Per-query hit@k, reciprocal rank, nDCG@k, AP and AUC; arguments as in ``retrieval_metrics``.
+    """Per-query hit@k, reciprocal rank, nDCG@k, AP, AUC and recall@k; arguments as in ``retrieval_metrics``.
 
     Computed chunk by chunk over the queries: peak memory O(chunk_size * gallery_size), never
     O(n_queries * gallery_size). Inputs are detached; nothing here is differentiable.
@@ -234,6 +243,7 @@ def retrieval_per_query(
     columns += [torch.empty(n_queries, n_ks, dtype=torch.float64)]
     columns += [torch.empty(n_queries, dtype=torch.float64) for _ in range(2)]
     columns += [torch.empty(n_queries, dtype=torch.int64) for _ in range(2)]
+    columns += [torch.empty(n_queries, n_ks, dtype=torch.float64)]
     with torch.no_grad():
         for start in range(0, n_queries, inputs.chunk_size):
             stop = min(start + inputs.chunk_size, n_queries)
@@ -280,7 +290,7 @@ def _single_positive(
     ndcg = hit / torch.log2(rank[:, None] + 1.0)
     auc = 1.0 - (above + 0.5 * (at_or_above - above)).double() / n_negatives.double()
     n_positives = torch.ones_like(n_negatives)
-    return hit, 1.0 / rank, ndcg, 1.0 / rank, auc, n_positives, n_negatives
+    return hit, 1.0 / rank, ndcg, 1.0 / rank, auc, n_positives, n_negatives, hit
 
 
 def _many_positives(
@@ -317,11 +327,12 @@ def _many_positives(
     discount = 1.0 / torch.log2(rank + 1.0)
     ndcg = torch.stack([(discount * (rank <= kk)).sum(1) for kk in ks], dim=1)
     ndcg = ndcg / _ideal_dcg(n_positives, ks)
+    recall = torch.stack([(rank <= kk).sum(1) for kk in ks], dim=1).double() / n_positives.double()[:, None]
     average_precision = (cum_pos / rank).sum(1) / n_positives.double()
     half_ties = torch.where(pos, neg_before.double() + 0.5 * (neg_through - neg_before).double(), 0.0)
     negatives_above = half_ties.sum(1)
     auc = 1.0 - negatives_above / (n_positives.double() * n_negatives.double())
-    return hit, 1.0 / first_rank, ndcg, average_precision, auc, n_positives, n_negatives
+    return hit, 1.0 / first_rank, ndcg, average_precision, auc, n_positives, n_negatives, recall
 
 
 def _ideal_dcg(n_positives: Tensor, ks: tuple[int, ...]) -> Tensor:

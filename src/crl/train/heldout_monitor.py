@@ -1,4 +1,4 @@
-"""A cheap held-out metric while a run trains (``[run] eval_every``): recall@1 and MRR on fixed held-out pairs.
+"""Held-out accuracy@1 and MRR on fixed held-out pairs while a run trains (``[run] eval_every``).
 
 Every ``eval_every`` steps rank 0 embeds the first ``eval_pairs`` held-out pairs of the run's data (the pairs
 ``crl eval`` uses, :func:`crl.train.data.heldout_pairs`) with the current model and ranks each anchor's gallery
@@ -27,7 +27,7 @@ def rank_of_positive(queries: Tensor, gallery: Tensor) -> Tensor:
 
 
 class HeldoutMonitor:
-    """Held-out recall@1 and MRR of a model on fixed pairs.
+    """Held-out accuracy@1 (hit rate at 1) and MRR of a model on fixed pairs.
 
     Args:
         pairs: the held-out pairs (all are used).
@@ -53,7 +53,7 @@ class HeldoutMonitor:
         )
 
     def __call__(self, model: DualEncoder) -> dict[str, float]:
-        """``{"heldout/recall@1": ..., "heldout/mrr": ...}`` of ``model`` (left in the mode it was in)."""
+        """``{"heldout/accuracy@1": ..., "heldout/mrr": ...}`` of ``model`` (left in the mode it was in)."""
         training = model.training
         model.eval()
         try:
@@ -67,6 +67,6 @@ class HeldoutMonitor:
             model.train(training)
         rank = rank_of_positive(queries.double(), gallery.double())
         return {
-            "heldout/recall@1": float((rank == 0).double().mean()),
+            "heldout/accuracy@1": float((rank == 0).double().mean()),
             "heldout/mrr": float((1.0 / (rank + 1).double()).mean()),
         }

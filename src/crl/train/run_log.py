@@ -76,7 +76,7 @@ class RunLog:
 
     def write(self, row: dict[str, float], *, prefix: str = "train/") -> None:
         """Append one row to metrics.jsonl (flushed) and its scalars to TensorBoard, under ``prefix`` unless a
-        name already has a section (``heldout/recall@1``)."""
+        name already has a section (``heldout/accuracy@1``)."""
         with self._full_disk_reported():
             self.handle.write(json.dumps(row) + "\n")
             self.handle.flush()
