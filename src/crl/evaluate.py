@@ -134,7 +134,9 @@ def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult
     return EvalResult(checkpoint_path, step, retrieval, knn, probe, notes, class_retrieval=class_ir)
 
 
-def _class_retrieval(model: DualEncoder, config: TrainConfig, device: torch.device) -> dict[str, float] | None:
+def _class_retrieval(
+    model: DualEncoder, config: TrainConfig, device: torch.device
+) -> dict[str, float] | None:
     """IR metrics of class retrieval within the labelled test split (None without labels); cut-offs above
     the n - 1 other items are lowered to n - 1."""
     test = labelled_inputs(config.data, "test")
