@@ -11,20 +11,24 @@ and recall@k, MRR@10, nDCG@10, MAP@100 as sentence-transformers defines them).
 
 Class accuracy (labelled data): embeddings f(x) (:func:`crl.models.embed`) of the anchor view of every train and
 test image (the clean image for two views, the left half for halves), scored by the weighted kNN monitor and the
-linear probe of :mod:`crl.metrics.classification`; skipped, with a note, for data without labels.
+linear probe of :mod:`crl.metrics.classification`; skipped, with a note, for data without labels. Beside them
+(:mod:`crl.metrics.class_report`, 95% intervals): the same two on the backbone features h before the projection
+head (SimCLR's evaluation; encoders with a ``representation`` method) and on the raw centred inputs, the baseline
+that a learned representation must beat, with each row's paired difference from that baseline.
 
 :func:`embed_array` embeds any array with a checkpoint's anchor or positive tower (``crl embed``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
-from crl.metrics.classification import knn_accuracy, linear_probe_accuracy
+from crl.metrics.class_report import PIXELS, ClassRow, centred_pixels, class_report
 from crl.metrics.ir import DEFAULT_KS, class_retrieval
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
@@ -54,6 +58,8 @@ class EvalResult:
         knn_accuracy: weighted kNN class accuracy on the test split, or ``None`` without labels.
         probe_accuracy: linear-probe accuracy, or ``None`` (no labels, or the probe is off).
         notes: why a figure was skipped, one line each (e.g. data without labels).
+        classes: kNN and probe rows of the embedding, the backbone features and the raw-pixel baseline, with
+            intervals and differences from the baseline (empty without labels).
         class_retrieval: IR metrics of class retrieval on the test split (``ndcg@10``, ...), or ``None``.
     """
 
@@ -63,6 +69,7 @@ class EvalResult:
     knn_accuracy: float | None
     probe_accuracy: float | None
     notes: tuple[str, ...] = ()
+    classes: tuple[ClassRow, ...] = ()
     class_retrieval: dict[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,7 +84,23 @@ class EvalResult:
         out.update({f"class_{name}": value for name, value in (self.class_retrieval or {}).items()})
         out["knn_accuracy"] = self.knn_accuracy
         out["probe_accuracy"] = self.probe_accuracy
+        for row in self.classes:
+            out.update(_class_row_dict(row))
         return out
+
+
+def _class_row_dict(row: ClassRow) -> dict[str, Any]:
+    """``{features}_{method}_accuracy``, its interval, and the difference from pixels with its interval."""
+    name = f"{row.features}_{row.method}"
+    out: dict[str, Any] = {
+        f"{name}_accuracy": row.interval.accuracy,
+        f"{name}_ci": [row.interval.low, row.interval.high],
+    }
+    if row.vs_pixels is not None:
+        out[f"{name}_minus_pixels"] = row.vs_pixels.difference
+        out[f"{name}_minus_pixels_ci"] = [row.vs_pixels.low, row.vs_pixels.high]
+        out[f"{name}_beats_pixels"] = row.beats_pixels
+    return out
 
 
 def load_trained_model(path: str | Path, device: torch.device) -> tuple[DualEncoder, TrainConfig, int]:
@@ -128,10 +151,19 @@ def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult
     retrieval = retrieval_metrics(
         queries, gallery, positive_index=torch.arange(queries.shape[0]), ks=config.eval.ks
     )
-    knn, probe = _class_accuracy(model, config, chosen)
-    notes = () if knn is not None else (_no_labels_note(config),)
+    classes = _class_rows(model, config, chosen)
+    knn, probe = _embedding_accuracy(classes, "knn"), _embedding_accuracy(classes, "probe")
+    notes = () if classes else (_no_labels_note(config),)
     class_ir = _class_retrieval(model, config, chosen)
-    return EvalResult(checkpoint_path, step, retrieval, knn, probe, notes, class_retrieval=class_ir)
+    return EvalResult(
+        checkpoint_path, step, retrieval, knn, probe, notes, tuple(classes), class_retrieval=class_ir
+    )
+
+
+def _embedding_accuracy(rows: list[ClassRow], method: str) -> float | None:
+    """The accuracy of the embedding f(x) by ``method``, or None when it was not computed."""
+    found = [row.interval.accuracy for row in rows if row.features == "embedding" and row.method == method]
+    return found[0] if found else None
 
 
 def _class_retrieval(
@@ -160,35 +192,34 @@ def _no_labels_note(config: TrainConfig) -> str:
     )
 
 
-def _class_accuracy(
-    model: DualEncoder, config: TrainConfig, device: torch.device
-) -> tuple[float | None, float | None]:
+def _class_rows(model: DualEncoder, config: TrainConfig, device: torch.device) -> list[ClassRow]:
+    """kNN and probe rows of f(x), of the backbone features h (when the encoder has them) and of raw pixels."""
     train, test = labelled_inputs(config.data, "train"), labelled_inputs(config.data, "test")
     if train is None or test is None:
-        return None, None
+        return []
     batch = config.eval.batch_size
-    train_features = embed(model.encode_anchors, train.inputs, batch_size=batch, device=device)
-    test_features = embed(model.encode_anchors, test.inputs, batch_size=batch, device=device)
-    knn = knn_accuracy(
-        train_features,
-        train.labels,
-        test_features,
-        test.labels,
-        k=min(config.eval.knn_k, train_features.shape[0]),
-        temperature=config.eval.knn_temperature,
-        n_classes=train.n_classes,
-    )
-    probe = None
-    if config.eval.linear_probe:
-        probe = linear_probe_accuracy(
-            train_features,
-            train.labels,
-            test_features,
-            test.labels,
-            max_iter=config.eval.probe_max_iter,
-            n_classes=train.n_classes,
+    encoders: dict[str, Callable[[Any], torch.Tensor]] = {"embedding": model.encode_anchors}
+    representation = getattr(getattr(model.anchor_encoder, "backbone", None), "representation", None)
+    if representation is not None:
+        encoders["backbone"] = representation
+    features = {
+        name: (
+            embed(encode, train.inputs, batch_size=batch, device=device),
+            embed(encode, test.inputs, batch_size=batch, device=device),
         )
-    return knn, probe
+        for name, encode in encoders.items()
+    }
+    features[PIXELS] = centred_pixels(train.inputs, test.inputs)
+    return class_report(
+        features,
+        train.labels,
+        test.labels,
+        n_classes=train.n_classes,
+        knn_k=config.eval.knn_k,
+        knn_temperature=config.eval.knn_temperature,
+        probe=config.eval.linear_probe,
+        probe_max_iter=config.eval.probe_max_iter,
+    )
 
 
 Tower = Literal["anchor", "positive"]

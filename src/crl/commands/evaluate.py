@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from crl.evaluate import EvalResult
+    from crl.metrics.class_report import ClassRow
 
 
 def evaluate(
@@ -53,7 +54,8 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
 
 
 def result_table(result: EvalResult) -> Table:
-    """The figures of an evaluation as a rich table (mean ± standard error where there is one)."""
+    """The figures of an evaluation as a rich table (mean ± standard error where there is one; class accuracies
+    with their 95% interval and their paired difference from the raw-pixel baseline)."""
     from rich.table import Table
 
     table = Table(title=f"crl eval (step {result.step})")
@@ -68,8 +70,24 @@ def result_table(result: EvalResult) -> Table:
         table.add_row(name, f"{estimate.mean:.4f} ± {estimate.se:.4f}")
     for name, value in (result.class_retrieval or {}).items():
         table.add_row(f"class retrieval {name}", f"{value:.4f}")
+    if result.classes:
+        for row in result.classes:
+            table.add_row(*_class_row_cells(row))
+        return table
     if result.knn_accuracy is not None:
         table.add_row("kNN accuracy", f"{result.knn_accuracy:.4f}")
     if result.probe_accuracy is not None:
         table.add_row("linear-probe accuracy", f"{result.probe_accuracy:.4f}")
     return table
+
+
+def _class_row_cells(row: ClassRow) -> tuple[str, str]:
+    """('kNN accuracy, backbone', '0.8712 [0.8646, 0.8776] vs pixels +0.0107 [+0.0052, +0.0162] above')."""
+    method = "kNN accuracy" if row.method == "knn" else "linear-probe accuracy"
+    interval = row.interval
+    value = f"{interval.accuracy:.4f} [{interval.low:.4f}, {interval.high:.4f}]"
+    if row.vs_pixels is not None:
+        verdict = {True: "above", False: "below", None: "overlaps"}[row.beats_pixels]
+        delta = row.vs_pixels
+        value += f" vs pixels {delta.difference:+.4f} [{delta.low:+.4f}, {delta.high:+.4f}] {verdict}"
+    return f"{method}, {row.features}", value

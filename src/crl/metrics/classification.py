@@ -4,6 +4,9 @@
   vote for their class with weight exp(s_j / T); the class with the largest total wins;
 - :func:`linear_probe_accuracy`: multinomial logistic regression (scikit-learn's objective with C = 1, solved by
   L-BFGS in torch) on standardised features, fit on train, scored on test.
+
+:func:`knn_predictions` and :func:`linear_probe_predictions` give the per-item predictions behind them, from which
+:mod:`crl.metrics.class_report` builds intervals and paired differences against a baseline.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from torch import Tensor
 
 from crl.models import project_to_sphere
 
-__all__ = ["knn_accuracy", "linear_probe_accuracy"]
+__all__ = ["knn_accuracy", "knn_predictions", "linear_probe_accuracy", "linear_probe_predictions"]
 
 
 def knn_accuracy(
@@ -45,21 +48,45 @@ def knn_accuracy(
     Returns:
         The fraction of test items whose prediction equals their label.
     """
+    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
+    predicted = knn_predictions(
+        train_features,
+        train_labels,
+        test_features,
+        k=k,
+        temperature=temperature,
+        n_classes=classes,
+        chunk_size=chunk_size,
+    )
+    return float((predicted == test_labels).double().mean())
+
+
+def knn_predictions(
+    train_features: Tensor,
+    train_labels: Tensor,
+    test_features: Tensor,
+    *,
+    k: int = 20,
+    temperature: float = 0.07,
+    n_classes: int | None = None,
+    chunk_size: int = 512,
+) -> Tensor:
+    """The (M,) classes predicted by the weighted cosine kNN of :func:`knn_accuracy` for each test item."""
     if not 1 <= k <= train_features.shape[0]:
         raise ValueError(f"k = {k} must be between 1 and the {train_features.shape[0]} train items")
     if temperature <= 0:
         raise ValueError(f"temperature = {temperature} must be > 0")
-    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
+    classes = n_classes if n_classes is not None else int(train_labels.max()) + 1
     bank = project_to_sphere(train_features.float())
     queries = project_to_sphere(test_features.float())
-    correct = 0
+    predicted = []
     for start in range(0, queries.shape[0], chunk_size):
         similarity = queries[start : start + chunk_size] @ bank.T
         top, index = similarity.topk(k, dim=1)
         votes = torch.zeros(top.shape[0], classes)
         votes.scatter_add_(1, train_labels[index], torch.exp(top / temperature))
-        correct += int((votes.argmax(dim=1) == test_labels[start : start + chunk_size]).sum())
-    return correct / queries.shape[0]
+        predicted.append(votes.argmax(dim=1))
+    return torch.cat(predicted)
 
 
 def linear_probe_accuracy(
@@ -79,6 +106,22 @@ def linear_probe_accuracy(
     float64 for at most ``max_iter`` iterations.
     """
     classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
+    predicted = linear_probe_predictions(
+        train_features, train_labels, test_features, max_iter=max_iter, n_classes=classes
+    )
+    return float((predicted == test_labels).double().mean())
+
+
+def linear_probe_predictions(
+    train_features: Tensor,
+    train_labels: Tensor,
+    test_features: Tensor,
+    *,
+    max_iter: int = 200,
+    n_classes: int | None = None,
+) -> Tensor:
+    """The (M,) classes predicted by the probe of :func:`linear_probe_accuracy` for each test item."""
+    classes = n_classes if n_classes is not None else int(train_labels.max()) + 1
     train = train_features.double()
     mean, std = train.mean(dim=0), train.std(dim=0, unbiased=False).clamp_min(1e-12)
     z_train, z_test = (train - mean) / std, (test_features.double() - mean) / std
@@ -102,5 +145,4 @@ def linear_probe_accuracy(
 
     optimizer.step(objective)
     with torch.no_grad():
-        predictions = (z_test @ weight + bias).argmax(dim=1)
-    return float((predictions == test_labels).double().mean())
+        return (z_test @ weight + bias).argmax(dim=1)

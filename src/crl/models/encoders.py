@@ -102,6 +102,11 @@ class MLP(nn.Module):
         self.in_features = in_features
         init_parameters(self, generator)
 
+    def representation(self, x: Tensor) -> Tensor:
+        """h, the features before the last Linear (the flattened input when ``hidden`` is empty): (n, ...) ->
+        (n, hidden[-1])."""
+        return self.net[:-1](x.reshape(x.shape[0], -1))
+
     def forward(self, x: Tensor) -> Tensor:
         """Embed a batch: (n, ...) with prod(...) = in_features -> (n, out_features)."""
         return self.net(x.reshape(x.shape[0], -1))
@@ -110,9 +115,12 @@ class MLP(nn.Module):
 class SmallCNN(nn.Module):
     """A small convolutional encoder for grey-scale images (28x28 Fashion-MNIST, or halves 28x14).
 
-    Architecture: for each width c in ``channels``: Conv3x3(c) -> ReLU -> MaxPool2 (halving H and W);
-    then flatten -> Linear(hidden) -> ReLU -> Linear(out_features). No batch normalisation, so a batch's
-    embeddings do not depend on each other and data-parallel training equals single-process training.
+    Architecture: for each width c in ``channels``: Conv3x3(c) [-> BatchNorm2d(c)] -> ReLU -> MaxPool2 (halving
+    H and W); then the representation h: the feature maps flattened (``pool="flatten"``) or averaged over H x W
+    (``pool="mean"``, global average pooling, h of size channels[-1]); then the projection head
+    Linear(hidden) -> ReLU -> Linear(out_features) (SimCLR's h and z = g(h); :meth:`representation` gives h).
+    Without batch normalisation (the default) a batch's embeddings do not depend on each other and data-parallel
+    training equals single-process training; with it, each process normalises its own batch in training mode.
 
     Args:
         image_shape: (H, W) of the inputs; inputs are (n, C, H, W), or (n, H, W) when C = 1.
@@ -120,6 +128,8 @@ class SmallCNN(nn.Module):
         channels: convolution widths, one pooling stage each.
         hidden: width of the fully connected layer.
         in_channels: C, the input channels (1 for grey-scale).
+        batch_norm: BatchNorm2d after every convolution.
+        pool: "flatten" or "mean" (global average pooling), how the last feature maps become h.
         generator: source of the initial weights.
 
     Examples:
@@ -136,11 +146,15 @@ class SmallCNN(nn.Module):
         hidden: int = 128,
         in_channels: int = 1,
         *,
+        batch_norm: bool = False,
+        pool: Literal["flatten", "mean"] = "flatten",
         generator: torch.Generator,
     ) -> None:
         super().__init__()
         height, width = image_shape
         _check_positive_int("in_channels", in_channels)
+        if pool not in ("flatten", "mean"):
+            raise ValueError(f"pool = {pool!r} is not known; use 'flatten' or 'mean' (global average pooling)")
         _check_positive_int("out_features", out_features)
         _check_positive_int("hidden", hidden)
         if not channels:
@@ -148,7 +162,8 @@ class SmallCNN(nn.Module):
         stages: list[nn.Module] = []
         for c in channels:
             _check_positive_int("channel width", c)
-            stages += [nn.Conv2d(in_channels, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+            norm: list[nn.Module] = [nn.BatchNorm2d(c)] if batch_norm else []
+            stages += [nn.Conv2d(in_channels, c, 3, padding=1), *norm, nn.ReLU(), nn.MaxPool2d(2)]
             in_channels = c
             height, width = height // 2, width // 2
         if height < 1 or width < 1:
@@ -157,20 +172,26 @@ class SmallCNN(nn.Module):
                 "use fewer channels entries"
             )
         self.features = nn.Sequential(*stages)
-        self.head = nn.Sequential(
+        self.pool = pool
+        self.head = nn.Sequential(  # Flatten (a no-op on h) keeps the state_dict keys of older checkpoints
             nn.Flatten(),
-            nn.Linear(in_channels * height * width, hidden),
+            nn.Linear(in_channels * (height * width if pool == "flatten" else 1), hidden),
             nn.ReLU(),
             nn.Linear(hidden, out_features),
         )
         self.image_shape = image_shape
         init_parameters(self, generator)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Embed a batch of images (n, C, H, W) (or (n, H, W) when C = 1) -> (n, out_features)."""
+    def representation(self, x: Tensor) -> Tensor:
+        """h, the backbone features before the projection head: (n, C, H, W) or (n, H, W) -> (n, size of h)."""
         if x.dim() == 3:
             x = x.unsqueeze(1)
-        return self.head(self.features(x))
+        maps = self.features(x)
+        return maps.flatten(1) if self.pool == "flatten" else maps.mean(dim=(2, 3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Embed a batch of images (n, C, H, W) (or (n, H, W) when C = 1) -> (n, out_features): z = head(h)."""
+        return self.head(self.representation(x))
 
 
 class Encoder(nn.Module):

@@ -95,6 +95,8 @@ def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torc
         config.channels,
         config.hidden,
         in_channels,
+        batch_norm=config.batch_norm,
+        pool=config.pool,
         generator=generator,
     )
 

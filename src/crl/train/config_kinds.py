@@ -214,6 +214,12 @@ class CnnModel(_ModelSection):
         description="Convolution widths, one 2x pooling each.",
     )
     hidden: int = Field(default=128, ge=1, description="Width of the fully connected layer.")
+    batch_norm: bool = Field(default=False, description="BatchNorm2d after every convolution.")
+    pool: Literal["flatten", "mean"] = Field(
+        default="flatten",
+        description="How the last feature maps become the representation h: flattened, or averaged over "
+        "H x W (global average pooling).",
+    )
 
 
 class BagModel(_ModelSection):
