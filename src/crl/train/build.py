@@ -20,6 +20,7 @@ from crl.data.source import PairSource
 from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature, TokenBag
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
 from crl.train.config import CnnModel, LossConfig, MlpModel, ModelConfig, OptimConfig, TrainConfig
+from crl.train.config_kinds import MiniLMModel
 from crl.train.estimator import pool_size_of
 
 __all__ = [
@@ -81,6 +82,8 @@ class Streams:
 def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
     if isinstance(config, MlpModel):
         return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
+    if isinstance(config, MiniLMModel):
+        return _minilm(config)
     if not isinstance(config, CnnModel):
         return TokenBag(config.vocab_size, config.token_dim, config.embedding_dim, generator=generator)
     if len(input_shape) not in (2, 3):
@@ -99,6 +102,19 @@ def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torc
         pool=config.pool,
         generator=generator,
     )
+
+
+def _minilm(config: MiniLMModel) -> nn.Module:
+    """The pretrained MiniLM of ``[model] path`` (offline); its width must be ``embedding_dim``."""
+    from crl.models.minilm import MiniLM
+
+    backbone = MiniLM(config.path)
+    if backbone.dim != config.embedding_dim:
+        raise ValueError(
+            f"model.embedding_dim = {config.embedding_dim} but the MiniLM at {str(backbone.source_path)!r} embeds "
+            f"into {backbone.dim} dimensions; set model.embedding_dim = {backbone.dim}"
+        )
+    return backbone
 
 
 def build_model(

@@ -165,6 +165,12 @@ class OptimConfig(Section):
     grad_clip: float = Field(
         default=1.0, ge=0, description="Clip the global gradient L2 norm to this value (0: off)."
     )
+    chunk_size: int = Field(
+        default=0,
+        ge=0,
+        description="GradCache: embed the batch this many inputs at a time without a graph, take the exact "
+        "loss, then backpropagate chunk by chunk (memory of one chunk, same gradients; 0: off, one graph).",
+    )
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> OptimConfig:

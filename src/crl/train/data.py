@@ -40,10 +40,10 @@ from crl.train.config import (
     SyntheticData,
     TrainConfig,
 )
-from crl.train.config_kinds import ImageData
+from crl.train.config_kinds import ImageData, TextData
 from crl.train.data_arrays import read_split
 
-__all__ = ["LabelledInputs", "build_source", "heldout_pairs", "labelled_inputs"]
+__all__ = ["LabelledInputs", "build_source", "heldout_pairs", "labelled_inputs", "text_source"]
 
 Split = Literal["train", "test"]
 
@@ -100,11 +100,33 @@ def _synthetic_pairs(config: SyntheticData, count: int, generator: torch.Generat
     return SyntheticPairs(_truth(config), count, generator, dtype=torch.float32)  # type: ignore[arg-type]
 
 
+def text_source(config: TextData, split: Split = "train") -> PairSource:
+    """The tokenised pairs of one split of a text source (``split="test"``: the held-out test split)."""
+    from crl.data.text import SplitFractions, TextPairSource, load_split
+    from crl.models.minilm import load_tokenizer
+
+    fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
+    pairs = load_split(
+        config.source,
+        split,
+        fractions,
+        wordnet_root=getattr(config, "root", ""),
+        wordnet_kind=getattr(config, "pairs", "gloss_lemmas"),
+        cache_dir=getattr(config, "cache_dir", ""),
+        path=getattr(config, "path", ""),
+    )
+    if split == "train" and config.n_train > 0:
+        pairs = pairs[: config.n_train]
+    return TextPairSource(pairs, load_tokenizer(config.tokenizer), config.max_seq_length)
+
+
 def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> PairSource:
     """The training pair source of ``[data]`` (``split="test"`` gives the held-out images' source).
 
     Synthetic training pairs are drawn once from the "data" stream of ``seed``.
     """
+    if isinstance(config, TextData):
+        return text_source(config, split)
     if isinstance(config, ArraysData):
         return read_split(config, split)
     if isinstance(config, SyntheticData):
@@ -120,6 +142,11 @@ def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> Pa
 def heldout_pairs(config: TrainConfig) -> PairedArrays:
     """The fixed held-out pairs: two views of each test image drawn with the ``eval.seed`` generator, the
     halves of each test image, n_heldout fresh synthetic pairs, or the held-out part of your arrays."""
+    if isinstance(config.data, TextData):
+        raise ValueError(
+            f"[data] source = {config.data.source!r}: text is evaluated by retrieval with qrels "
+            "(crl.data.text.evaluate_retrieval, benchmarks/text_retrieval.py), not by crl eval; set run.eval_every = 0"
+        )
     if isinstance(config.data, ArraysData):
         return read_split(config.data, "test")
     if isinstance(config.data, SyntheticData):
@@ -134,7 +161,7 @@ def heldout_pairs(config: TrainConfig) -> PairedArrays:
 
 def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
     """Anchor-view inputs and labels of a split (``None`` for synthetic data, and arrays without labels)."""
-    if isinstance(config, SyntheticData):
+    if isinstance(config, SyntheticData | TextData):
         return None
     if isinstance(config, ArraysData):
         return _labelled_arrays(config, split)

@@ -18,6 +18,7 @@ from crl.negatives import EmbeddedBatch, Negatives
 from crl.objectives import MovingAverageState, cosine_gamma, moving_average_loss
 from crl.objectives.moving_average import GammaLike
 from crl.train.config import LossConfig
+from crl.train.false_negatives import FalseNegativeIds
 from crl.train.loss import batch_loss
 
 __all__ = ["StepLoss", "gamma_of", "pool_size_of"]
@@ -90,7 +91,14 @@ class StepLoss:
             self.state = MovingAverageState(n_items, device=device)
             self.gamma = gamma_of(config, total_steps)
 
-    def __call__(self, batch: EmbeddedBatch, negatives: Negatives, item_ids: Tensor, tau: Tensor) -> Tensor:
+    def __call__(
+        self,
+        batch: EmbeddedBatch,
+        negatives: Negatives,
+        item_ids: Tensor,
+        tau: Tensor,
+        false_negatives: FalseNegativeIds | None = None,
+    ) -> Tensor:
         """The mean loss of ``batch`` (anchors with training-set ids ``item_ids``) against embedded ``negatives``.
 
         fastclip updates u_i of the batch's items (one step of the gamma schedule) and returns the moving-average
@@ -98,7 +106,9 @@ class StepLoss:
         """
         config = self.config
         if self.state is None:
-            return batch_loss(batch, negatives, tau=tau, form=config.form, symmetric=config.symmetric)
+            return batch_loss(
+                batch, negatives, tau=tau, form=config.form, symmetric=config.symmetric, ids=false_negatives
+            )
         if negatives.kind != "embeddings" or negatives.regime != "shared" or negatives.y is None:
             raise ValueError(
                 f"estimator = 'fastclip' needs embedded shared negatives, got kind {negatives.kind!r} of "

@@ -30,6 +30,8 @@ from crl.train.checkpoint import StreamStates, TrainState, load_optimizer_state,
 from crl.train.config import TrainConfig
 from crl.train.cursor import DataCursor
 from crl.train.estimator import StepLoss
+from crl.train.false_negatives import false_negative_ids
+from crl.train.gradcache import GradCache
 
 __all__ = ["Shard", "StepMetrics", "TrainOutcome", "TrainingLoop", "check_finite_loss", "train"]
 
@@ -113,6 +115,10 @@ class TrainingLoop:
         global_batch = config.data.batch_size * self.shard.world_size
         self.cursor = DataCursor(source.n_pairs, global_batch, streams.order)
         self.sampler = sampler if sampler is not None else build_sampler(config, source)
+        if config.optim.chunk_size and self.shard.world_size > 1:
+            raise ValueError(
+                "[optim] chunk_size (GradCache) runs in one process; set chunk_size = 0 with DDP"
+            )
         self.step_loss = StepLoss(
             config.loss, source.n_pairs, config.optim.total_steps, self.device, self.shard.world_size
         )
@@ -128,12 +134,24 @@ class TrainingLoop:
         b, rank = self.config.data.batch_size, self.shard.rank
         indices = self.cursor.next_batch()[rank * b : (rank + 1) * b]
         x, y = self.source.pairs(indices, self.streams.views)
-        anchors, positives = self.network(move_batch(x, self.device), move_batch(y, self.device))
+        cache = GradCache(self.config.optim.chunk_size) if self.config.optim.chunk_size else None
+        if cache is None:
+            anchors, positives = self.network(move_batch(x, self.device), move_batch(y, self.device))
+        else:
+            anchors = cache.embed(self.model.encode_anchors, move_batch(x, self.device))
+            positives = cache.embed(self.model.encode_positives, move_batch(y, self.device))
         batch = EmbeddedBatch(anchors, positives, indices=indices)
-        negatives = self._embedded_negatives(self.sampler.draw(batch, self.streams.negatives))
-        loss = self.step_loss(batch, negatives, indices, self.model.tau())
+        drawn = self.sampler.draw(batch, self.streams.negatives)
+        ids = false_negative_ids(
+            self.source, indices, drawn, symmetric=self.config.loss.symmetric, device=self.device
+        )
+        negatives = self._embedded_negatives(drawn, cache)
+        loss = self.step_loss(batch, negatives, indices, self.model.tau(), ids)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if cache is None:
+            loss.backward()
+        else:
+            cache.backward(loss)
         if self.config.optim.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         self.optimizer.step()
@@ -142,17 +160,28 @@ class TrainingLoop:
         self.step += 1
         return loss.detach()
 
-    def _embedded_negatives(self, drawn: Negatives) -> Negatives:
+    def _embedded_negatives(self, drawn: Negatives, cache: GradCache | None = None) -> Negatives:
         generator = self.streams.negatives
         if drawn.kind == "indices":
 
             def embed_y(indices: Tensor) -> Tensor:
-                return self.model.encode_positives(self._on_device(self.source.positives(indices, generator)))
+                inputs = self._on_device(self.source.positives(indices, generator))
+                encode = self.model.encode_positives
+                return encode(inputs) if cache is None else cache.embed(encode, inputs)
 
             def embed_x(indices: Tensor) -> Tensor:
-                return self.model.encode_anchors(self._on_device(self.source.anchors(indices, generator)))
+                inputs = self._on_device(self.source.anchors(indices, generator))
+                return (
+                    self.model.encode_anchors(inputs)
+                    if cache is None
+                    else cache.embed(self.model.encode_anchors, inputs)
+                )
 
             return embed_negatives(drawn, embed_y, embed_x if self.config.loss.symmetric else None)
+        if cache is not None and drawn.kind == "samples":
+            raise ValueError(
+                "[optim] chunk_size (GradCache) embeds pool negatives only; set chunk_size = 0 here"
+            )
         return embed_negatives(drawn, lambda samples: self.model.encode_positives(samples.to(self.device)))
 
     def _on_device(self, batch: Batch) -> Batch:
