@@ -7,6 +7,7 @@ library does the work. Heavy imports (torch, the claims) happen inside the comma
 
 import typer
 
+from crl.commands.advise import advise
 from crl.commands.config import config
 from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
@@ -34,5 +35,6 @@ app.command()(train)
 app.command("eval")(evaluate)
 app.command()(config)
 app.command()(embed)
+app.command()(advise)
 
 __all__ = ["app"]

@@ -1,0 +1,221 @@
+"""From a fitted surface to advice at the user's n: m*(n), the gains of doubling m or n, and a recommendation.
+
+Saturation (C6's definition on the fitted surface): ``m*(n)`` is the smallest m with ``err(n, m) - F(n) <= tol``,
+the tolerance relative to the plateau: ``tol = max(rel_tol, t_{S-1} sigma / sqrt(S)) F(n)``, i.e. 1% of the plateau
+or the half-width of the plateau's interval as S pilot seeds measure it (sigma: one run's relative seed noise),
+whichever is larger. Then ``m* = (b (n/n0)^delta / tol_rel)^(1/alpha)`` per seed, Student-t on log m*.
+
+[A]'s bounds give the rate in m at which the gap closes at least: 1 (SCRL) and 1/2 (SSCRL). The fitted alpha is
+compared with it as an upper-bound rule on the slope -alpha (delta 0.1): "at least as fast" when alpha's lower
+end is >= r - 0.1, "slower" when its upper end is < r - 0.1, else inconclusive. The held-out error is not the gap
+itself, so this is a comparison, not a verdict.
+
+The advice is withheld (``supported = False``, with the reasons and the pilot to add) when a seed's fit did not
+converge, the fit misses a pilot cell by more than 5% and 3 standard errors, the user's n lies more than 16x
+beyond the largest pilot n, or m*'s interval spans more than a factor 4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from crl._vocab import Regime
+from crl.advise.surface import Interval, SurfaceFit, SurfaceParams, t_interval
+
+__all__ = ["RATE_BOUNDS", "Advice", "advise", "relative_tolerance"]
+
+RATE_BOUNDS: dict[str, float] = {"independent": 1.0, "shared": 0.5}
+"""[A]'s rate in m of the gap bound: SCRL tau e^{8B/tau}/m (Thm 4.5), SSCRL 1/sqrt m (Thm 4.6)."""
+
+_RATE_MARGIN = 0.1
+_MAX_MISFIT = 0.05
+_MAX_EXTRAPOLATION = 16.0
+_MAX_SPREAD = 4.0
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What the pilot says at the user's n (module docstring). Intervals are at the fit's level.
+
+    Attributes:
+        n: the user's n; m: the user's current m.
+        plateau: F(n), the error with unlimited negatives.
+        error_now: the predicted error at (n, m).
+        tolerance: the relative tolerance of m*.
+        m_star: m*(n); m_star_over_n: m*/n ([A] saw about 0.4 for CLIP).
+        m_star_exponent: delta/alpha, the growth of m* with n (theory: 1/2 SCRL, 1 SSCRL).
+        gain_double_m: err(n, m) - err(n, 2m); gain_double_n: err(n, m) - err(2n, m).
+        alpha: the fitted rate in m; rate_bound: the regime's bound; rate_comparison: the comparison's outcome.
+        parameters: every parameter's interval.
+        max_residual: the largest relative residual of the fit at a pilot cell; extrapolation: n / largest pilot n.
+        supported: whether the fit supports a recommendation; problems and suggestions: why not, what to add.
+        recommendation: the plain-language advice.
+    """
+
+    n: int
+    m: int
+    regime: str
+    plateau: Interval
+    error_now: Interval
+    tolerance: float
+    m_star: Interval
+    m_star_over_n: Interval
+    m_star_exponent: Interval
+    gain_double_m: Interval
+    gain_double_n: Interval
+    alpha: Interval
+    rate_bound: float
+    rate_comparison: str
+    parameters: dict[str, Interval]
+    max_residual: float
+    extrapolation: float
+    supported: bool
+    problems: tuple[str, ...]
+    suggestions: tuple[str, ...]
+    recommendation: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (intervals as ``{"estimate", "low", "high", "level"}``)."""
+        out: dict[str, Any] = {}
+        for key, value in vars(self).items():
+            if isinstance(value, Interval):
+                out[key] = value.as_dict()
+            elif key == "parameters":
+                out[key] = {name: interval.as_dict() for name, interval in value.items()}
+            else:
+                out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def relative_tolerance(fit: SurfaceFit, rel_tol: float) -> float:
+    """``max(rel_tol, t_{S-1,(1+level)/2} sigma / sqrt(S))`` (module docstring)."""
+    seeds = len(fit.per_seed)
+    half = stats.t.ppf((1 + fit.level) / 2, seeds - 1) * fit.cell_noise / math.sqrt(seeds)
+    return max(rel_tol, float(half))
+
+
+def _saturation(params: SurfaceParams, n: float, tol_rel: float) -> float:
+    return params.saturation(n, tol_rel * float(params.plateau(n)))
+
+
+def _rate_comparison(alpha: Interval, bound: float) -> str:
+    if alpha.low >= bound - _RATE_MARGIN:
+        return f"at least as fast as the bound's m^-{bound:g}"
+    if alpha.high < bound - _RATE_MARGIN:
+        return f"slower than the bound's m^-{bound:g}"
+    return f"inconclusive against the bound's m^-{bound:g} (interval too wide)"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _problems(
+    fit: SurfaceFit, m_star: Interval, extrapolation: float, residuals: np.ndarray, pilot_m_max: int
+) -> tuple[list[str], list[str]]:
+    problems, suggestions = [], []
+    unconverged = [seed for seed, ok in zip(fit.seeds, fit.converged, strict=True) if not ok]
+    if unconverged:
+        problems.append(f"the surface fit did not converge for seeds {unconverged}")
+        suggestions.append("add seeds and check the pilot cells for failed runs")
+    standard_error = fit.cell_noise / math.sqrt(len(fit.per_seed))
+    worst = int(np.argmax(np.abs(residuals)))
+    if abs(residuals[worst]) > max(_MAX_MISFIT, 3 * standard_error):
+        n, m, _ = fit.cells[worst]
+        problems.append(
+            f"bad fit: the surface misses the pilot cell n = {n:g}, m = {m:g} by {100 * abs(residuals[worst]):.1f}%"
+        )
+        suggestions.append("add pilot cells between the existing n and m (the form may not hold here)")
+    if extrapolation > _MAX_EXTRAPOLATION:
+        problems.append(f"the user's n is {extrapolation:.0f}x the largest pilot n (at most 16x is trusted)")
+        suggestions.append("raise --budget so the pilot reaches at least n / 8")
+    if m_star.high > _MAX_SPREAD * m_star.low:
+        problems.append(
+            f"m* is too uncertain: its interval [{_fmt(m_star.low)}, {_fmt(m_star.high)}] spans more than 4x"
+        )
+        suggestions.append(f"double the seeds (--seeds {2 * len(fit.per_seed)})")
+        if m_star.high > pilot_m_max:
+            suggestions.append(f"add pilot m up to about {_fmt(m_star.high)} (--max-m or larger fractions)")
+    return problems, suggestions
+
+
+def _recommendation(advice: dict[str, Any]) -> str:
+    n, m, m_star = advice["n"], advice["m"], advice["m_star"]
+    gain_m, gain_n = advice["gain_double_m"], advice["gain_double_n"]
+    level = f"{100 * m_star.level:.0f}%"
+    gains = (
+        f"Doubling m gains {_fmt(gain_m.estimate)} ({level}: {_fmt(gain_m.low)} to {_fmt(gain_m.high)}); "
+        f"doubling n gains {_fmt(gain_n.estimate)} ({_fmt(gain_n.low)} to {_fmt(gain_n.high)})."
+    )
+    star = f"m* = {_fmt(m_star.estimate)} ({level}: {_fmt(m_star.low)} to {_fmt(m_star.high)})"
+    if m >= m_star.high:
+        head = (
+            f"At n = {n} your m = {m} already reaches the plateau ({star}): "
+            "more negatives will not help, only more data does."
+        )
+    elif m < m_star.low:
+        head = (
+            f"At n = {n}, increase m from {m} to about {_fmt(m_star.estimate)} ({star}); "
+            "beyond it, only more data helps."
+        )
+    else:
+        head = (
+            f"At n = {n} your m = {m} is within the interval of {star}: near the plateau; "
+            "more data is the safer spend."
+        )
+    return f"{head} {gains}"
+
+
+def advise(
+    fit: SurfaceFit,
+    *,
+    n: int,
+    m: int,
+    regime: Regime,
+    pilot_n_max: int,
+    pilot_m_max: int,
+    rel_tol: float = 0.01,
+) -> Advice:
+    """The advice at the user's (n, m) from the pilot's fit (module docstring)."""
+    if n < 1 or m < 1:
+        raise ValueError(f"n = {n} and m = {m} must be >= 1")
+    tol = relative_tolerance(fit, rel_tol)
+    m_star = fit.quantity(lambda p: _saturation(p, n, tol))
+    per_seed_gain_m = [float(p.error(n, m) - p.error(n, 2 * m)) for p in fit.per_seed]
+    per_seed_gain_n = [float(p.error(n, m) - p.error(2 * n, m)) for p in fit.per_seed]
+    parameters = fit.parameter_intervals()
+    extrapolation = n / pilot_n_max
+    problems, suggestions = _problems(fit, m_star, extrapolation, fit.residuals(), pilot_m_max)
+    fields: dict[str, Any] = {
+        "n": n,
+        "m": m,
+        "regime": regime,
+        "plateau": fit.quantity(lambda p: p.plateau(n)),
+        "error_now": fit.predict(n, m),
+        "tolerance": tol,
+        "m_star": m_star,
+        "m_star_over_n": fit.quantity(lambda p: _saturation(p, n, tol) / n),
+        "m_star_exponent": fit.quantity(lambda p: p.delta / p.alpha, log=False),
+        "gain_double_m": t_interval(per_seed_gain_m, fit.level),
+        "gain_double_n": t_interval(per_seed_gain_n, fit.level),
+        "alpha": parameters["alpha"],
+        "rate_bound": RATE_BOUNDS[regime],
+        "rate_comparison": _rate_comparison(parameters["alpha"], RATE_BOUNDS[regime]),
+        "parameters": parameters,
+        "max_residual": float(np.abs(fit.residuals()).max()),
+        "extrapolation": extrapolation,
+        "supported": not problems,
+        "problems": tuple(problems),
+        "suggestions": tuple(suggestions),
+    }
+    if problems:
+        text = "The pilot cannot support a recommendation: " + "; ".join(problems) + ". To fix: "
+        fields["recommendation"] = text + "; ".join(suggestions) + "."
+    else:
+        fields["recommendation"] = _recommendation(fields)
+    return Advice(**fields)

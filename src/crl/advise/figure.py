@@ -1,0 +1,76 @@
+"""The advisor's figure: predicted held-out error contours over (n, m), the pilot and check cells, and m*(n).
+
+Drawn on matplotlib's Agg canvas (no pyplot, no display), log-log axes: filled contours of the fitted surface's
+prediction, the pilot cells (dots), the check cells when present (squares), the user's (n, m) (a star) and the
+curve m*(n) with its interval band.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from crl.advise.advice import Advice
+from crl.advise.surface import SurfaceFit
+
+__all__ = ["draw_advice"]
+
+
+def _m_star_curve(fit: SurfaceFit, n_grid: np.ndarray, tol: float) -> np.ndarray:
+    """(3, len(n_grid)): m*(n) estimate, low and high."""
+    rows = []
+    for n in n_grid:
+        interval = fit.quantity(lambda p, n=n: p.saturation(n, tol * float(p.plateau(n))))
+        rows.append((interval.estimate, interval.low, interval.high))
+    return np.array(rows).T
+
+
+def draw_advice(
+    fit: SurfaceFit,
+    advice: Advice,
+    path: str | Path,
+    *,
+    pilot: Sequence[tuple[int, int]],
+    checks: Sequence[tuple[int, int]] = (),
+    metric: str = "error",
+) -> Path:
+    """Write the PNG to ``path`` and return it."""
+    points = [*pilot, *checks, (advice.n, advice.m)]
+    n_lo, n_hi = min(p[0] for p in points) / 1.5, max(p[0] for p in points) * 2.5
+    m_lo, m_hi = 1.0, max(max(p[1] for p in points), advice.m_star.high) * 2.0
+    n_grid, m_grid = np.geomspace(n_lo, n_hi, 60), np.geomspace(m_lo, m_hi, 60)
+    surface = np.array([[fit.predict(n, m).estimate for n in n_grid] for m in m_grid])
+    figure = Figure(figsize=(7.5, 5.5))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    filled = axes.contourf(n_grid, m_grid, surface, levels=14, cmap="viridis")
+    figure.colorbar(filled, ax=axes, label=f"predicted held-out {metric}")
+    curve = _m_star_curve(fit, n_grid, advice.tolerance)
+    axes.plot(n_grid, curve[0], color="white", linewidth=2, label="m*(n)")
+    axes.fill_between(
+        n_grid, curve[1], curve[2], color="white", alpha=0.25, label=f"m* {advice.m_star.level:.0%} interval"
+    )
+    axes.scatter(*zip(*pilot, strict=True), color="tab:red", edgecolor="k", zorder=4, label="pilot cells")
+    if checks:
+        axes.scatter(
+            *zip(*checks, strict=True),
+            marker="s",
+            color="tab:orange",
+            edgecolor="k",
+            zorder=4,
+            label="check cells",
+        )
+    axes.scatter(
+        [advice.n], [advice.m], marker="*", s=250, color="gold", edgecolor="k", zorder=5, label="your (n, m)"
+    )
+    axes.set(xscale="log", yscale="log", xlim=(n_lo, n_hi), ylim=(m_lo, m_hi), xlabel="n (training pairs)")
+    axes.set_ylabel("m (negatives)")
+    axes.set_title("crl advise: predicted held-out error over (n, m)")
+    axes.legend(loc="upper left", fontsize=8, framealpha=0.8)
+    target = Path(path)
+    figure.savefig(target, dpi=120)
+    return target

@@ -1,0 +1,157 @@
+"""The held-out error of a trained pilot model: the quantity err(n, m) whose surface the advisor fits.
+
+Three errors, all "lower is better" and positive:
+
+- ``excess_risk`` (synthetic truths): [A]'s ``L(s_hat) - L* = tau E_x KL(p+_x || q_{s_hat,x})`` of the trained
+  score ``s_hat(x, y) = <f(x), g(y)>`` at the model's tau, by :func:`crl.metrics.risk.excess_risk` with a sampled
+  inner expectation; the truth is known, so this is the exact target up to Monte-Carlo error.
+- ``knn_error`` (labelled data): ``1 -`` weighted kNN accuracy of the anchor embeddings f(x), a fixed labelled
+  memory (the first ``memory`` training items) queried by the first ``queries`` test items.
+- ``recall_error`` (any pairs): ``1 -`` recall@1 of the first ``queries`` held-out pairs (each f(x_i) retrieves
+  its own g(y_i) among all of them).
+
+Every pilot cell is scored on the same fixed evaluation items and draws, so differences between cells are not
+evaluation noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from crl.metrics.classification import knn_accuracy
+from crl.metrics.retrieval import retrieval_metrics
+from crl.metrics.risk import excess_risk
+from crl.models import DualEncoder, embed
+from crl.train.build import derive_generator
+from crl.train.config import SyntheticData, TrainConfig
+from crl.train.data import heldout_pairs, labelled_inputs
+
+__all__ = ["METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
+
+Metric = Literal["excess_risk", "knn_error", "recall_error"]
+METRICS: tuple[Metric, ...] = ("excess_risk", "knn_error", "recall_error")
+
+
+@dataclass(frozen=True)
+class EvalSizes:
+    """How much held-out data scores a cell.
+
+    Attributes:
+        queries: held-out queries (kNN test items, recall@1 pairs) or anchors of the excess risk.
+        memory: labelled training items of the kNN memory.
+        inner: negatives per anchor of the excess risk's sampled inner expectation.
+    """
+
+    queries: int = 2000
+    memory: int = 10000
+    inner: int = 512
+
+
+def default_metric(config: TrainConfig) -> Metric:
+    """``excess_risk`` for a synthetic truth, ``knn_error`` for labelled data, else ``recall_error``."""
+    if isinstance(config.data, SyntheticData):
+        return "excess_risk"
+    if labelled_inputs(config.data, "test") is not None:
+        return "knn_error"
+    return "recall_error"
+
+
+def check_metric(config: TrainConfig, metric: str) -> Metric:
+    """The metric, checked to be known and computable for the config's data.
+
+    Raises:
+        ValueError: naming ``--metric``, its value and the metrics this data allows.
+    """
+    synthetic = isinstance(config.data, SyntheticData)
+    allowed: list[Metric] = ["excess_risk"] if synthetic else ["recall_error"]
+    if not synthetic and labelled_inputs(config.data, "test") is not None:
+        allowed.insert(0, "knn_error")
+    for known in allowed:
+        if metric == known:
+            return known
+    raise ValueError(
+        f"--metric {metric!r} is not available for [data] source = {config.data.source!r}; "
+        f"use one of {', '.join(allowed)}"
+    )
+
+
+def _model_score(model: DualEncoder) -> object:
+    """``s(x, y) = <f(x), g(y)>`` on broadcast (..., d) inputs, float64 out."""
+
+    def score(x: Tensor, y: Tensor) -> Tensor:
+        fx = model.encode_anchors(x.reshape(-1, x.shape[-1]).float()).reshape(*x.shape[:-1], -1)
+        gy = model.encode_positives(y.reshape(-1, y.shape[-1]).float()).reshape(*y.shape[:-1], -1)
+        return (fx * gy).sum(-1).double()
+
+    return score
+
+
+def _truth(config: SyntheticData) -> object:
+    if config.truth == "vmf":
+        from crl.synthetic.vmf import VMFUniform
+
+        return VMFUniform(config.dim, config.kappa)
+    from crl.synthetic.gaussian import GaussianTwoTower
+
+    return GaussianTwoTower(config.dim, config.rho)
+
+
+def _excess_risk(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
+    assert isinstance(config.data, SyntheticData)
+    estimate = excess_risk(
+        _model_score(model),  # type: ignore[arg-type]
+        _truth(config.data),  # type: ignore[arg-type]
+        float(model.tau()),
+        generator=derive_generator(config.eval.seed, "advise-excess-risk"),
+        n_anchors=sizes.queries,
+        n_negatives=sizes.inner,
+        inner="sampled",
+    )
+    return estimate.mean
+
+
+def _knn_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
+    train, test = labelled_inputs(config.data, "train"), labelled_inputs(config.data, "test")
+    assert train is not None and test is not None
+    memory, queries = train.inputs[: sizes.memory], test.inputs[: sizes.queries]
+    batch, cpu = config.eval.batch_size, torch.device("cpu")
+    accuracy = knn_accuracy(
+        embed(model.encode_anchors, memory, batch_size=batch, device=cpu),
+        train.labels[: sizes.memory],
+        embed(model.encode_anchors, queries, batch_size=batch, device=cpu),
+        test.labels[: sizes.queries],
+        k=min(config.eval.knn_k, memory.shape[0]),
+        temperature=config.eval.knn_temperature,
+        n_classes=train.n_classes,
+    )
+    return 1.0 - accuracy
+
+
+def _recall_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
+    pairs = heldout_pairs(config)
+    count = min(sizes.queries, pairs.n_pairs)
+    index = torch.arange(count)
+    batch, cpu = config.eval.batch_size, torch.device("cpu")
+    x, y = pairs.pairs(index, torch.Generator().manual_seed(config.eval.seed))
+    report = retrieval_metrics(
+        embed(model.encode_anchors, x, batch_size=batch, device=cpu),
+        embed(model.encode_positives, y, batch_size=batch, device=cpu),
+        positive_index=index,
+        ks=(1,),
+    )
+    return 1.0 - report.recall_at_k[1].mean
+
+
+def heldout_error(
+    model: DualEncoder, config: TrainConfig, metric: Metric, sizes: EvalSizes | None = None
+) -> float:
+    """The held-out error of ``model`` trained under ``config`` (module docstring), in eval mode, no grad."""
+    chosen = sizes if sizes is not None else EvalSizes()
+    scorers = {"excess_risk": _excess_risk, "knn_error": _knn_error, "recall_error": _recall_error}
+    model.eval()
+    with torch.no_grad():
+        return float(scorers[metric](model, config, chosen))

@@ -1,0 +1,282 @@
+"""The pilot of ``crl advise``: a small design of training runs over (n, m), its cost, and its cells.
+
+A pilot cell trains the user's config on the first n pairs of the data with m negatives per step (``[loss]
+n_negatives``; ``in_batch`` becomes ``shared_pool``, the same SSCRL regime with m set free), for the config's
+``optim.total_steps`` (or the pilot's own step count), and scores the held-out error of :mod:`crl.advise.heldout`.
+The grid: ``levels`` values of n halving down from the largest that fits the budget, times [A]'s m/n fractions
+(1%, 10%, 40%, 70%, 100%), times ``seeds`` replicates (every cell of a replicate shares its seed). Cells run
+through the sweep engine (:func:`crl.sweep.run_cells`): resumable and parallel.
+
+Cost is counted in processed samples, inputs through an encoder: per step ``2b`` (anchors and positives) plus
+the negatives embedded that step, ``m`` (shared_pool; twice when symmetric), ``b m`` (independent_pool) or 0
+(queue: stored embeddings).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crl.advise.heldout import EvalSizes, Metric, heldout_error
+from crl.sweep import Cell, CellRecord, ProgressHook, SweepStore, new_run_id, run_cells
+from crl.train.build import Streams
+from crl.train.config import TrainConfig, parse_config
+from crl.train.data import build_source
+from crl.train.loop import train
+
+__all__ = [
+    "FRACTIONS",
+    "PILOT_CLAIM",
+    "PilotDesign",
+    "PilotPoint",
+    "TimingProbe",
+    "cell_samples",
+    "design_pilot",
+    "full_n",
+    "pilot_cell",
+    "pilot_cells",
+    "pilot_config",
+    "probe_timing",
+    "run_pilot",
+]
+
+FRACTIONS: tuple[float, ...] = (0.01, 0.1, 0.4, 0.7, 1.0)
+"""[A]'s grid of m/n."""
+
+PILOT_CLAIM = "advise"
+"""The sweep store's claim name of pilot and check cells."""
+
+
+@dataclass(frozen=True, order=True)
+class PilotPoint:
+    """One (n, m) cell of the pilot: n training pairs, m negatives per step."""
+
+    n: int
+    m: int
+
+
+@dataclass(frozen=True)
+class PilotDesign:
+    """The pilot's cells, seeds and steps, and what they cost.
+
+    Attributes:
+        points: the (n, m) cells.
+        seeds: one replicate per seed (every cell of a replicate shares its seed).
+        steps: optimiser steps of every cell.
+        samples_per_seed: processed samples of one replicate (:func:`cell_samples` summed over the points).
+    """
+
+    points: tuple[PilotPoint, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    samples_per_seed: int
+
+    @property
+    def total_samples(self) -> int:
+        """Processed samples of the whole pilot."""
+        return self.samples_per_seed * len(self.seeds)
+
+    @property
+    def n_values(self) -> tuple[int, ...]:
+        """The distinct n, increasing."""
+        return tuple(sorted({p.n for p in self.points}))
+
+
+def full_n(config: TrainConfig) -> int:
+    """The user's n: the training pairs of the config's data (``n_train``, or the whole training split)."""
+    return build_source(config.data, seed=config.run.seed).n_pairs
+
+
+def cell_samples(config: TrainConfig, m: int, steps: int) -> int:
+    """Processed samples of one cell: ``steps (2b + R S)`` with R negatives embedded per step (module docstring)
+    and S = 2 for a symmetric loss."""
+    b, negatives = config.data.batch_size, config.loss.negatives
+    rows = {"in_batch": m, "shared_pool": m, "independent_pool": b * m, "queue": 0}[negatives]
+    sides = 2 if config.loss.symmetric else 1
+    return steps * (2 * b + rows * sides)
+
+
+def _points(n_values: Sequence[int], fractions: Sequence[float], max_m: int | None) -> tuple[PilotPoint, ...]:
+    points = set()
+    for n in n_values:
+        for fraction in fractions:
+            m = max(1, round(fraction * n))
+            points.add(PilotPoint(n, min(m, max_m) if max_m is not None else m))
+    return tuple(sorted(points))
+
+
+def design_pilot(
+    config: TrainConfig,
+    budget: int,
+    *,
+    n_full: int,
+    fractions: Sequence[float] = FRACTIONS,
+    levels: int = 4,
+    seeds: int = 3,
+    steps: int | None = None,
+    max_m: int | None = None,
+    base_seed: int = 0,
+) -> PilotDesign:
+    """The largest pilot that fits ``budget`` processed samples.
+
+    n takes ``levels`` values ``n_max / 2^k`` (k = levels-1..0) with n_max = n_full / 2^j for the smallest j >= 1
+    that fits the budget, the smallest n at least 2 batches; m = round(fraction n) for each fraction (at least 1,
+    at most ``max_m``).
+
+    Raises:
+        ValueError: naming ``--budget`` and the smallest budget that works, or a bad grid argument.
+    """
+    steps = steps if steps is not None else config.optim.total_steps
+    _check_design_args(budget, fractions, levels, seeds, steps)
+    smallest_n = 2 * config.data.batch_size
+    cheapest: PilotDesign | None = None
+    n_max = n_full // 2
+    while n_max >> (levels - 1) >= smallest_n:
+        n_values = [n_max >> k for k in range(levels - 1, -1, -1)]
+        points = _points(n_values, fractions, max_m)
+        per_seed = sum(cell_samples(config, p.m, steps) for p in points)
+        design = PilotDesign(points, tuple(range(base_seed, base_seed + seeds)), steps, per_seed)
+        if design.total_samples <= budget:
+            return design
+        cheapest, n_max = design, n_max // 2
+    if cheapest is None:
+        raise ValueError(
+            f"the data has n = {n_full} pairs, too few for {levels} pilot sizes halving down to 2 batches of "
+            f"{config.data.batch_size}; lower [data] batch_size or --levels"
+        )
+    raise ValueError(
+        f"--budget {budget} processed samples is too small: the smallest pilot ({levels} n up to "
+        f"{cheapest.n_values[-1]}, {len(cheapest.seeds)} seeds, {steps} steps) needs {cheapest.total_samples}; "
+        "raise --budget or lower --steps, --seeds or --levels"
+    )
+
+
+def _check_design_args(budget: int, fractions: Sequence[float], levels: int, seeds: int, steps: int) -> None:
+    if budget < 1:
+        raise ValueError(f"--budget {budget} must be >= 1 processed sample")
+    if levels < 3:
+        raise ValueError(f"--levels {levels} must be >= 3 (the plateau F(n) has three parameters)")
+    if seeds < 2:
+        raise ValueError(f"--seeds {seeds} must be >= 2 (intervals over seeds)")
+    if steps < 1:
+        raise ValueError(f"--steps {steps} must be >= 1")
+    if len(set(fractions)) < 3 or not all(f > 0 for f in fractions):
+        raise ValueError(f"the m/n fractions {list(fractions)} must be at least 3 distinct values > 0")
+
+
+def pilot_config(config: TrainConfig, n: int, m: int, steps: int, seed: int = 0) -> TrainConfig:
+    """The user's config trained on the first n pairs with m negatives for ``steps`` steps (warm-up scaled)."""
+    document = config.model_dump()
+    document["data"]["n_train"] = n
+    loss = document["loss"]
+    loss["negatives"] = "shared_pool" if loss["negatives"] == "in_batch" else loss["negatives"]
+    loss["n_negatives"] = m
+    optim = document["optim"]
+    optim["warmup_steps"] = optim["warmup_steps"] * steps // optim["total_steps"]
+    optim["total_steps"] = steps
+    document["run"].update(seed=seed, progress=False, tensorboard=False, init_from="")
+    return parse_config(document, source=f"advise pilot cell n = {n}, m = {m}")
+
+
+def pilot_cells(
+    config: TrainConfig,
+    points: Sequence[PilotPoint],
+    seeds: Sequence[int],
+    steps: int,
+    metric: Metric,
+    sizes: EvalSizes,
+) -> list[Cell]:
+    """One sweep cell per (point, seed); the params hold the whole cell config, so the store never confuses
+    cells of two configs."""
+    cells = []
+    for point in points:
+        document = pilot_config(config, point.n, point.m, steps).model_dump()
+        params = {"config": document, "metric": metric, "eval": vars(sizes), "n": point.n, "m": point.m}
+        cells += [Cell(params, seed) for seed in seeds]
+    return cells
+
+
+def pilot_cell(cell: Cell) -> dict[str, Any]:
+    """Train one pilot cell and score it: ``{"error", "final_loss"}`` (module-level, for spawned workers)."""
+    document = cell.params["config"]
+    document = {**document, "run": {**document["run"], "seed": cell.seed}}
+    config = parse_config(document, source="advise pilot cell")
+    source = build_source(config.data, seed=cell.seed)
+    outcome = train(config, source, Streams.derive(cell.seed, regime=config.loss.regime))
+    error = heldout_error(outcome.model, config, cell.params["metric"], EvalSizes(**cell.params["eval"]))
+    return {"error": error, "final_loss": outcome.metrics[-1].loss}
+
+
+def run_pilot(
+    store: SweepStore,
+    cells: Sequence[Cell],
+    *,
+    workers: int = 1,
+    run_id: str | None = None,
+    progress: ProgressHook | None = None,
+) -> list[CellRecord]:
+    """Run the cells the store lacks (resumable, ``workers`` processes) and return every cell's record."""
+    return run_cells(
+        store,
+        PILOT_CLAIM,
+        cells,
+        pilot_cell,
+        run_id=run_id or new_run_id(),
+        workers=workers,
+        progress=progress,
+    )
+
+
+@dataclass(frozen=True)
+class TimingProbe:
+    """Measured cost on this machine: a training step costs ``seconds_per_step + seconds_per_sample x samples``
+    (its processed samples), an evaluation ``eval_seconds``."""
+
+    seconds_per_step: float
+    seconds_per_sample: float
+    eval_seconds: float
+
+    def cell_seconds(self, config: TrainConfig, m: int, steps: int) -> float:
+        """Predicted seconds of one cell: ``steps x step cost + one evaluation``."""
+        return (
+            steps * self.seconds_per_step
+            + self.seconds_per_sample * cell_samples(config, m, steps)
+            + self.eval_seconds
+        )
+
+    def wall_seconds(
+        self, points: Sequence[PilotPoint], seeds: int, steps: int, config: TrainConfig, workers: int
+    ) -> float:
+        """Implied wall time of ``points`` x ``seeds`` cells on ``workers`` processes."""
+        return seeds * sum(self.cell_seconds(config, p.m, steps) for p in points) / workers
+
+
+def _time_steps(config: TrainConfig, n: int, m: int, steps: int) -> float:
+    """Seconds per step of ``steps`` training steps at (n, m)."""
+    probe = pilot_config(config, n, m, steps)
+    source = build_source(probe.data, seed=0)
+    start = time.perf_counter()
+    train(probe, source, Streams.derive(0, regime=probe.loss.regime))
+    return (time.perf_counter() - start) / steps
+
+
+def probe_timing(
+    config: TrainConfig, design: PilotDesign, metric: Metric, sizes: EvalSizes, *, steps: int = 5
+) -> TimingProbe:
+    """Time ``steps`` training steps at the design's smallest n with its smallest and largest m (after one
+    untimed step that pays the process's one-off imports), and one evaluation; solve for the step's fixed and
+    per-sample cost."""
+    n = design.n_values[0]
+    m_low, m_high = min(p.m for p in design.points), max(p.m for p in design.points)
+    _time_steps(config, n, m_low, 1)
+    low, high = _time_steps(config, n, m_low, steps), _time_steps(config, n, m_high, steps)
+    samples_low, samples_high = cell_samples(config, m_low, 1), cell_samples(config, m_high, 1)
+    per_sample = max(0.0, (high - low) / max(1, samples_high - samples_low))
+    per_step = max(0.0, low - per_sample * samples_low)
+    model_config = pilot_config(config, n, m_low, 1)
+    outcome = train(model_config, build_source(model_config.data, seed=0), Streams.derive(0))
+    start = time.perf_counter()
+    heldout_error(outcome.model, model_config, metric, sizes)
+    return TimingProbe(per_step, per_sample, time.perf_counter() - start)
