@@ -191,3 +191,40 @@ def test_gradcheck_tiny_case() -> None:
         return moving_average_loss(x, y, z, ids, MovingAverageState(3), tau=0.3, gamma=1.0, reduction="none")
 
     assert torch.autograd.gradcheck(loss, (a, p, neg))
+
+
+def test_per_anchor_negatives_gamma_one_is_the_independent_gcl_loss() -> None:
+    """(n, b, d) negatives (SCRL, each anchor its own): gamma = 1 equals contrastive_loss(regime="independent")."""
+    g = torch.Generator().manual_seed(5)
+    a, p, neg = _unit(6, 5, g), _unit(6, 5, g), _unit(6 * 7, 5, g).reshape(6, 7, 5)
+    leaves = [x.clone().requires_grad_(True) for x in (a, p, neg)]
+    got = moving_average_loss(*leaves, torch.arange(6), MovingAverageState(6), tau=0.2, gamma=1.0)
+    got.backward()
+    refs = [x.clone().requires_grad_(True) for x in (a, p, neg)]
+    want = contrastive_loss(*refs, tau=0.2, form="gcl", regime="independent")
+    want.backward()
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for x, r in zip(leaves, refs, strict=True):
+        torch.testing.assert_close(x.grad, r.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_per_anchor_u_converges_to_each_anchors_own_pool_mean() -> None:
+    """Anchor i's u_i -> (1/m) sum_j exp(Delta_ij / tau) over its own pool, from b = 8 draws per step."""
+    a, p, _, g = _pool_case(n=4, m=1, d=6, seed=3)
+    pools = _unit(4 * 32, 6, g).reshape(4, 32, 6)
+    state = MovingAverageState(4)
+    for _ in range(4000):
+        draws = torch.randint(32, (4, 8), generator=g)
+        own = pools[torch.arange(4)[:, None], draws]
+        moving_average_loss(a, p, own, torch.arange(4), state, tau=0.5, gamma=0.01)
+    exact = torch.stack([_exact_pool_mean(a[i : i + 1], p[i : i + 1], pools[i], 0.5)[0] for i in range(4)])
+    torch.testing.assert_close(state.u, exact, rtol=0.05, atol=0.0)
+
+
+def test_per_anchor_negatives_of_another_batch_are_refused() -> None:
+    g = torch.Generator().manual_seed(6)
+    a = _unit(3, 4, g)
+    with pytest.raises(ValueError, match=r"\(n, b, d\) per-anchor negatives"):
+        moving_average_loss(
+            a, a, _unit(8, 4, g).reshape(2, 4, 4), torch.arange(3), MovingAverageState(3), tau=0.1, gamma=1.0
+        )

@@ -9,6 +9,9 @@ training set) has
     g_i     = (1/m) sum_{j in pool} exp(Delta_ij / tau)        (the pool mean; the GCL value is tau * log g_i)
     g_hat_i = (1/b) sum_{j in B} exp(Delta_ij / tau)           (its minibatch estimate, B the step's b negatives)
 
+(SSCRL: one pool shared by all anchors, B shared by the batch; SCRL: each anchor its own fixed pool of m, and B_i
+its own b draws from it, passed as (n, b, d) negatives.)
+
 and the estimator keeps a running estimate u_i of g_i, updated once per step in which item i is an anchor:
 
     u_i <- (1 - gamma) * u_i + gamma * g_hat_i                 (u_i <- g_hat_i on the item's first visit)
@@ -162,9 +165,10 @@ def _check_item_ids(item_ids: object, n: int, state: MovingAverageState, device:
 
 
 def _log_g_hat(a: Tensor, p: Tensor, neg: Tensor, tau: float) -> Tensor:
-    """log g_hat_i = logsumexp_j(Delta_ij / tau) - log b, with gradients."""
-    delta = a @ neg.T - (a * p).sum(dim=1, keepdim=True)
-    return torch.logsumexp(delta / tau, dim=1) - math.log(neg.shape[0])
+    """log g_hat_i = logsumexp_j(Delta_ij / tau) - log b, with gradients (neg (b, d) shared or (n, b, d) own)."""
+    scores = a @ neg.T if neg.dim() == 2 else torch.einsum("id,ijd->ij", a, neg)
+    delta = scores - (a * p).sum(dim=1, keepdim=True)
+    return torch.logsumexp(delta / tau, dim=1) - math.log(neg.shape[-2])
 
 
 def _update(state: MovingAverageState, ids: Tensor, log_g_hat: Tensor, gamma: float) -> Tensor:
@@ -178,6 +182,19 @@ def _update(state: MovingAverageState, ids: Tensor, log_g_hat: Tensor, gamma: fl
         state.seen[ids] = True
         state.step += 1
     return new
+
+
+def _check_negatives(negatives: object, anchors: Tensor) -> Tensor:
+    """(b, d) shared or (n, b, d) per-anchor negatives of the anchors' dimension d."""
+    ndim = negatives.ndim if isinstance(negatives, Tensor) and negatives.ndim == 3 else 2
+    neg = check_embeddings("negatives", negatives, ndim)
+    own_rows = ndim == 2 or neg.shape[0] == anchors.shape[0]
+    if neg.shape[-1] != anchors.shape[1] or not own_rows or neg.shape[-2] == 0:
+        raise ValueError(
+            f"negatives has shape {tuple(neg.shape)} but anchors {tuple(anchors.shape)}; pass (b, d) shared "
+            "negatives or (n, b, d) per-anchor negatives (b >= 1) of the anchors' dimension d."
+        )
+    return neg
 
 
 def moving_average_loss(
@@ -200,7 +217,8 @@ def moving_average_loss(
     Args:
         anchors: (n, d) anchor embeddings f(x_i).
         positives: (n, d) positive embeddings g(y_i).
-        negatives: (b, d) negatives shared by all anchors, drawn from the fixed pool of m.
+        negatives: (b, d) negatives shared by all anchors, drawn from the fixed pool of m (SSCRL), or
+            (n, b, d): anchor i's own b negatives, drawn from its own fixed pool of m (SCRL).
         item_ids: (n,) int64 distinct training-set ids of the anchors, in [0, state.n_items).
         state: the running estimates, updated in place.
         tau: temperature, a finite number > 0.
@@ -227,12 +245,7 @@ def moving_average_loss(
         raise ValueError(f"state is a {type(state).__name__}; pass a MovingAverageState(n_items).")
     t = check_tau(tau)
     a, p = check_pair(anchors, positives)
-    neg = check_embeddings("negatives", negatives, 2)
-    if neg.shape[1] != a.shape[1]:
-        raise ValueError(
-            f"negatives has shape {tuple(neg.shape)} but anchors {tuple(a.shape)}; "
-            "pass (b, d) shared negatives of the anchors' dimension d."
-        )
+    neg = _check_negatives(negatives, a)
     check_inputs({"anchors": a, "positives": p, "negatives": neg})
     ids = _check_item_ids(item_ids, a.shape[0], state, a.device)
     if state.log_u.device != a.device:
