@@ -37,7 +37,7 @@ from crl.claims.registry import Registry, default_registry
 from crl.report.document import ReportFiles, write_report
 from crl.report.sections import RunInfo
 from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
-from crl.sweep import SweepStore, new_run_id
+from crl.sweep import Executor, SweepStore, new_run_id
 from crl.sweep._integrity import check_results_file
 
 RESULTS_FILE = "results.sqlite"
@@ -74,6 +74,7 @@ def run_verify(
     claim_ids: Sequence[str] | None = None,
     seed: int = 0,
     workers: int = 1,
+    executor: Executor | None = None,
     fresh: bool = False,
     registry: Registry | None = None,
     console: Console | None = None,
@@ -87,6 +88,8 @@ def run_verify(
         claim_ids: ids like ``["C3", "C7"]`` (case-insensitive); ``None`` runs every registered claim.
         seed: base seed; each claim derives its seeds from it and its id.
         workers: process-pool size for the claims' cells (1: in process).
+        executor: where the cells are computed instead (e.g. :class:`crl.sweep.ray_executor.RayExecutor`);
+            this process stays the single writer of ``out/results.sqlite``.
         fresh: delete ``out/results.sqlite`` first, recomputing every cell (default: resume).
         registry: the claims to choose from (default: those shipped in :mod:`crl.claims`).
         console: where progress and the summary go (default: stdout).
@@ -129,7 +132,7 @@ def run_verify(
                     "crl": __version__,
                 },
             )
-            results = _run_claims(selected, store, fidelity, seed, run_id, workers, console)
+            results = _run_claims(selected, store, fidelity, seed, run_id, workers, console, executor)
             store.finish_run(run_id)
         info = RunInfo(
             run_id=run_id,
@@ -180,6 +183,7 @@ def _run_claims(
     run_id: str,
     workers: int,
     console: Console,
+    executor: Executor | None,
 ) -> list[ClaimResult]:
     """Run each claim under a progress bar at its per-part level, storing each outcome as it is known."""
     results = []
@@ -197,6 +201,7 @@ def _run_claims(
                 workers,
                 _CellProgress(progress, cells),
                 level=part_level(claim.parts),
+                executor=executor,
             )
             result = _run_one(claim, ctx)
             store.put_claim_result(

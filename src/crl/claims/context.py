@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from crl.sweep import Cell, CellFn, CellRecord, ProgressHook, SweepStore, derive_seed, run_cells
+from crl.sweep import Cell, CellFn, CellRecord, Executor, ProgressHook, SweepStore, derive_seed, run_cells
 
 
 @functools.cache
@@ -53,6 +53,8 @@ class ClaimContext:
         seed: the run's base seed (``crl verify --seed``).
         run_id: the current run's id.
         workers: process-pool size for cells (1: in process).
+        executor: where the cells are computed, instead of ``workers`` (e.g. a Ray cluster,
+            :class:`crl.sweep.ray_executor.RayExecutor`); this process stores them either way.
         progress: progress hook for the cells (``progress(done, total)``).
         cell_runs: run id -> number of cells used from that run, filled by :meth:`run_cells`.
         level: the per-part confidence level: every interval and violation count of the claim's rule, and its
@@ -69,6 +71,7 @@ class ClaimContext:
     progress: ProgressHook | None = None
     cell_runs: Counter[str] = field(default_factory=Counter)
     level: float = field(kw_only=True)
+    executor: Executor | None = field(default=None, kw_only=True)
 
     def run_cells(self, cells: Sequence[Cell], fn: CellFn) -> list[CellRecord]:
         """Compute (or load) the claim's cells with :func:`crl.sweep.run_cells`; records in ``cells`` order.
@@ -84,6 +87,7 @@ class ClaimContext:
             fn,
             run_id=self.run_id,
             workers=self.workers,
+            executor=self.executor,
             progress=self.progress,
         )
         self.cell_runs.update(record.run_id for record in records)

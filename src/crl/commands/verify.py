@@ -17,7 +17,21 @@ def verify(
         "runs/verify"
     ),
     seed: Annotated[int, typer.Option(help="Base seed of every claim's seeds.")] = 0,
-    workers: Annotated[int, typer.Option(help="Processes computing a claim's cells.")] = 1,
+    workers: Annotated[
+        int, typer.Option(help="Processes computing a claim's cells (or CPUs of a local Ray instance).")
+    ] = 1,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="Where cells are computed: process (this machine) or ray (pip install 'crl[ray]')."
+        ),
+    ] = "process",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to join with --executor ray, e.g. auto or HOST:6379 (default: start one)."
+        ),
+    ] = None,
     threads: Annotated[
         int, typer.Option(help="torch threads in this process (claims are many small tensor operations).")
     ] = 1,
@@ -29,25 +43,47 @@ def verify(
     INCONCLUSIVE verdicts exit 0 and are listed first, with their reasons.
     """
     status = verify_command(
-        fidelity=fidelity, claims=claims, out=out, seed=seed, workers=workers, threads=threads, fresh=fresh
+        fidelity=fidelity,
+        claims=claims,
+        out=out,
+        seed=seed,
+        workers=workers,
+        threads=threads,
+        fresh=fresh,
+        executor=executor,
+        address=address,
     )
     raise typer.Exit(status)
 
 
 def verify_command(
-    *, fidelity: str, claims: str | None, out: Path, seed: int, workers: int, threads: int, fresh: bool
+    *,
+    fidelity: str,
+    claims: str | None,
+    out: Path,
+    seed: int,
+    workers: int,
+    threads: int,
+    fresh: bool,
+    executor: str = "process",
+    address: str | None = None,
 ) -> int:
     """:func:`crl.verify.run_verify` with usage errors printed as one line; returns the exit status.
 
     ``threads`` sets torch's intra-op threads for the run: the claims compute many small tensor operations, for
     which one thread is several times faster than two competing ones on a 2-core machine (quick: ~50 s vs ~240 s
-    measured on a busy machine).
+    measured on a busy machine). ``executor`` and ``address`` choose where the cells are computed
+    (:func:`crl.sweep.executors.executor_named`); this process stores them, and ends a Ray session it started.
     """
     if threads < 1:
         print_error(f"--threads {threads!r} must be >= 1.")
         return EXIT_USAGE
 
     def body() -> int:
+        from crl.sweep.executors import executor_named
+
+        runner = executor_named(executor, workers=workers, address=address)  # before the heavy imports
+
         import torch
         from rich.console import Console
 
@@ -57,14 +93,18 @@ def verify_command(
         if not console.is_terminal:
             console = Console(width=160)
         torch.set_num_threads(threads)
-        return run_verify(
-            fidelity=parse_fidelity(fidelity),
-            out=out,
-            claim_ids=None if claims is None else claims.split(","),
-            seed=seed,
-            workers=workers,
-            fresh=fresh,
-            console=console,
-        ).exit_code
+        try:
+            return run_verify(
+                fidelity=parse_fidelity(fidelity),
+                out=out,
+                claim_ids=None if claims is None else claims.split(","),
+                seed=seed,
+                workers=workers,
+                executor=runner,
+                fresh=fresh,
+                console=console,
+            ).exit_code
+        finally:
+            runner.close()
 
     return run_reporting_errors(body)

@@ -11,10 +11,14 @@ The database is plain SQLite (WAL journal) with JSON text columns, so it reads w
     sqlite3 results.sqlite "select json_extract(cell, '$.m'), json_extract(result, '$.gap') from cells"
     pandas.read_sql("select * from cells where claim like 'C3@%'", sqlite3.connect("results.sqlite"))
 
+Cells are computed by an executor (:mod:`crl.sweep.executors`: in process, a process pool of this machine,
+or :class:`crl.sweep.ray_executor.RayExecutor` on a Ray cluster) and stored by the calling process alone.
+
 Tables: ``cells(claim, cell, seed, result, run_id, created, wall_s)``; ``runs(run_id, started, finished,
 meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, created)``.
 """
 
+from crl.sweep.executors import Executor, InProcess, ProcessPool, default_executor
 from crl.sweep.run import run_cells
 from crl.sweep.store import (
     Cell,
@@ -32,10 +36,14 @@ __all__ = [
     "Cell",
     "CellFn",
     "CellRecord",
+    "Executor",
+    "InProcess",
     "JSONDict",
+    "ProcessPool",
     "ProgressHook",
     "SweepStore",
     "canonical_json",
+    "default_executor",
     "derive_seed",
     "new_run_id",
     "run_cells",

@@ -1,0 +1,184 @@
+"""Where a sweep's cells are computed: the :class:`Executor` protocol and the executors of one machine.
+
+An executor only computes: it receives the cell function and the cells the store lacks, and yields
+``(cell, result, seconds)`` as each cell finishes. It never sees the :class:`~crl.sweep.store.SweepStore`:
+:func:`crl.sweep.run_cells` (the driver) is its single writer and commits each result the moment the executor
+hands it back, so an interrupted sweep loses at most the cells in flight, whichever executor computed them.
+
+- :class:`InProcess`: one cell after another in this process.
+- :class:`ProcessPool`: a ``spawn`` process pool of this machine (the default for ``workers > 1``).
+- :class:`crl.sweep.ray_executor.RayExecutor`: the tasks of a Ray cluster (the optional extra ``crl[ray]``).
+"""
+
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from crl.sweep.store import Cell, CellFn
+
+CellOutcome = tuple[Cell, Mapping[str, Any], float]
+"""A finished cell: the cell, what its function returned, and the seconds it took."""
+
+__all__ = [
+    "EXECUTORS",
+    "CellOutcome",
+    "Executor",
+    "InProcess",
+    "ProcessPool",
+    "check_workers",
+    "default_executor",
+    "executor_named",
+    "timed_cell",
+]
+
+EXECUTORS = ("process", "ray")
+"""The executors ``crl verify --executor`` knows."""
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Computes cells and hands their results back; the caller alone stores them.
+
+    ``run(fn, cells)`` yields one :data:`CellOutcome` per cell, in the order they finish. Whatever ``fn`` raises
+    propagates out of the iteration (cells handed back before it stay handed back); closing the iterator early
+    abandons the cells not yet finished.
+    """
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[CellOutcome]:
+        """Yield ``(cell, fn(cell), seconds)`` for every cell as it finishes."""
+        ...
+
+    def close(self) -> None:
+        """Release what the executor holds between sweeps (e.g. a Ray session it started)."""
+        ...
+
+
+def timed_cell(fn: CellFn, cell: Cell) -> tuple[Mapping[str, Any], float]:
+    """``fn(cell)`` and the seconds it took, in whatever process computes the cell.
+
+    Raises:
+        TypeError: if ``fn`` returns something other than a mapping.
+    """
+    start = time.perf_counter()
+    result = fn(cell)
+    if not isinstance(result, Mapping):
+        raise TypeError(
+            f"the cell function returned {type(result).__name__}; return a dict of JSON-able values."
+        )
+    return result, time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """Computes the cells one after another in this process."""
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[CellOutcome]:
+        """Yield each cell's outcome in the order of ``cells``."""
+        for cell in cells:
+            yield (cell, *timed_cell(fn, cell))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass(frozen=True)
+class ProcessPool:
+    """Computes the cells in a ``spawn`` process pool of ``workers`` processes, one torch thread each.
+
+    ``fn`` must be a module-level function (it reaches the workers by reference).
+    """
+
+    workers: int
+
+    def __post_init__(self) -> None:
+        check_workers(self.workers)
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[CellOutcome]:
+        """Yield each cell's outcome as its worker finishes it (in process for fewer than two cells)."""
+        if self.workers == 1 or len(cells) <= 1:
+            yield from InProcess().run(fn, cells)
+            return
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(
+            max_workers=min(self.workers, len(cells)), mp_context=context, initializer=_one_thread_per_worker
+        ) as pool:
+            futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
+                pool.submit(timed_cell, fn, cell): cell for cell in cells
+            }
+            try:
+                remaining = set(futures)
+                while remaining:
+                    finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        yield (futures[future], *future.result())
+            finally:
+                for future in futures:
+                    future.cancel()
+
+    def close(self) -> None:
+        """Nothing to release (each :meth:`run` starts and ends its own pool)."""
+
+
+def _one_thread_per_worker() -> None:
+    """Pool workers share the cores: one intra-op thread each (torch's default would oversubscribe them).
+
+    Set through ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch reads when a cell first imports it, so a
+    worker whose cells need no torch does not pay for importing it; a torch already imported is set directly.
+    """
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def default_executor(workers: int) -> Executor:
+    """The executor of ``workers`` processes on this machine: :class:`InProcess` for 1, else :class:`ProcessPool`.
+
+    Raises:
+        ValueError: if ``workers < 1``.
+    """
+    return InProcess() if check_workers(workers) == 1 else ProcessPool(workers)
+
+
+def check_workers(workers: object) -> int:
+    """``workers`` as an int >= 1 (``ValueError`` naming it otherwise)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be an int >= 1 (1 runs the cells in this process).")
+    return workers
+
+
+def executor_named(name: str, *, workers: int = 1, address: str | None = None) -> Executor:
+    """The executor of ``crl verify --executor NAME --workers W --address A``.
+
+    ``"process"``: :func:`default_executor` (``workers`` processes of this machine). ``"ray"``:
+    :class:`~crl.sweep.ray_executor.RayExecutor`, joining the cluster at ``address``, or starting a local Ray
+    instance of ``workers`` CPUs when there is none.
+
+    Raises:
+        ValueError: for an unknown name, an address without Ray, ``workers`` with a cluster address, or
+            ``workers < 1``.
+        RayNotInstalledError: for ``"ray"`` when ray is not installed (a ``ValueError`` too).
+    """
+    if name not in EXECUTORS:
+        raise ValueError(f"--executor {name!r} is not known; use one of {', '.join(EXECUTORS)}.")
+    if name == "process":
+        if address is not None:
+            raise ValueError(
+                f"--address {address!r} names a Ray cluster; add --executor ray, or leave out --address"
+            )
+        return default_executor(workers)
+    from crl.sweep.ray_executor import RayExecutor
+
+    if address is None:
+        return RayExecutor(num_cpus=check_workers(workers))
+    if workers != 1:
+        raise ValueError(
+            f"--workers {workers} sizes the process pool or a local Ray instance; the cluster at {address!r} "
+            "schedules its own CPUs: leave out --workers"
+        )
+    return RayExecutor(address)
