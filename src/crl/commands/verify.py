@@ -23,7 +23,7 @@ def verify(
     executor: Annotated[
         str,
         typer.Option(
-            help="Where cells are computed: process (this machine) or ray (pip install 'crl[ray]')."
+            help="Where cells are computed: process (this machine) or ray (needs crl's optional extra 'ray')."
         ),
     ] = "process",
     address: Annotated[
