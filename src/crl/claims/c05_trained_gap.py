@@ -1,0 +1,370 @@
+"""C5: the generalisation gap and excess risk of trained models (ERM) against m and n ([A] Thm 4.5/4.6).
+
+Pre-registered in docs/claims/C5.md (docs/theory.md section 7, C5).
+
+Experiment. Truth ``VMFUniform(3, kappa=4)``, tau = 0.5 (s* = tau kappa <x, y>, bounded: |s*| <= 2). Score family
+``x^T W y + b^T y`` (p = 12, :mod:`crl.erm`), restricted to the ball ``|theta| <= R = 1.5 |theta*|``; s_hat = the
+ERM of [A]'s L_hat on n pairs and a fixed negative set (SCRL: n x m; SSCRL: m shared), solved by
+:func:`crl.erm.convex.fit_ball` to a KKT residual <= 1e-8 (reported per cell, with whether the ball binds).
+Per fit: G = L(s_hat) - L_hat(s_hat), its variance-reduced form G_cv (same expectation; :mod:`crl.erm.trained`),
+L(s_hat) - L* and E* - E(s_hat), exact inner expectations. |G| is the absolute value of the seed mean of G_cv.
+
+Rule (five parts, each at the per-part level; intervals by the delete-one-seed jackknife with Student-t
+quantiles, :mod:`crl.claims._c05_fits`):
+
+1. SCRL, vs m at fixed n on the window of m where the ball binds in no seed and every fit converged: fit
+   |G|(m) = a + b m^r; PASS when r's CI upper end <= -0.9, FAIL when its lower end > -0.9
+   (:func:`crl.claims.verdict.verdict_at_most`, bound = r + delta with r = -1, delta = 0.1); INCONCLUSIVE
+   with fewer than 4 window points or a largest relative residual above 5%.
+2. SSCRL, the same with bound -0.4 (r = -1/2).
+3. SSCRL's |G| above SCRL's at each m of both windows: the CI of log(|G|_SSCRL/|G|_SCRL) above 0 at every m
+   (each m at the part's level divided over the window's m, Bonferroni), below 0 at some m: FAIL.
+4. SCRL vs n at fixed m: the log-log slope of |G| has CI upper end <= -0.45.
+5. The same for the excess risk L(s_hat) - L*.
+
+Control: the unbounded Gaussian truth (GaussianTwoTower(3, rho=0.9), family plus e|y|^2), parts 1-3 on the same
+grid and level; it must not PASS.
+"""
+
+import functools
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from crl.claims._c05_cells import KAPPA, RADIUS_FACTOR, RHO, TAU, erm_cell
+from crl.claims._c05_fits import jackknife_t, loglog_slope, offset_power_fit
+from crl.claims.context import ClaimContext, Fidelity
+from crl.claims.figure_spec import FigureSpec, loglog_figure, points
+from crl.claims.result import Claim, ClaimResult
+from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_above, verdict_at_most
+from crl.stats import MISFIT_TOLERANCE
+from crl.sweep import Cell, CellRecord
+
+M_GRIDS = {
+    Fidelity.QUICK: (8, 16, 32, 64, 128, 256),
+    Fidelity.STANDARD: (8, 16, 32, 64, 128, 256, 512, 1024),
+    Fidelity.FULL: (8, 16, 32, 64, 128, 256, 512, 1024),
+}
+N_FOR_M = {Fidelity.QUICK: 256, Fidelity.STANDARD: 1024, Fidelity.FULL: 4096}
+"""n of the m series (stated per series)."""
+N_GRIDS = {
+    Fidelity.QUICK: (128, 256, 512, 1024),
+    Fidelity.STANDARD: (256, 512, 1024, 2048, 4096),
+    Fidelity.FULL: (256, 512, 1024, 2048, 4096, 8192, 16384),
+}
+M_FOR_N = {Fidelity.QUICK: 64, Fidelity.STANDARD: 256, Fidelity.FULL: 256}
+"""m of the n series (SCRL)."""
+SEEDS = {Fidelity.QUICK: 4, Fidelity.STANDARD: 12, Fidelity.FULL: 16}
+N_EVAL = {Fidelity.QUICK: 4096, Fidelity.STANDARD: 16384, Fidelity.FULL: 65536}
+"""Fresh pairs for the outer means of L(s_hat) - L* and E* - E(s_hat)."""
+N_BIAS = {Fidelity.QUICK: 1024, Fidelity.STANDARD: 2048, Fidelity.FULL: 8192}
+"""Fresh draws for bias*_m = L* - E L_hat_m(s*) in G_cv."""
+BOUNDS = {"independent": -0.9, "shared": -0.4}
+"""r + delta: SCRL r = -1, SSCRL r = -1/2, delta = 0.1 (upper-bound rule)."""
+N_BOUND = -0.45
+"""-1/2 + 0.05: the slope in n of |G| and of the excess risk."""
+MIN_WINDOW = 4
+REGIME_NAMES = {"independent": "SCRL", "shared": "SSCRL"}
+
+
+class TrainedGap(Claim):
+    """C5 (module docstring): trained-model gap and excess risk vs m and n, and the Gaussian control."""
+
+    id: ClassVar[str] = "C5"
+    title: ClassVar[str] = "Trained models: gap and excess risk vs m and n"
+    source: ClassVar[str] = "[A] Thm 4.5/4.6"
+    evidence: ClassVar[str] = (
+        "[A] Thm 4.5/4.6 for the empirical risk minimiser of a bounded, realisable score class (a norm ball of "
+        "bilinear scores) on the vMF sphere: the rates in m and n of its gap and excess risk, as upper bounds"
+    )
+    parts: ClassVar[int] = 5
+    statement: ClassVar[str] = (
+        "For the ERM over a bounded score class, the gap L(s_hat) - L_hat(s_hat) decays in m at least like 1/m "
+        "(SCRL) and 1/sqrt(m) (SSCRL), where it is larger than in SCRL, and the gap and the excess risk decay "
+        "in n at least like 1/sqrt(n)."
+    )
+    rule: ClassVar[str] = (
+        "docs/theory.md section 7, C5, on VMFUniform(3, kappa=4), tau = 0.5, ERM of gcl L_hat over x^T W y + "
+        "b^T y with |theta| <= 1.5 |theta*| (Newton with a multiplier search, KKT residual <= 1e-8 per fit). "
+        "|G| = |seed mean of G_cv| (G minus the fixed-s* gap of the same sample plus its expectation). "
+        "Intervals: delete-one-seed jackknife, Student-t with seeds - 1 dof. (1) SCRL and (2) SSCRL vs m at n = "
+        "1024 (quick 256, full 4096), m in {8, ..., 1024} (quick to 256), on the window of m where no seed's "
+        "ball binds and every fit converged (at least 4 m, else INCONCLUSIVE): fit |G| = a + b m^r by relative "
+        "least squares (largest relative residual above 5%: INCONCLUSIVE); PASS if r's CI upper end <= -0.9 "
+        "(SCRL) or <= -0.4 (SSCRL), FAIL if its lower end is above it, else INCONCLUSIVE. (3) At every m of "
+        "both windows the CI of log(|G| SSCRL / |G| SCRL) lies above 0 (Bonferroni over those m): PASS; below "
+        "0 at some m: FAIL. (4, 5) SCRL vs n at m = 256 (quick 64), n in {256, ..., 4096} (quick {128, ..., "
+        "1024}, full to 16384): the log-log slope of |G| and of the excess risk L(s_hat) - L* has CI upper end "
+        "<= -0.45 (PASS), lower end above (FAIL). Seeds: 12 (quick 4, full 16). Every r and slope is reported "
+        "as measured; non-converged fits are counted and reported."
+    )
+    control_description: ClassVar[str] = (
+        "The unbounded Gaussian truth: GaussianTwoTower(3, rho=0.9), family x^T W y + b^T y + e|y|^2 (contains "
+        "s*), same ball factor, grid, estimator and level; parts 1-3 (the m series). It must not PASS."
+    )
+
+    def run(self, ctx: ClaimContext) -> ClaimResult:
+        """Fit every cell, reduce each series over seeds, and judge the five parts and the control."""
+        fid = ctx.fidelity
+        cells = _cells(ctx)
+        records = {(r.cell.key, r.cell.seed): r for r in ctx.run_cells(cells, erm_cell)}
+        data = _Series(list(records.values()), SEEDS[fid])
+        claim_parts, claim_stats, claim_reasons = _m_parts(data, "claim", M_GRIDS[fid], ctx.level)
+        n_parts, n_stats, n_reasons = _n_parts(data, N_GRIDS[fid], M_FOR_N[fid], ctx.level)
+        control_parts, control_stats, control_reasons = _m_parts(data, "control", M_GRIDS[fid], ctx.level)
+        table = data.table()
+        failed = sum(1 for row in table if row["failed"])
+        return self.result(
+            ctx,
+            verdict=combine_verdicts(*claim_parts, *n_parts),
+            statistics=claim_stats + n_stats,
+            control_verdict=combine_verdicts(*control_parts),
+            control_statistics=control_stats,
+            figures=[_figure(data, M_GRIDS[fid]), _n_figure(data, N_GRIDS[fid], M_FOR_N[fid])],
+            table=table,
+            notes=(
+                f"n = {N_FOR_M[fid]} for the m series, m = {M_FOR_N[fid]} for the n series; {SEEDS[fid]} seeds; "
+                f"ball radius {RADIUS_FACTOR} |theta*|; tau = {TAU}, kappa = {KAPPA} (control rho = {RHO}). "
+                f"Series points with failed fits (not converged or infinite risk): {failed}. Largest KKT residual: "
+                f"{max(row['kkt_max'] for row in table):.2g}. Plain G and E* - E(s_hat) are in the table."
+            ),
+            reasons=claim_reasons + n_reasons,
+            control_reasons=control_reasons,
+        )
+
+
+def _cells(ctx: ClaimContext) -> list[Cell]:
+    """Every (arm, regime, n, m, seed index) of the m series (both arms) and the n series (claim, SCRL), once."""
+    fid = ctx.fidelity
+    sizes = {"n_eval": N_EVAL[fid], "n_bias": N_BIAS[fid]}
+    specs = [
+        (arm, regime, N_FOR_M[fid], m)
+        for arm in ("claim", "control")
+        for regime in ("independent", "shared")
+        for m in M_GRIDS[fid]
+    ] + [("claim", "independent", n, M_FOR_N[fid]) for n in N_GRIDS[fid]]
+    unique: dict[tuple[str, int], Cell] = {}
+    for arm, regime, n, m in specs:
+        for index in range(SEEDS[fid]):
+            params = {"arm": arm, "regime": regime, "n": n, "m": m, "index": index, **sizes}
+            cell = Cell(params, ctx.seed_for("pairs", arm, n, index))
+            unique[(cell.key, cell.seed)] = cell
+    return list(unique.values())
+
+
+class _Series:
+    """The records grouped by (arm, regime, n, m), seeds in index order."""
+
+    def __init__(self, records: list[CellRecord], seeds: int) -> None:
+        self.groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
+        for record in sorted(records, key=lambda r: int(r.cell.params["index"])):
+            p = record.cell.params
+            key = (str(p["arm"]), str(p["regime"]), int(p["n"]), int(p["m"]))
+            self.groups.setdefault(key, []).append(record.result)
+        self.seeds = seeds
+
+    def usable(self, key: tuple[str, str, int, int]) -> bool:
+        """Every seed converged with a finite risk and none has its ball binding."""
+        rows = self.groups[key]
+        return all(r["status"] == "ok" and not r["active"] for r in rows)
+
+    def values(self, key: tuple[str, str, int, int], name: str) -> np.ndarray:
+        """(seeds,) values of one measurement (only for usable groups)."""
+        return np.array([float(r[name]) for r in self.groups[key]], dtype=np.float64)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per series point: means over converged seeds, counts of binding balls and failures."""
+        rows = []
+        for (arm, regime, n, m), results in sorted(self.groups.items()):
+            ok = [r for r in results if r["status"] == "ok"]
+            row: dict[str, Any] = {
+                "arm": arm,
+                "regime": REGIME_NAMES[regime],
+                "n": n,
+                "m": m,
+                "seeds": len(results),
+                "active": sum(bool(r["active"]) for r in results),
+                "failed": len(results) - len(ok),
+                "reasons": "; ".join(sorted({r["reason"] for r in results if r["reason"]})),
+                "kkt_max": max(float(r["kkt_residual"]) for r in results),
+            }
+            for name in ("gap_cv", "gap", "excess_risk", "auc_gap"):
+                values = np.array([float(r[name]) for r in ok])
+                row[name] = float(values.mean()) if values.size else None
+                row[f"{name}_se"] = (
+                    float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else None
+                )
+            rows.append(row)
+        return rows
+
+
+def _m_parts(
+    data: _Series, arm: str, grid: tuple[int, ...], level: float
+) -> tuple[list[Verdict], list[Statistic], list[str]]:
+    """Parts 1-3 of one arm: r in m per regime on its window, and the SSCRL/SCRL ratio."""
+    n = next(key[2] for key in data.groups if key[0] == arm and key[3] == grid[0])
+    verdicts, stats, reasons = [], [], []
+    windows = {}
+    for regime in ("independent", "shared"):
+        window = [m for m in grid if data.usable((arm, regime, n, m))]
+        windows[regime] = window
+        name = f"{arm}: r of |G| = a + b m^r, {REGIME_NAMES[regime]}, n = {n}, window m = {window}"
+        verdict, statistic, reason = _exponent_part(data, arm, regime, n, window, level, name)
+        verdicts.append(verdict)
+        stats.extend(statistic)
+        reasons.extend(reason)
+    both = [m for m in windows["independent"] if m in windows["shared"]]
+    verdict, statistic, reason = _ratio_part(data, arm, n, both, level)
+    return [*verdicts, verdict], stats + statistic, reasons + reason
+
+
+def _exponent_part(
+    data: _Series, arm: str, regime: str, n: int, window: list[int], level: float, name: str
+) -> tuple[Verdict, list[Statistic], list[str]]:
+    """Part 1 or 2: the exponent r of a + b m^r fitted to |G| on the window, against its bound."""
+    label = f"{arm} {REGIME_NAMES[regime]}"
+    if len(window) < MIN_WINDOW:
+        return (
+            Verdict.INCONCLUSIVE,
+            [],
+            [f"{label}: {len(window)} m in the window (< {MIN_WINDOW}): too few points"],
+        )
+    x = np.array(window, dtype=np.float64)
+    seeds = np.column_stack([data.values((arm, regime, n, m), "gap_cv") for m in window])
+    try:
+        fit = offset_power_fit(x, np.abs(seeds.mean(axis=0)))
+        interval = jackknife_t(lambda means: offset_power_fit(x, np.abs(means)).r, seeds, level)
+    except ValueError as error:
+        return Verdict.INCONCLUSIVE, [], [f"{label}: the fit failed ({error})"]
+    detail = (
+        f"a = {fit.a:.3g}, b = {fit.b:.3g}, max relative residual {fit.max_relative_residual:.3g}; "
+        f"jackknife se {interval.se:.3g} over {interval.seeds} seeds"
+    )
+    stat = Statistic(name, interval.value, interval.ci_low, interval.ci_high, level, detail)
+    if fit.max_relative_residual > MISFIT_TOLERANCE:
+        return Verdict.INCONCLUSIVE, [stat], [f"{label}: misfit ({detail})"]
+    verdict = verdict_at_most(stat, BOUNDS[regime])
+    reason = [] if verdict is not Verdict.INCONCLUSIVE else [f"{label}: CI of r straddles {BOUNDS[regime]}"]
+    return verdict, [stat], reason
+
+
+def _ratio_part(
+    data: _Series, arm: str, n: int, window: list[int], level: float
+) -> tuple[Verdict, list[Statistic], list[str]]:
+    """Part 3: at each m of both windows the CI of log(|G| SSCRL / |G| SCRL) against 0 (Bonferroni over m)."""
+    if not window:
+        return Verdict.INCONCLUSIVE, [], [f"{arm}: no m in both windows for the SSCRL/SCRL ratio"]
+    each = 1.0 - (1.0 - level) / len(window)
+    verdicts, stats = [], []
+    for m in window:
+        pair = np.stack(
+            [data.values((arm, "shared", n, m), "gap_cv"), data.values((arm, "independent", n, m), "gap_cv")],
+            axis=1,
+        )
+        interval = jackknife_t(lambda means: _log_ratio(means), pair, each)
+        stat = Statistic(
+            f"{arm}: log(|G| SSCRL / |G| SCRL) at m = {m}, n = {n}",
+            interval.value,
+            interval.ci_low,
+            interval.ci_high,
+            each,
+            f"ratio {math.exp(interval.value):.3g}; jackknife se {interval.se:.3g}",
+        )
+        verdicts.append(verdict_above(stat, 0.0))
+        stats.append(stat)
+    verdict = combine_verdicts(*verdicts)
+    reason = [] if verdict is not Verdict.INCONCLUSIVE else [f"{arm}: a ratio CI contains 1"]
+    return verdict, stats, reason
+
+
+def _log_ratio(means: np.ndarray) -> float:
+    """``log(|mean SSCRL| / |mean SCRL|)``; -inf/inf guarded by the caller's finite data (G_cv != 0)."""
+    return math.log(abs(means[0])) - math.log(abs(means[1]))
+
+
+def _n_parts(
+    data: _Series, grid: tuple[int, ...], m: int, level: float
+) -> tuple[list[Verdict], list[Statistic], list[str]]:
+    """Parts 4 and 5: log-log slopes in n of |G| and of the excess risk (SCRL, fixed m)."""
+    usable = [
+        n for n in grid if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
+    ]
+    verdicts, stats, reasons = [], [], []
+    for name, label in (("gap_cv", "|G|"), ("excess_risk", "L(s_hat) - L*")):
+        if len(usable) < 3:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            reasons.append(f"slope of {label} in n: {len(usable)} usable n (< 3): too few points")
+            continue
+        x = np.array(usable, dtype=np.float64)
+        seeds = np.column_stack([data.values(("claim", "independent", n, m), name) for n in usable])
+        interval = jackknife_t(functools.partial(_abs_slope, x), seeds, level)
+        stat = Statistic(
+            f"slope of {label} in n (SCRL, m = {m}), n = {usable}",
+            interval.value,
+            interval.ci_low,
+            interval.ci_high,
+            level,
+            f"OLS on logs of seed means; jackknife se {interval.se:.3g} over {interval.seeds} seeds",
+        )
+        verdict = verdict_at_most(stat, N_BOUND)
+        verdicts.append(verdict)
+        stats.append(stat)
+        if verdict is Verdict.INCONCLUSIVE:
+            reasons.append(f"slope of {label} in n: CI straddles {N_BOUND}")
+    return verdicts, stats, reasons
+
+
+def _abs_slope(x: np.ndarray, means: np.ndarray) -> float:
+    """Log-log slope of ``|means|`` against x."""
+    return loglog_slope(x, np.abs(means))
+
+
+def _figure(data: _Series, grid: tuple[int, ...]) -> FigureSpec:
+    """|G| (seed mean of G_cv, bars 1 se) against m, both regimes, claim and control."""
+    series = []
+    for arm in ("claim", "control"):
+        for regime in ("independent", "shared"):
+            keys = [k for k in sorted(data.groups) if k[0] == arm and k[1] == regime and k[3] in grid]
+            keys = [
+                k for k in keys if k[2] == keys[0][2] and all(r["status"] == "ok" for r in data.groups[k])
+            ]
+            if len(keys) < 1:
+                continue
+            values = [data.values(k, "gap_cv") for k in keys]
+            series.append(
+                points(
+                    f"{arm} {REGIME_NAMES[regime]} (n = {keys[0][2]})",
+                    [k[3] for k in keys],
+                    [abs(float(v.mean())) for v in values],
+                    y_err=[float(v.std(ddof=1) / math.sqrt(v.size)) for v in values],
+                    control=arm == "control",
+                )
+            )
+    return loglog_figure("gap_vs_m", "C5: gap of the ERM vs m", "m (negatives)", "|G| = |L - L_hat|", *series)
+
+
+def _n_figure(data: _Series, grid: tuple[int, ...], m: int) -> FigureSpec:
+    """|G| and the excess risk against n (SCRL, fixed m), bars 1 se."""
+    keys = [
+        ("claim", "independent", n, m)
+        for n in grid
+        if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
+    ]
+    series = []
+    for name, label in (("gap_cv", "|G|"), ("excess_risk", "L(s_hat) - L*")):
+        values = [data.values(k, name) for k in keys]
+        series.append(
+            points(
+                f"{label} (SCRL, m = {m})",
+                [k[2] for k in keys],
+                [abs(float(v.mean())) for v in values],
+                y_err=[float(v.std(ddof=1) / math.sqrt(v.size)) for v in values],
+            )
+        )
+    return loglog_figure(
+        "gap_vs_n", "C5: gap and excess risk vs n", "n (pairs)", "value", *series, theory_slope=-0.5
+    )
+
+
+CLAIM = TrainedGap()

@@ -1,0 +1,37 @@
+"""Empirical risk minimisation on the synthetic truths (issue 10 item 1; claim C5).
+
+- :mod:`crl.erm.lifted`: score families linear in lifted features, ``x^T W y + b^T y (+ e|y|^2)``, and [A]'s L_hat
+  on a fixed sample (SCRL n x m or SSCRL m shared negatives) with its gradient and Hessian;
+- :mod:`crl.erm.convex`: the ERM over a norm ball, solved to a stated KKT tolerance, reporting whether the ball
+  binds;
+- :mod:`crl.erm.trained`: sample, fit and measure one cell (G, the excess risk, E* - E) with crl's exact
+  estimators.
+"""
+
+from crl.erm.convex import KKT_TOLERANCE, BallFit, fit_ball, gradient_mapping_norm, project_ball
+from crl.erm.lifted import EmpiricalRisk, LiftedFamily, RiskDerivatives
+from crl.erm.trained import (
+    TrainedMetrics,
+    erm_record,
+    family_for,
+    ideal_parameters,
+    sample_risk,
+    trained_metrics,
+)
+
+__all__ = [
+    "KKT_TOLERANCE",
+    "BallFit",
+    "EmpiricalRisk",
+    "LiftedFamily",
+    "RiskDerivatives",
+    "TrainedMetrics",
+    "erm_record",
+    "family_for",
+    "fit_ball",
+    "gradient_mapping_norm",
+    "ideal_parameters",
+    "project_ball",
+    "sample_risk",
+    "trained_metrics",
+]

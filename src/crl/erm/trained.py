@@ -1,0 +1,181 @@
+"""One ERM fit on a synthetic truth and what crl's exact estimators say about it (issue 10, C5's measurements).
+
+For a truth with a closed-form negative law (``VMFUniform``: uniform sphere; ``GaussianTwoTower``: N(0, I)) and a
+:class:`~crl.erm.lifted.LiftedFamily` containing s* (``ideal_parameters``):
+
+- the sample: n pairs (x_i, y_i) and a fixed negative set, SCRL (n x m, each anchor its own) or SSCRL (m shared);
+- the fit: :func:`crl.erm.convex.fit_ball` over the ball ``|theta| <= radius``;
+- G = L(s_hat) - L_hat(s_hat) = (L(s_hat) - L*) + L* - L_hat(s_hat), with ``L(s_hat) - L*`` from
+  :func:`crl.metrics.risk.excess_risk` (exact inner expectation, outer mean over ``n_eval`` fresh pairs, paired so
+  its variance vanishes at s*) and L* from the truth's closed form;
+- E* - E(s_hat) from :func:`crl.metrics.risk.auc_gap` (exact inner probability, paired with s*);
+- the variance-reduced gap ``G_cv = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) + bias*_m``: G minus the fixed-s*
+  gap of the same sample, ``L* - L_hat(s*)``, plus that gap's expectation ``bias*_m = L* - E L_hat_m(s*)`` (the same
+  in both regimes: each anchor's m negatives are iid p- either way), estimated without bias from ``n_bias`` fresh
+  draws by :func:`crl.metrics.risk.inner_gap_draws`. ``E G_cv = E G``; the fixed-s* fluctuation (O(1/sqrt n), and
+  O(1/sqrt m) shared in SSCRL) is gone, so the seed mean resolves E G at a few seeds.
+"""
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from crl._vocab import Regime, check_count
+from crl.erm.convex import KKT_TOLERANCE, BallFit, fit_ball
+from crl.erm.lifted import EmpiricalRisk, LiftedFamily
+from crl.metrics.risk import auc_gap, excess_risk, inner_gap_draws
+from crl.synthetic import GaussianTwoTower, VMFUniform
+from crl.synthetic.base import GroundTruth
+
+
+def family_for(truth: GroundTruth) -> LiftedFamily:
+    """The realisable lifted family of a truth: bilinear + b^T y on the sphere, plus e|y|^2 for the Gaussian."""
+    if isinstance(truth, VMFUniform):
+        return LiftedFamily(truth.dim)
+    if isinstance(truth, GaussianTwoTower):
+        return LiftedFamily(truth.dim, quadratic=True)
+    raise ValueError(
+        f"truth={truth!r} has no lifted family with exact risks here; use VMFUniform or GaussianTwoTower."
+    )
+
+
+def ideal_parameters(truth: GroundTruth, tau: float) -> torch.Tensor:
+    """theta* of s* in :func:`family_for`'s family (s* up to a g(x), which no risk sees).
+
+    VMFUniform: ``W = tau kappa I``; GaussianTwoTower: ``W = tau rho/(1 - rho^2) I``, ``e = -tau rho^2/(2(1 - rho^2))``.
+    """
+    family = family_for(truth)
+    eye = torch.eye(truth.dim, dtype=torch.float64)
+    zero = torch.zeros(truth.dim, dtype=torch.float64)
+    if isinstance(truth, VMFUniform):
+        return family.parameters_of(tau * truth.kappa * eye, zero)
+    assert isinstance(truth, GaussianTwoTower)
+    factor = tau / (1.0 - truth.rho**2)
+    return family.parameters_of(factor * truth.rho * eye, zero, -0.5 * factor * truth.rho**2)
+
+
+def sample_risk(
+    truth: GroundTruth, n: int, m: int, tau: float, regime: Regime, generator: torch.Generator
+) -> EmpiricalRisk:
+    """L_hat of :func:`family_for`'s family on n pairs and a fixed negative set (SCRL n x m, SSCRL m shared)."""
+    check_count("n", n, 1)
+    check_count("m", m, 1)
+    x, y = truth.sample(n, generator)
+    shape = (n, m) if regime == "independent" else (m,)
+    negatives = truth.sample_negatives(shape, generator)
+    return EmpiricalRisk(family_for(truth), x, y, negatives, tau, regime)
+
+
+@dataclass(frozen=True)
+class TrainedMetrics:
+    """The measurements of one fitted s_hat (module docstring); ``None`` where the population risk is infinite.
+
+    Attributes:
+        empirical_risk: L_hat(s_hat).
+        excess_risk: L(s_hat) - L* (Monte-Carlo outer mean), and excess_risk_se its standard error.
+        gap: G = L(s_hat) - L_hat(s_hat) (se: excess_risk_se).
+        gap_cv: the variance-reduced gap G_cv, and gap_cv_se its Monte-Carlo se (outer mean and bias*_m).
+        star_gap: L* - L_hat(s*) on the same sample.
+        auc_gap: E* - E(s_hat), and auc_gap_se its standard error.
+    """
+
+    empirical_risk: float
+    excess_risk: float | None
+    excess_risk_se: float | None
+    gap: float | None
+    gap_cv: float | None
+    gap_cv_se: float | None
+    star_gap: float
+    auc_gap: float | None
+    auc_gap_se: float | None
+
+
+def trained_metrics(
+    risk: EmpiricalRisk,
+    fit: BallFit,
+    truth: GroundTruth,
+    *,
+    generator: torch.Generator,
+    n_eval: int = 1 << 15,
+    n_bias: int = 1 << 14,
+) -> TrainedMetrics:
+    """G, G_cv, L(s_hat) - L* and E* - E(s_hat) of a fit (module docstring)."""
+    tau = risk.tau
+    optimal = truth.optimal_risk(tau)
+    theta_star = ideal_parameters(truth, tau)
+    star_gap = optimal - risk.value(theta_star)
+    score = risk.family.score(fit.theta)
+    try:
+        excess = excess_risk(score, truth, tau, generator=generator, n_anchors=n_eval)
+    except ValueError:
+        return TrainedMetrics(fit.risk, None, None, None, None, None, star_gap, None, None)
+    bias = inner_gap_draws(
+        risk.family.score(theta_star), truth, tau, risk.m, generator=generator, n_draws=n_bias
+    ).estimate
+    bias_mean = float(bias.mean())
+    bias_se = float(bias.std()) / math.sqrt(bias.numel())
+    accuracy = auc_gap(score, truth, generator=generator, n_anchors=n_eval)
+    return TrainedMetrics(
+        empirical_risk=fit.risk,
+        excess_risk=excess.mean,
+        excess_risk_se=excess.se,
+        gap=excess.mean + optimal - fit.risk,
+        gap_cv=excess.mean + (optimal - star_gap - fit.risk) + bias_mean,
+        gap_cv_se=math.hypot(excess.se, bias_se),
+        star_gap=star_gap,
+        auc_gap=accuracy.mean,
+        auc_gap_se=accuracy.se,
+    )
+
+
+def erm_record(
+    truth: GroundTruth,
+    *,
+    n: int,
+    m: int,
+    tau: float,
+    regime: Regime,
+    radius: float,
+    seed: int,
+    tolerance: float = KKT_TOLERANCE,
+    n_eval: int = 1 << 15,
+    n_bias: int = 1 << 14,
+) -> dict[str, Any]:
+    """Sample, fit and measure one cell; a JSON-able record with the fit's status (a sweep cell's result).
+
+    The record always carries ``converged``, ``active``, ``kkt_residual``, ``norm``, ``multiplier`` and ``reason``;
+    a fit that did not converge, or whose population risk is infinite, has ``status`` "not converged" or
+    "infinite risk" and its measurements set to None: it is counted, never dropped.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    risk = sample_risk(truth, n, m, tau, regime, generator)
+    fit = fit_ball(risk, radius, tolerance=tolerance)
+    status = {
+        "converged": fit.converged,
+        "active": fit.active,
+        "kkt_residual": fit.kkt_residual,
+        "tolerance": fit.tolerance,
+        "norm": fit.norm,
+        "radius": fit.radius,
+        "multiplier": fit.multiplier,
+        "iterations": fit.iterations,
+        "reason": fit.reason,
+    }
+    if not fit.converged:
+        return {**status, "status": "not converged", **_empty()}
+    metrics = trained_metrics(risk, fit, truth, generator=generator, n_eval=n_eval, n_bias=n_bias)
+    if metrics.excess_risk is None:
+        return {
+            **status,
+            "status": "infinite risk",
+            "reason": "E exp(s_hat/tau) is infinite under p-",
+            **asdict(metrics),
+        }
+    return {**status, "status": "ok", **asdict(metrics)}
+
+
+def _empty() -> dict[str, None]:
+    """The measurement fields of a record without measurements."""
+    return {name: None for name in TrainedMetrics.__dataclass_fields__}
