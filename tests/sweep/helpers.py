@@ -1,5 +1,12 @@
 """Cell functions for the executor tests (module level, so worker processes import them by reference)."""
 
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +65,76 @@ def interrupt_then_resume(folder: Path, executor: Executor) -> None:
     assert sorted(calls(folder)) == sorted(set(range(N_CELLS)) - first)
     assert {r.cell.params["i"] for r in records if r.run_id == "first"} == first
     assert [r.result for r in records] == [logged_cube(cell) for cell in cells]
+
+
+def slow_cube(cell: Cell) -> dict[str, Any]:
+    """:func:`logged_cube` after a 0.2 s pause (so that a driver can be killed mid-sweep)."""
+    time.sleep(0.2)
+    return logged_cube(cell)
+
+
+_DRIVER = """
+import sys
+from pathlib import Path
+
+from crl.sweep import ProcessPool, SweepStore, run_cells
+from crl.sweep.ray_executor import RayExecutor
+from tests.sweep.helpers import grid, slow_cube
+
+if __name__ == "__main__":
+    folder, kind = Path(sys.argv[1]), sys.argv[2]
+    executor = ProcessPool(2) if kind == "pool" else RayExecutor(kind)
+    with SweepStore(folder / "r.sqlite") as store:
+        run_cells(store, "C0", grid(folder, int(sys.argv[3])), slow_cube, run_id="killed", executor=executor)
+"""
+
+
+def kill_driver_then_resume(folder: Path, kind: str, executor: Executor, n_cells: int = 12) -> None:
+    """Start a sweep in a driver process (``kind``: "pool", or the address of a Ray cluster), SIGKILL the driver
+    once it has stored 3 cells, rerun the sweep here with ``executor``, and check the store: every cell once, the
+    in-process result, and the killed run's cells kept as it stored them."""
+    root = Path(__file__).resolve().parents[2]
+    script = folder / "driver.py"
+    script.write_text(_DRIVER)
+    environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(folder), kind, str(n_cells)],
+        cwd=root,
+        env=environment,
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60.0
+        while stored_count(folder / "r.sqlite") < 3:
+            assert driver.poll() is None, f"the driver ended before it was killed: {driver.stderr.read()!r}"
+            assert time.monotonic() < deadline, "the driver did not store 3 cells within 60 s"
+            time.sleep(0.01)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    killed = _rows(folder / "r.sqlite")
+    assert 3 <= len(killed) < n_cells
+    cells = grid(folder, n_cells)
+    with SweepStore(folder / "r.sqlite") as store:
+        records = run_cells(store, "C0", cells, logged_cube, run_id="rerun", executor=executor)
+        assert len(store.records("C0")) == n_cells
+    assert [r.result for r in records] == [logged_cube(cell) for cell in cells]
+    assert {r.cell.params["i"]: r.result for r in records if r.run_id == "killed"} == killed
+
+
+def stored_count(db: Path) -> int:
+    """Rows in the cells table, 0 while the database does not exist yet."""
+    return len(_rows(db))
+
+
+def _rows(db: Path) -> dict[int, dict[str, Any]]:
+    """Stored results by i ({} while the database does not exist yet or is locked)."""
+    if not db.exists():
+        return {}
+    try:
+        with sqlite3.connect(db, timeout=1.0) as conn:
+            rows = conn.execute("SELECT json_extract(cell, '$.i'), result FROM cells").fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return {int(i): json.loads(result) for i, result in rows}

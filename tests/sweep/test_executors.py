@@ -11,7 +11,7 @@ import pytest
 
 from crl.sweep import Executor, InProcess, ProcessPool, SweepStore, default_executor, run_cells
 from crl.sweep.executors import executor_named
-from tests.sweep.helpers import calls, grid, interrupt_then_resume, logged_nan
+from tests.sweep.helpers import calls, grid, interrupt_then_resume, kill_driver_then_resume, logged_nan
 
 
 def test_every_executor_follows_the_protocol() -> None:
@@ -28,9 +28,9 @@ def test_in_process_sweep_resumes_after_an_interruption(tmp_path: Path) -> None:
     interrupt_then_resume(tmp_path, InProcess())
 
 
-def test_process_pool_resumes_after_an_interruption_and_matches_in_process(tmp_path: Path) -> None:
-    """With the process pool the interruption also loses the cells in flight; they are computed on the rerun."""
-    interrupt_then_resume(tmp_path, ProcessPool(2))
+def test_a_killed_pool_driver_resumes_without_loss_or_double_counting(tmp_path: Path) -> None:
+    """SIGKILL the driver of a process-pool sweep: the rerun stores every missing cell once, and nothing else."""
+    kill_driver_then_resume(tmp_path, "pool", ProcessPool(2))
 
 
 def test_a_refused_result_stops_the_sweep_at_once(tmp_path: Path) -> None:
