@@ -146,8 +146,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def _prune(directory: Path, keep: int, step: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints up to ``step``, and every one after it (left by a run that
-    resumed from before them, e.g. because they were damaged)."""
+    """Keep the newest ``keep`` checkpoints up to ``step``; delete the rest and any after it (stale since a resume)."""
     found = list_checkpoints(directory)
     upto = [path for saved, path in found if saved <= step]
     for tensor_path in upto[:-keep] + [path for saved, path in found if saved > step]:
@@ -269,8 +268,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module, sav
 
 @dataclass(frozen=True)
 class StreamStates:
-    """The states (uint8 tensors of ``torch.Generator.get_state``) of the streams one rank draws from while it
-    trains: data order, views, negatives (the "init" stream is spent when the model is built)."""
+    """One rank's generator states (``get_state`` tensors) of its streams: order, views, negatives (not init)."""
 
     order: Tensor
     views: Tensor
