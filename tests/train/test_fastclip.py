@@ -21,6 +21,7 @@ from crl.train.config import ConfigError, LossConfig
 from crl.train.cursor import DataCursor
 from crl.train.data import build_source
 from crl.train.estimator import StepLoss, gamma_of
+from crl.train.false_negatives import FalseNegativeIds
 from crl.train.loop import TrainingLoop, train
 from crl.train.loss import batch_loss
 from tests.train.helpers import fit, tiny_config
@@ -112,6 +113,24 @@ def test_gamma_one_is_the_minibatch_gcl_loss_in_value_and_gradient() -> None:
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     for got_grad, want_grad in zip(got_grads, want_grads, strict=True):
         torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-12)
+
+
+def test_fastclip_refuses_false_negative_ids() -> None:
+    """Data that name item ids (duplicate texts) are masked by the minibatch loss; fastclip's u_i cannot be, so it
+    must refuse them rather than train another objective silently."""
+    generator = torch.Generator().manual_seed(0)
+    a, neg = (F.normalize(torch.randn(n, 3, generator=generator), dim=1) for n in (4, 5))
+    ids = FalseNegativeIds(torch.arange(4), torch.arange(5))
+    fastclip = StepLoss(LossConfig(**FASTCLIP), n_items=10, total_steps=1)
+    with pytest.raises(ValueError, match="cannot leave false negatives out"):
+        fastclip(
+            EmbeddedBatch(a, a),
+            Negatives("shared", "embeddings", y=neg),
+            torch.arange(4),
+            torch.tensor(0.1),
+            ids,
+        )
+    assert fastclip.state is not None and not bool(fastclip.state.seen.any())
 
 
 def test_gamma_one_trains_the_minibatch_gcl_model(tmp_path: Path, one_thread: None) -> None:

@@ -103,6 +103,10 @@ class StepLoss:
 
         fastclip updates u_i of the batch's items (one step of the gamma schedule) and returns the moving-average
         loss (value (1/n) sum_i tau log u_i, gradient (1/n) sum_i tau grad g_hat_i / u_i).
+
+        Raises:
+            ValueError: for fastclip with negatives that are not embedded shared ones, or with false-negative ids
+                (data whose pairs name item ids: fastclip's u_i has no mask).
         """
         config = self.config
         if self.state is None:
@@ -113,6 +117,11 @@ class StepLoss:
             raise ValueError(
                 f"estimator = 'fastclip' needs embedded shared negatives, got kind {negatives.kind!r} of "
                 f"regime {negatives.regime!r}; use [loss] negatives = 'shared_pool'"
+            )
+        if false_negatives is not None and false_negatives.positive_ids is not None:
+            raise ValueError(
+                "estimator = 'fastclip' cannot leave false negatives out of the pool means u_i, but this data names "
+                "an item id per pair (duplicate texts); use estimator = 'minibatch', which masks them"
             )
         return moving_average_loss(
             batch.anchors,
