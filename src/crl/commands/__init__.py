@@ -11,6 +11,7 @@ from crl.commands.advise import advise
 from crl.commands.config import config
 from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
+from crl.commands.experiment import experiment
 from crl.commands.train import train
 from crl.commands.verify import verify
 
@@ -35,6 +36,7 @@ app.command()(train)
 app.command("eval")(evaluate)
 app.command()(config)
 app.command()(embed)
+app.command()(experiment)
 app.command()(advise)
 
 __all__ = ["app"]
