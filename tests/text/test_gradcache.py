@@ -68,7 +68,7 @@ def _chunked_with_graph(model: nn.Module, inputs: Batch, chunk_size: int) -> Ten
     return torch.cat(parts)
 
 
-@pytest.mark.parametrize("chunk_size", [1, 3, 7, 64])
+@pytest.mark.parametrize("chunk_size", [1, 4, 64])
 def test_gradcache_matches_one_graph_over_the_whole_batch(chunk_size: int) -> None:
     model, tau = DropoutMLP(1, dropout=0.0), Temperature(0.2, learnable=True)
     tau.double()
@@ -91,7 +91,7 @@ def test_gradcache_matches_one_graph_over_the_whole_batch(chunk_size: int) -> No
     torch.testing.assert_close(tau.log_inverse.grad, expected_tau)  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("chunk_size", [2, 4])
+@pytest.mark.parametrize("chunk_size", [4])
 def test_gradcache_matches_plain_step_on_a_transformer_with_dropout(chunk_size: int) -> None:
     model = TinyBert()
     model.train()

@@ -140,3 +140,21 @@ class RetrievalTask:
         return RetrievalTask(
             tuple(self.queries[q] for q in keep), self.corpus, tuple(self.relevant[q] for q in keep)
         )
+
+    def limit_corpus(self, n_documents: int, seed: int = 0) -> RetrievalTask:
+        """The corpus cut to ``n_documents``: every relevant document, then distractors of smallest hash u(seed, text)
+        (0 or a larger number: the whole corpus). Relevance is re-indexed; no judgement is lost."""
+        if n_documents <= 0 or n_documents >= len(self.corpus):
+            return self
+        needed = sorted(set().union(*self.relevant))
+        others = sorted(
+            (d for d in range(len(self.corpus)) if d not in set(needed)),
+            key=lambda d: _hash_unit(self.corpus[d], seed),
+        )
+        keep = sorted(needed + others[: max(0, n_documents - len(needed))])
+        new_index = {old: new for new, old in enumerate(keep)}
+        return RetrievalTask(
+            self.queries,
+            tuple(self.corpus[d] for d in keep),
+            tuple(frozenset(new_index[d] for d in r) for r in self.relevant),
+        )

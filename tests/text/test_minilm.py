@@ -1,0 +1,95 @@
+"""The offline MiniLM encoder against sentence-transformers' own encode, its save format, and its errors."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from crl.models import Encoder
+from crl.models.minilm import (
+    MiniLM,
+    embed_texts,
+    load_tokenizer,
+    packaged_model_path,
+    resolve_model_path,
+    save_sentence_transformer,
+    tokenize,
+)
+
+SENTENCES = [
+    "a large body of water",
+    "The cat sat on the mat.",
+    "In the beginning God created the heaven and the earth.",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLM:
+    torch.set_num_threads(1)
+    return MiniLM()
+
+
+def test_loading_is_offline(minilm: MiniLM) -> None:
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert os.environ["TRANSFORMERS_OFFLINE"] == "1"
+    assert minilm.source_path == packaged_model_path()
+    assert minilm.dim == 384
+
+
+def test_embeddings_equal_sentence_transformers_encode(minilm: MiniLM) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(packaged_model_path()), device="cpu").encode(SENTENCES)
+    ours = embed_texts(SENTENCES, model=minilm)
+    torch.testing.assert_close(ours, torch.from_numpy(reference), rtol=0, atol=1e-5)
+    torch.testing.assert_close(ours.norm(dim=1), torch.ones(3))
+
+
+def test_encoder_wrapper_is_the_unit_norm_mean_pool(minilm: MiniLM) -> None:
+    batch = tokenize(load_tokenizer(), SENTENCES, 128)
+    minilm.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(Encoder(minilm)(batch), embed_texts(SENTENCES, model=minilm))
+
+
+def test_padding_does_not_change_an_embedding(minilm: MiniLM) -> None:
+    alone = embed_texts(SENTENCES[:1], model=minilm)
+    padded = embed_texts(SENTENCES, model=minilm)[:1]
+    torch.testing.assert_close(alone, padded, rtol=0, atol=1e-5)
+
+
+def test_long_texts_are_truncated_at_max_seq_length(minilm: MiniLM) -> None:
+    long = " ".join(["water"] * 400)
+    tokens = tokenize(load_tokenizer(), [long], 16)
+    assert tokens["input_ids"].shape == (1, 16)
+    torch.testing.assert_close(
+        embed_texts([long], model=minilm, max_seq_length=16),
+        embed_texts([" ".join(["water"] * 14)], model=minilm, max_seq_length=16),
+    )
+
+
+def test_saved_model_loads_in_sentence_transformers(minilm: MiniLM, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    with torch.no_grad():
+        minilm.transformer.pooler.dense.bias.zero_()
+        minilm.transformer.encoder.layer[0].output.dense.bias.add_(0.01)
+    folder = save_sentence_transformer(minilm, tmp_path / "st", max_seq_length=64)
+    loaded = SentenceTransformer(str(folder), device="cpu")
+    assert loaded.max_seq_length == 64
+    expected = embed_texts(SENTENCES, model=minilm)
+    torch.testing.assert_close(torch.from_numpy(loaded.encode(SENTENCES)), expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(embed_texts(SENTENCES, folder), expected, rtol=0, atol=1e-5)
+
+
+def test_bad_input_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        tokenize(load_tokenizer(), ["fine", "  "], 8)
+    with pytest.raises(ValueError, match="texts is empty"):
+        embed_texts([])
+    with pytest.raises(ValueError, match="not a folder"):
+        resolve_model_path(tmp_path / "absent")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="no weights"):
+        resolve_model_path(tmp_path)
