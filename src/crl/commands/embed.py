@@ -1,4 +1,9 @@
-"""``crl embed CHECKPOINT --data FILE --key x --out vectors.npy``: embed an array with a trained checkpoint."""
+"""``crl embed CHECKPOINT --data FILE --key x --out vectors.npy``: embed an array with a trained checkpoint.
+
+``crl embed minilm --text "..." [--text ...] [--text-file FILE] --out vectors.npy`` embeds strings with the packaged
+all-MiniLM-L6-v2 (loaded offline), or with a sentence-transformers model folder (e.g. a crl fine-tuned one) given
+in place of ``minilm`` (:func:`crl.models.minilm.embed_texts`).
+"""
 
 from __future__ import annotations
 
@@ -18,8 +23,21 @@ def embed(
         Path,
         typer.Argument(help="A checkpoint (step-*.safetensors) or a run folder (its newest checkpoint)."),
     ],
-    data: Annotated[Path, typer.Option(help="An .npz file, or a folder of <key>.npy files.")],
     out: Annotated[Path, typer.Option(help="Where to write the (N, d) float32 vectors (.npy).")],
+    data: Annotated[
+        Path | None, typer.Option(help="An .npz file, or a folder of <key>.npy files (array inputs).")
+    ] = None,
+    text: Annotated[
+        list[str] | None,
+        typer.Option(help="A string to embed (repeatable); CHECKPOINT is 'minilm' or a model folder."),
+    ] = None,
+    text_file: Annotated[
+        Path | None,
+        typer.Option(help="A UTF-8 file of strings to embed, one per line (blank lines skipped)."),
+    ] = None,
+    max_seq_length: Annotated[
+        int, typer.Option(help="Text: word pieces kept per string (longer: truncated).")
+    ] = 128,
     key: Annotated[str, typer.Option(help="The array in --data to embed, (N, ...) inputs.")] = "x",
     tower: Annotated[
         str, typer.Option(help="anchor (f, for x-like inputs) or positive (g, for y-like inputs).")
@@ -29,7 +47,9 @@ def embed(
         int | None, typer.Option(help="Inputs per forward pass (default: the run's eval.batch_size).")
     ] = None,
 ) -> None:
-    """Embed the array KEY of DATA with a trained checkpoint's tower and save the vectors as .npy."""
+    """Embed the array KEY of DATA with a trained checkpoint's tower (or strings with MiniLM) and save them as .npy."""
+    if text or text_file is not None:
+        raise typer.Exit(embed_text_command(str(checkpoint), text or [], text_file, out, max_seq_length))
     raise typer.Exit(
         embed_command(
             checkpoint, data=data, key=key, out=out, tower=tower, device=device, batch_size=batch_size
@@ -37,10 +57,38 @@ def embed(
     )
 
 
+def embed_text_command(
+    model: str, texts: list[str], text_file: Path | None, out: Path, max_seq_length: int = 128
+) -> int:
+    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, written to ``out``; 0 or 2."""
+
+    def body() -> int:
+        import numpy as np
+
+        from crl.models.minilm import embed_texts
+
+        strings = list(texts)
+        if text_file is not None:
+            try:
+                content = text_file.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
+                ) from None
+            strings += [line for line in content.splitlines() if line.strip()]
+        vectors = embed_texts(strings, model, max_seq_length=max_seq_length)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out, vectors.numpy())
+        typer.echo(f"embedded {vectors.shape[0]} texts into {vectors.shape[1]} dimensions: {out}")
+        return EXIT_OK
+
+    return run_reporting_errors(body)
+
+
 def embed_command(
     checkpoint: Path,
     *,
-    data: Path,
+    data: Path | None,
     key: str,
     out: Path,
     tower: str = "anchor",
@@ -55,6 +103,11 @@ def embed_command(
 
         from crl.data import read_arrays
         from crl.evaluate import embed_array
+
+        if data is None:
+            raise ValueError(
+                "crl embed needs --data FILE (array inputs) or --text/--text-file (strings, MiniLM)"
+            )
 
         try:
             array = read_arrays(data, [key])[key]
