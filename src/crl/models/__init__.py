@@ -3,11 +3,14 @@
 - :mod:`crl.models.encoders`: :class:`MLP`, :class:`SmallCNN` (tensor inputs), :class:`Encoder` (a backbone then
   the projection onto the unit sphere), :class:`DualEncoder` (towers f and g, and the temperature tau);
 - :mod:`crl.models.text`: :class:`TokenBag`, an encoder of token sequences (mapping batches);
+- :mod:`crl.models.minilm`: :class:`MiniLM`, pretrained all-MiniLM-L6-v2 loaded offline, :func:`embed_texts`
+  (strings -> unit-norm vectors) and :func:`save_sentence_transformer`;
 - :mod:`crl.models.embed`: :func:`embed`, phi of N inputs in batches.
 """
 
 from crl.models.embed import embed
 from crl.models.encoders import MLP, DualEncoder, Encoder, SmallCNN, init_parameters, project_to_sphere
+from crl.models.minilm import MiniLM, embed_texts, save_sentence_transformer
 from crl.models.text import TokenBag
 from crl.objectives import Temperature
 
@@ -15,10 +18,13 @@ __all__ = [
     "MLP",
     "DualEncoder",
     "Encoder",
+    "MiniLM",
     "SmallCNN",
     "Temperature",
     "TokenBag",
     "embed",
+    "embed_texts",
     "init_parameters",
     "project_to_sphere",
+    "save_sentence_transformer",
 ]
