@@ -67,28 +67,40 @@ def offset_power_fit(x: FloatArray, y: FloatArray) -> OffsetPowerLaw:
         )
     if np.any(gx <= 0.0) or np.any(gy <= 0.0) or not np.all(np.isfinite(gy)):
         raise ValueError("x and y must be finite and > 0 (G is fitted on |G| means).")
-    u = gx / math.exp(float(np.mean(np.log(gx))))
-    rss = np.array([_weighted_rss(u, gy, r)[0] for r in EXPONENT_GRID])
+    scale = math.exp(float(np.mean(np.log(gx))))
+    u = gx / scale
+    rss, _, _ = _profile(u, gy, EXPONENT_GRID)
     best = int(np.clip(np.argmin(rss), 1, EXPONENT_GRID.size - 2))
     left, mid, right = rss[best - 1], rss[best], rss[best + 1]
     curvature = left - 2.0 * mid + right
     shift = 0.5 * (left - right) / curvature if curvature > 0.0 else 0.0
     step = EXPONENT_GRID[1] - EXPONENT_GRID[0]
     r = float(EXPONENT_GRID[best] + np.clip(shift, -1.0, 1.0) * step)
-    _, a, b_u = _weighted_rss(u, gy, r)
-    scale = math.exp(float(np.mean(np.log(gx))))
-    b = b_u / scale**r
+    _, a_r, b_r = _profile(u, gy, np.array([r]))
+    a, b = float(a_r[0]), float(b_r[0]) / scale**r
     fitted = a + b * gx**r
     residual = float(np.max(np.abs(gy / fitted - 1.0))) if np.all(fitted > 0.0) else math.inf
-    return OffsetPowerLaw(a=float(a), b=float(b), r=r, max_relative_residual=residual)
+    return OffsetPowerLaw(a=a, b=b, r=r, max_relative_residual=residual)
 
 
-def _weighted_rss(u: FloatArray, y: FloatArray, r: float) -> tuple[float, float, float]:
-    """Relative residual sum of squares of the best (a, b) at exponent r, and that (a, b)."""
-    design = np.column_stack([np.ones_like(u), u**r]) / y[:, None]
-    coef, *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
-    resid = design @ coef - 1.0
-    return float(resid @ resid), float(coef[0]), float(coef[1])
+def _profile(
+    u: FloatArray, y: FloatArray, exponents: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """For every exponent r at once: the relative residual sum of squares of the best (a, b) and that (a, b).
+
+    Minimises ``sum_j (1 - a/y_j - b u_j^r/y_j)^2`` by the 2 x 2 normal equations (columns c0 = 1/y, c1 = u^r/y).
+    """
+    c0 = 1.0 / y
+    c1 = u[None, :] ** exponents[:, None] / y[None, :]
+    s00, s01, s11 = float(c0 @ c0), c1 @ c0, np.sum(c1 * c1, axis=1)
+    t0, t1 = float(c0.sum()), c1.sum(axis=1)
+    det = s00 * s11 - s01 * s01
+    safe = np.where(np.abs(det) > 1e-300, det, 1.0)
+    a = (s11 * t0 - s01 * t1) / safe
+    b = (s00 * t1 - s01 * t0) / safe
+    resid = 1.0 - a[:, None] * c0[None, :] - b[:, None] * c1
+    rss = np.where(np.abs(det) > 1e-300, np.sum(resid * resid, axis=1), np.inf)
+    return rss, a, b
 
 
 def loglog_slope(x: FloatArray, y: FloatArray) -> float:

@@ -110,10 +110,10 @@ def fit_ball(
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < math.inf:
             raise ValueError(f"{name}={value!r} must be a finite number > 0.")
     p = risk.family.n_params
-    theta, steps, escaped = _newton(
+    theta, steps, converged = _newton(
         risk, torch.zeros(p, dtype=torch.float64), 0.0, tolerance, max_newton, escape=_ESCAPE_FACTOR * radius
     )
-    if not escaped and float(theta.norm()) <= radius:
+    if converged and float(theta.norm()) <= radius:
         return _result(risk, theta, radius, 0.0, tolerance, steps, "")
     theta, lam, more, reason = _on_sphere(risk, radius, tolerance, max_newton, max_multiplier)
     return _result(risk, project_ball(theta, radius), radius, lam, tolerance, steps + more, reason)
@@ -151,23 +151,25 @@ def _result(
 def _newton(
     risk: EmpiricalRisk, theta: Tensor, lam: float, tolerance: float, max_steps: int, escape: float = math.inf
 ) -> tuple[Tensor, int, bool]:
-    """Damped Newton on ``F = L_hat + (lam/2)|theta|^2``; returns (theta, steps, escaped the ball of ``escape``).
+    """Damped Newton on ``F = L_hat + (lam/2)|theta|^2``; returns (theta, steps, converged).
 
-    Stops when ``|grad F| <= tolerance / 10`` (then the gradient mapping is below the tolerance) or when the
-    Newton decrement vanishes to rounding.
+    Converged: ``|grad F| <= tolerance / 10`` (then the gradient mapping is below the tolerance), or the Newton
+    decrement vanished to rounding with ``|grad F| <= tolerance``. Not converged: an iterate left the ball of
+    radius ``escape``, the steps ran out, or Newton stalled (e.g. a zero Hessian: m = 1 makes L_hat linear).
     """
     p = theta.numel()
     eye = torch.eye(p, dtype=torch.float64)
     for step in range(max_steps):
         d = risk.derivatives(theta)
         grad = d.gradient + lam * theta
-        if float(grad.norm()) <= tolerance / 10.0:
-            return theta, step, False
+        grad_norm = float(grad.norm())
+        if grad_norm <= tolerance / 10.0:
+            return theta, step, True
         hess = d.hessian + lam * eye
         direction = _solve(hess, -grad)
         decrement = float(-(grad @ direction))
         if decrement <= _ROUNDING:
-            return theta, step, False
+            return theta, step, grad_norm <= tolerance
         value = d.value + 0.5 * lam * float(theta @ theta)
         t = 1.0
         while t > 1e-12 and decrement > _LOCAL:
@@ -182,7 +184,7 @@ def _newton(
             trial = theta + direction
         theta = trial
         if float(theta.norm()) > escape:
-            return theta, step + 1, True
+            return theta, step + 1, False
     return theta, max_steps, False
 
 

@@ -1,0 +1,158 @@
+"""Claim C5: the offset power law and jackknife intervals, the five parts' verdicts on synthetic series (PASS, FAIL
+and INCONCLUSIVE reachable), and that C5's cells resume without recomputation (docs/claims/C5.md)."""
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from crl.claims import c05_trained_gap as c5
+from crl.claims._c05_cells import erm_cell
+from crl.claims._c05_fits import jackknife_t, loglog_slope, offset_power_fit
+from crl.claims.budget import part_level
+from crl.claims.verdict import Verdict
+from crl.sweep import Cell, CellRecord, SweepStore, run_cells
+
+LEVEL = part_level(5)
+GRID = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def test_offset_power_fit_recovers_a_b_r_from_exact_values() -> None:
+    """If this fails, a + b m^r is not recovered from noise-free values (to the exponent grid's refinement)."""
+    x = np.array(GRID, dtype=np.float64)
+    for a, b, r in ((0.007, 1.3, -1.2), (0.01, 0.4, -0.5), (0.0, 2.0, -1.0)):
+        fit = offset_power_fit(x, a + b * x**r)
+        assert fit.r == pytest.approx(r, abs=2e-3)
+        assert fit.max_relative_residual < 2e-3
+
+
+def test_jackknife_t_of_a_mean_is_the_student_t_interval() -> None:
+    """If this fails, the jackknife interval of a plain mean differs from the textbook Student-t interval."""
+    values = np.random.default_rng(0).normal(size=(9, 1))
+    interval = jackknife_t(lambda means: float(means[0]), values, 0.99)
+    se = values.std(ddof=1) / 3.0
+    half = scipy_stats.t.ppf(0.995, 8) * se
+    assert interval.se == pytest.approx(se)
+    assert (interval.ci_low, interval.ci_high) == pytest.approx((values.mean() - half, values.mean() + half))
+    with pytest.raises(ValueError, match="at least 3 seeds"):
+        jackknife_t(lambda means: float(means[0]), values[:2], 0.99)
+
+
+def test_loglog_slope_is_exact_on_a_power_law() -> None:
+    """If this fails, the n-series slope is not the OLS slope on the logs."""
+    x = np.array([256.0, 512.0, 1024.0, 2048.0])
+    assert loglog_slope(x, 3.0 * x**-0.8) == pytest.approx(-0.8)
+
+
+def _records(
+    series: dict[tuple[str, str, int, int], np.ndarray], active: set[Any] = frozenset()
+) -> list[CellRecord]:
+    """Synthetic cell records: per (arm, regime, n, m) one row of per-seed G_cv values (excess = G_cv / 3)."""
+    out = []
+    for (arm, regime, n, m), values in series.items():
+        for index, value in enumerate(values):
+            params = {"arm": arm, "regime": regime, "n": n, "m": m, "index": index}
+            result = {
+                "status": "ok",
+                "active": (arm, regime, m) in active,
+                "gap_cv": float(value),
+                "gap": float(value),
+                "excess_risk": float(value) / 3.0,
+                "auc_gap": 0.0,
+                "kkt_residual": 1e-12,
+                "reason": "",
+            }
+            out.append(CellRecord("C5", Cell(params, index), result, "run", "now", 0.0))
+    return out
+
+
+def _m_series(r_scrl: float, r_sscrl: float, noise: float, seeds: int = 12, scale: float = 1.0) -> dict:
+    """|G| = a + b m^r per regime with multiplicative seed noise (common per seed, as common random numbers)."""
+    rng = np.random.default_rng(1)
+    x = np.array(GRID, dtype=np.float64)
+    shift = 1.0 + noise * rng.standard_normal((seeds, 1))
+    series = {}
+    for regime, r, b in (("independent", r_scrl, 1.0), ("shared", r_sscrl, 2.0 * scale)):
+        curve = 0.005 + b * x**r
+        own = 1.0 + noise * rng.standard_normal((seeds, x.size))
+        for j, m in enumerate(GRID):
+            series[("claim", regime, 1024, m)] = curve[j] * shift[:, 0] * own[:, j]
+    return series
+
+
+@pytest.mark.parametrize(
+    ("r_scrl", "r_sscrl", "noise", "scale", "expected"),
+    [
+        (-1.1, -0.8, 0.01, 1.0, [Verdict.PASS, Verdict.PASS, Verdict.PASS]),
+        (-0.5, -0.2, 0.01, 1.0, [Verdict.FAIL, Verdict.FAIL, Verdict.PASS]),
+        (-1.0, -1.0, 0.6, 0.5, [Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE]),
+    ],
+)
+def test_m_parts_reach_every_verdict(
+    r_scrl: float, r_sscrl: float, noise: float, scale: float, expected: list[Verdict]
+) -> None:
+    """If this fails, parts 1-3 cannot PASS on fast decay, FAIL on slow decay, or stay INCONCLUSIVE on noise
+    (there with equal SSCRL and SCRL curves, so the ratio is 1 within noise)."""
+    data = c5._Series(_records(_m_series(r_scrl, r_sscrl, noise, scale=scale)), 12)
+    verdicts, stats, _ = c5._m_parts(data, "claim", GRID, LEVEL)
+    assert verdicts == expected
+    assert stats, "every part reports its statistic as measured"
+
+
+def test_ratio_part_fails_when_sscrl_is_below_scrl() -> None:
+    """If this fails, SSCRL's |G| clearly below SCRL's does not FAIL part 3."""
+    data = c5._Series(_records(_m_series(-1.0, -1.0, 0.01, scale=0.1)), 12)
+    verdicts, _, _ = c5._m_parts(data, "claim", GRID, LEVEL)
+    assert verdicts[2] is Verdict.FAIL
+
+
+def test_binding_ball_shrinks_the_window_to_too_few_points() -> None:
+    """If this fails, m where the ball binds in some seed enter the fit (the rule's window excludes them)."""
+    active = {("claim", "independent", m) for m in GRID[:5]}
+    data = c5._Series(_records(_m_series(-1.1, -0.8, 0.01), active), 12)
+    verdicts, _, reasons = c5._m_parts(data, "claim", GRID, LEVEL)
+    assert verdicts[0] is Verdict.INCONCLUSIVE and "too few points" in reasons[0]
+
+
+@pytest.mark.parametrize(("slope", "expected"), [(-1.0, Verdict.PASS), (-0.1, Verdict.FAIL)])
+def test_n_parts_judge_the_slopes_against_minus_045(slope: float, expected: Verdict) -> None:
+    """If this fails, the slopes in n of |G| and of the excess risk are not judged against -0.45."""
+    rng = np.random.default_rng(2)
+    grid = (256, 512, 1024, 2048, 4096)
+    series = {
+        ("claim", "independent", n, 256): n**slope * (1.0 + 0.02 * rng.standard_normal(12)) for n in grid
+    }
+    verdicts, stats, _ = c5._n_parts(c5._Series(_records(series), 12), grid, 256, LEVEL)
+    assert verdicts == [expected, expected]
+    assert stats[0].value == pytest.approx(slope, abs=0.02)
+
+
+def test_cells_resume_without_recomputation_and_are_deterministic(tmp_path: Path) -> None:
+    """If this fails, an interrupted C5 sweep recomputes stored fits or a refit differs from the stored one."""
+    sizes = {"n_eval": 512, "n_bias": 256, "arm": "claim", "n": 64, "index": 0}
+    cells = [
+        Cell({**sizes, "regime": regime, "m": m}, 11)
+        for regime, m in (("independent", 8), ("shared", 16), ("independent", 16))
+    ]
+    calls: list[str] = []
+
+    with SweepStore(tmp_path / "r.sqlite") as store:  # type: ignore[operator]
+        first = run_cells(store, "C5@t", cells[:2], erm_cell, run_id="a")
+        rerun = run_cells(store, "C5@t", cells, _counting(calls), run_id="b")
+    assert len(calls) == 1 and [r.run_id for r in rerun] == ["a", "a", "b"]
+    assert rerun[0].result == first[0].result
+    assert rerun[0].result == erm_cell(cells[0])
+    assert math.isfinite(rerun[2].result["kkt_residual"])
+
+
+def _counting(calls: list[str]):
+    """erm_cell, recording the cells it computes."""
+
+    def fn(cell: Cell) -> dict[str, Any]:
+        calls.append(cell.key)
+        return erm_cell(cell)
+
+    return fn
