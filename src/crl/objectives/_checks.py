@@ -58,7 +58,11 @@ def check_pair(anchors: object, positives: object) -> tuple[Tensor, Tensor]:
 
 
 def check_inputs(tensors: dict[str, Tensor]) -> None:
-    """Raise ``ValueError`` unless the named tensors share one device and one dtype and are all finite."""
+    """Raise ``ValueError`` unless the named tensors share one device and one dtype and are all finite.
+
+    Finiteness is checked on the CPU only: on an accelerator it would cost a host synchronisation per call, so
+    there a NaN input shows as a NaN loss, which the trainer checks once per log step (``check_finite_loss``).
+    """
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
         listing = ", ".join(f"{name} on {dev}" for name, dev in devices.items())
@@ -70,7 +74,7 @@ def check_inputs(tensors: dict[str, Tensor]) -> None:
         listing = ", ".join(f"{name}: {dt}" for name, dt in dtypes.items())
         raise ValueError(f"inputs have different dtypes ({listing}); cast them to one dtype first.")
     for name, t in tensors.items():
-        if not bool(torch.isfinite(t).all()):
+        if t.device.type == "cpu" and not bool(torch.isfinite(t).all()):
             bad = int((~torch.isfinite(t)).sum())
             raise ValueError(
                 f"{name} contains {bad} NaN/Inf entries; check the encoder output (or the learning rate) upstream."
@@ -93,10 +97,12 @@ def check_scores(positive_scores: object, negative_scores: object) -> tuple[Tens
 
 
 def check_tau_value(tau: Tensor) -> None:
-    """Raise ``ValueError`` unless the temperature is a finite positive scalar."""
+    """Raise ``ValueError`` unless the temperature is a finite positive scalar (its value: on the CPU only, as
+    reading it from an accelerator would synchronise the host on every call)."""
     if tau.numel() != 1:
         raise ValueError(f"tau has shape {tuple(tau.shape)}; pass a scalar temperature.")
-    check_tau(float(tau.detach()))
+    if tau.device.type == "cpu":
+        check_tau(float(tau.detach()))
 
 
 def check_real(name: str, value: object) -> float:

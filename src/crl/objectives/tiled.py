@@ -47,12 +47,38 @@ class Workspace:
         return self._second[: rows * cols].view(rows, cols)
 
 
+def low_precision(x: Tensor) -> torch.dtype | None:
+    """The GEMM dtype of an enclosing ``torch.autocast`` on ``x``'s device (bf16/fp16), or None outside one."""
+    kind = x.device.type
+    if x.dtype != torch.float64 and kind in ("cpu", "cuda") and torch.is_autocast_enabled(kind):
+        low = torch.get_autocast_dtype(kind)
+        return low if low != x.dtype else None
+    return None
+
+
 def block_logits(
     q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, leave: LeaveOut, out: Tensor
 ) -> Tensor:
-    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, its left-out entries at -inf."""
-    torch.mm(q[r0:r1], c[c0:c1].T, out=out)
+    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, its left-out entries at -inf.
+
+    ``q`` and ``c`` may be in a lower precision than ``out`` (autocast): the product is then formed in theirs
+    (accumulated in float32 by the GEMM) and stored in ``out``'s float32.
+    """
+    with torch.autocast(q.device.type, enabled=False):
+        if q.dtype == out.dtype:
+            torch.mm(q[r0:r1], c[c0:c1].T, out=out)
+        else:
+            out.copy_(torch.mm(q[r0:r1], c[c0:c1].T))
     return leave.apply(out, r0, r1, c0, c1)
+
+
+def accumulate_product(out: Tensor, weights: Tensor, x: Tensor) -> None:
+    """out += weights @ x, with the GEMM in ``x``'s dtype (lower than ``out``'s under autocast)."""
+    with torch.autocast(out.device.type, enabled=False):
+        if x.dtype == out.dtype:
+            out.addmm_(weights, x)
+        else:
+            out.add_(torch.mm(weights.to(x.dtype), x))
 
 
 def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
@@ -75,8 +101,13 @@ def _accumulate_both_lse(
     With E_ij = exp(S_ij - top_i) (top_i the row maximum) and K = max_i top_i, the column sums are
     sum_i exp(S_ij) = e^K sum_i E_ij exp(top_i - K): one matrix-vector product instead of a second exp pass. Rows
     whose top_i lies far below K underflow there; a column whose sum comes out below e^-60 (where that could matter)
-    is redone exactly from ``recompute()`` (the block's logits again).
+    is redone exactly from ``recompute()`` (the block's logits again). Off the CPU (no host synchronisation per
+    block), the columns are always computed exactly from ``recompute()``.
     """
+    if block.device.type != "cpu":
+        _accumulate_lse(recompute(), 0, col_lse)
+        _accumulate_lse(block, 1, row_lse)
+        return
     top = block.amax(dim=1).nan_to_num_(neginf=0.0)
     block.sub_(top[:, None]).exp_()
     peak = top.max()
@@ -88,10 +119,16 @@ def _accumulate_both_lse(
         _accumulate_lse(recompute(), 0, col_lse)
 
 
+def accumulator_dtype(x: Tensor) -> torch.dtype:
+    """float32 for half-precision GEMM inputs (the log-sum-exps and gradients accumulate there), else x's."""
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+
+
 def _fold_gradient(lse: Tensor, grad: Tensor) -> tuple[Tensor, Tensor | None]:
     """Write g_i exp(S_ij - lse_i) as exp(S_ij - (lse_i - log g_i)) when every g_i > 0 (the usual case: a mean of
-    contrastive losses), saving one pass over each block; otherwise return the scale g to multiply by."""
-    if bool((grad > 0).all()):
+    contrastive losses), saving one pass over each block; otherwise return the scale g to multiply by. Off the CPU
+    the scale is always returned (no host synchronisation)."""
+    if grad.device.type == "cpu" and bool((grad > 0).all()):
         return lse - grad.log(), None
     return lse, grad
 
@@ -105,9 +142,10 @@ def _forward_blocks(
 ) -> tuple[Tensor, Tensor]:
     """Row (and column) log-sum-exps, one (rows x cols) block at a time."""
     n, m = q.shape[0], c.shape[0]
-    row_lse = torch.full((n,), -math.inf, dtype=q.dtype, device=q.device)
-    col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=q.dtype, device=q.device)
-    work = Workspace(min(n, block_rows), min(m, block_cols), q, want_columns)
+    like = q.new_empty(0, dtype=accumulator_dtype(q))
+    row_lse = torch.full((n,), -math.inf, dtype=like.dtype, device=q.device)
+    col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=like.dtype, device=q.device)
+    work = Workspace(min(n, block_rows), min(m, block_cols), like, want_columns)
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
             block = block_logits(q, c, r0, r1, c0, c1, leave, work.first(r1 - r0, c1 - c0))
@@ -139,11 +177,12 @@ def _forward_stripes(
     z_i = sum_j E_ij, the weights are W_ij = g_i E_ij / z_i, and dq = W c, dc = W^T q need no second pass.
     """
     n, m = q.shape[0], c.shape[0]
-    row_lse = torch.empty(n, dtype=q.dtype, device=q.device)
-    grad_q = torch.empty_like(q) if needs[0] else None
-    grad_c = torch.zeros_like(c) if needs[1] else None
-    forecasts = torch.empty(n, dtype=q.dtype, device=q.device)
-    work = Workspace(min(n, stripe_rows), m, q, False)
+    acc = accumulator_dtype(q)
+    row_lse = torch.empty(n, dtype=acc, device=q.device)
+    grad_q = torch.zeros(q.shape, dtype=acc, device=q.device) if needs[0] else None
+    grad_c = torch.zeros(c.shape, dtype=acc, device=c.device) if needs[1] else None
+    forecasts = torch.empty(n, dtype=acc, device=q.device)
+    work = Workspace(min(n, stripe_rows), m, row_lse, False)
     for r0, r1 in spans(n, stripe_rows):
         block = block_logits(q, c, r0, r1, 0, m, leave, work.first(r1 - r0, m))
         top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
@@ -152,9 +191,10 @@ def _forward_stripes(
         forecasts[r0:r1] = forecast(row_lse[r0:r1], r0, r1)
         scale = (forecasts[r0:r1] / total)[:, None]
         if grad_q is not None:
-            torch.mm(block, c, out=grad_q[r0:r1]).mul_(scale)
+            accumulate_product(grad_q[r0:r1], block, c)
+            grad_q[r0:r1].mul_(scale)
         if grad_c is not None:
-            grad_c.addmm_(block.T, q[r0:r1] * scale)
+            accumulate_product(grad_c, block.T, (q[r0:r1] * scale).to(q.dtype))
     return row_lse, forecasts, grad_q, grad_c
 
 
@@ -183,9 +223,10 @@ def _backward_blocks(
     block_rows, block_cols = blocks
     columns = col_lse.numel() > 0
     n, m = q.shape[0], c.shape[0]
-    grad_q = torch.zeros_like(q) if needs[0] else None
-    grad_c = torch.zeros_like(c) if needs[1] else None
-    work = Workspace(min(n, block_rows), min(m, block_cols), q, columns)
+    acc = row_lse.dtype
+    grad_q = torch.zeros(q.shape, dtype=acc, device=q.device) if needs[0] else None
+    grad_c = torch.zeros(c.shape, dtype=acc, device=c.device) if needs[1] else None
+    work = Workspace(min(n, block_rows), min(m, block_cols), row_lse, columns)
     row_shift, row_scale = _fold_gradient(row_lse, grad_row)
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
     for r0, r1 in spans(n, block_rows):
@@ -204,9 +245,9 @@ def _backward_blocks(
             if by_column is not None:
                 weights.add_(by_column)
             if grad_q is not None:
-                grad_q[r0:r1].addmm_(weights, c[c0:c1])
+                accumulate_product(grad_q[r0:r1], weights, c[c0:c1])
             if grad_c is not None:
-                grad_c[c0:c1].addmm_(weights.T, q[r0:r1])
+                accumulate_product(grad_c[c0:c1], weights.T, q[r0:r1])
     return grad_q, grad_c
 
 
@@ -215,7 +256,13 @@ class _TiledLogSumExp(torch.autograd.Function):
 
     With a gradient ``forecast`` (one-sided losses reduced by a mean), the forward pass runs over stripes of full rows
     and also computes the gradients for the forecast weights (3 GEMMs in all). The backward pass uses them, scaled,
-    when the incoming gradient is proportional to the forecast, and otherwise recomputes exactly.
+    when the incoming gradient is proportional to the forecast, and otherwise recomputes exactly. The proportionality
+    test reads two numbers on the host, so the forecast runs on the CPU only; on CUDA the backward pass always
+    recomputes (4 GEMMs, no host synchronisation).
+
+    Mixed precision: inside ``torch.autocast`` (bf16 on the CPU, bf16/fp16 on CUDA) the inputs are cast once to the
+    autocast dtype and every GEMM runs in it, while the blocks' exp/sum passes, the log-sum-exps and the gradient
+    accumulators stay in float32; the gradients are returned in float32.
     """
 
     @staticmethod
@@ -230,9 +277,13 @@ class _TiledLogSumExp(torch.autograd.Function):
         forecast: GradientForecast | None,
     ) -> tuple[Tensor, Tensor]:
         needs = (bool(ctx.needs_input_grad[0]), bool(ctx.needs_input_grad[1]))
+        low = low_precision(q)
+        if low is not None:
+            q, c = q.to(low), c.to(low)
         stripe_rows = (block_rows * block_cols) // c.shape[0]
-        empty = q.new_empty(0)
-        if forecast is not None and not want_columns and stripe_rows >= 1 and any(needs):
+        empty = q.new_empty(0, dtype=accumulator_dtype(q))
+        on_cpu = q.device.type == "cpu"
+        if forecast is not None and on_cpu and not want_columns and stripe_rows >= 1 and any(needs):
             row_lse, forecasts, grad_q, grad_c = _forward_stripes(q, c, leave, stripe_rows, forecast, needs)
             col_lse = empty
             ctx.forecast = (forecasts, grad_q, grad_c)
@@ -343,7 +394,7 @@ def dense_logsumexp(
 ) -> Tensor:
     """The plain reference of :func:`tiled_logsumexp`: ``logsumexp(q @ c.T, 1)`` with the n x m matrix in memory."""
     logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(queries @ candidates.T)
-    return torch.logsumexp(logits, dim=1)
+    return torch.logsumexp(logits.to(accumulator_dtype(logits)), dim=1)
 
 
 def dense_logsumexp_both(
@@ -356,4 +407,5 @@ def dense_logsumexp_both(
 ) -> tuple[Tensor, Tensor]:
     """The plain reference of :func:`tiled_logsumexp_both`: ``(row_lse (n,), col_lse (m,))`` of S = q c^T."""
     logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(queries @ candidates.T)
+    logits = logits.to(accumulator_dtype(logits))
     return torch.logsumexp(logits, dim=1), torch.logsumexp(logits, dim=0)
