@@ -97,17 +97,20 @@ def kill_driver_then_resume(folder: Path, kind: str, executor: Executor, n_cells
     script = folder / "driver.py"
     script.write_text(_DRIVER)
     environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    driver = subprocess.Popen(
-        [sys.executable, str(script), str(folder), kind, str(n_cells)],
-        cwd=root,
-        env=environment,
-        start_new_session=True,
-        stderr=subprocess.PIPE,
-    )
+    errors = folder / "driver.err"  # a file, not a pipe: a full pipe would stall the driver
+    with errors.open("wb") as stderr:
+        driver = subprocess.Popen(
+            [sys.executable, str(script), str(folder), kind, str(n_cells)],
+            cwd=root,
+            env=environment,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + 60.0
         while stored_count(folder / "r.sqlite") < 3:
-            assert driver.poll() is None, f"the driver ended before it was killed: {driver.stderr.read()!r}"
+            assert driver.poll() is None, f"the driver ended before it was killed: {errors.read_text()}"
             assert time.monotonic() < deadline, "the driver did not store 3 cells within 60 s"
             time.sleep(0.01)
     finally:
