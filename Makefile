@@ -19,13 +19,19 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "make venv: done ($(VENV))"
 
 # The real data sets ship as Debian packages (Fashion-MNIST images, WordNet glosses, two English Bibles and the
-# SWORD bindings that read them); install them where apt-get works (root), skip quietly elsewhere.
+# SWORD bindings that read them); install them where apt-get works (root), skip quietly elsewhere. Then export the
+# KJV <-> WEB verse table once through SWORD (system python3, crl.data.text.bible) into $CRL_CACHE_DIR or ~/.cache/crl.
 DEBIAN_DATA := dataset-fashion-mnist wordnet-base sword-text-kjv sword-text-web python3-sword
 data:
 	@missing=""; for p in $(DEBIAN_DATA); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 		(apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) || \
 		echo "note: could not install$$missing (apt-get install$$missing)"; \
+	fi
+	@bible="$${CRL_CACHE_DIR:-$$HOME/.cache/crl}/bible.json"; \
+	if [ ! -f "$$bible" ] && /usr/bin/python3 -c "import Sword" 2>/dev/null; then \
+		mkdir -p "$$(dirname "$$bible")" && /usr/bin/python3 src/crl/data/text/_sword_export.py "$$bible" || \
+		echo "note: the KJV/WEB export failed (needs sword-text-kjv sword-text-web python3-sword)"; \
 	fi
 
 test: venv
