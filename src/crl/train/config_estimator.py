@@ -53,8 +53,8 @@ class EstimatorFields(Section):
     pool_size: int = Field(
         default=0,
         ge=0,
-        description="shared_pool and independent_pool: draw negatives from the first pool_size training pairs, "
-        "a fixed pool of m (0: all training pairs).",
+        description="shared_pool and independent_pool: the step's n_negatives are drawn from the first pool_size "
+        "training pairs, a fixed pool (fastclip's m; 0: all training pairs).",
     )
 
 
