@@ -64,12 +64,12 @@ def check_estimator(loss: LossConfig) -> None:
     Raises:
         ValueError: fastclip without form = 'gcl', negatives = 'shared_pool', a fixed tau or one-sided loss;
             gamma settings with the minibatch estimator; decay steps without the cosine schedule; a pool size
-            with samplers that draw from no pool.
+            with samplers that do not read it.
     """
     if loss.pool_size > 0 and loss.negatives not in ("shared_pool", "independent_pool"):
         raise ValueError(
             f"pool_size = {loss.pool_size} needs negatives = 'shared_pool' or 'independent_pool' "
-            f"(negatives = '{loss.negatives}' draws from no pool); set pool_size = 0"
+            f"(negatives = '{loss.negatives}' does not read it); set pool_size = 0"
         )
     if loss.gamma_decay_steps > 0 and loss.gamma_schedule != "cosine":
         raise ValueError(
