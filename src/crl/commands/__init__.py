@@ -12,6 +12,9 @@ from crl.commands.config import config
 from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
 from crl.commands.experiment import experiment
+from crl.commands.index import index_app
+from crl.commands.search import search
+from crl.commands.serve import serve
 from crl.commands.train import train
 from crl.commands.verify import verify
 
@@ -38,5 +41,8 @@ app.command()(config)
 app.command()(embed)
 app.command()(experiment)
 app.command()(advise)
+app.add_typer(index_app)
+app.command()(search)
+app.command()(serve)
 
 __all__ = ["app"]

@@ -63,9 +63,9 @@ class Index:
         IVF kinds are trained (k-means) on these vectors; vectors added later are assigned to those cells.
         Parameters and their defaults by N (:mod:`crl.search._faiss`):
 
-        - ``hnsw``: ``M`` = 32 links per node, ``efConstruction`` = 80, ``efSearch`` = 64.
+        - ``hnsw``: ``M`` = 32 links per node, ``efConstruction`` = 80, ``efSearch`` = 64 (128 above 2e5 items).
         - ``ivf``: ``nlist`` = round(4 sqrt(N)) capped at N // 39 (>= 1), ``nprobe`` = round(sqrt(nlist))
-          clipped to [8, nlist].
+          clipped to [8, nlist]; the coarse k-means trains on at most 64 points per cell.
         - ``ivfpq``: ``nlist`` and ``nprobe`` as ``ivf``; ``M`` = the largest divisor of d that is <= d / 4
           sub-quantizers; ``nbits`` = min(8, floor(log2 N)) bits per code (PQ k-means: 10 iterations on at
           most 64 points per centroid).
@@ -123,6 +123,22 @@ class Index:
         if not known.all():
             raise ValueError(f"id {int(flat[~known][0])} is not in the index; pass ids from index.ids")
         return [self._metadata.get(int(item)) for item in flat]
+
+    def vectors(self, ids: Any) -> np.ndarray:
+        """The stored vectors (q, d) float32 of ``ids`` (repeats allowed), as the index holds them: unit norm
+        under cosine; an IVF-PQ index gives its lossy reconstruction from the PQ codes."""
+        wanted = np.asarray(ids.detach().cpu() if hasattr(ids, "detach") else ids)
+        if wanted.ndim != 1 or (wanted.size and wanted.dtype.kind not in "iu"):
+            raise ValueError(f"ids must be a 1-D array of integers, got {wanted.dtype} {wanted.shape}")
+        unknown = ~np.isin(wanted, self._ids)
+        if unknown.any():
+            raise ValueError(f"id {int(wanted[unknown][0])} is not in the index; pass ids from index.ids")
+        if self.kind in ("ivf", "ivfpq"):
+            ivf = faiss.extract_index_ivf(self._faiss)
+            if ivf.direct_map.type == faiss.DirectMap.NoMap:  # type: ignore[attr-defined]
+                ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # type: ignore[attr-defined]
+        rows = [self._faiss.reconstruct(int(item)) for item in wanted]
+        return np.stack(rows).astype(np.float32) if rows else np.empty((0, self.dim), dtype=np.float32)
 
     def add(
         self, vectors: Any, ids: Any = None, metadata: Sequence[dict[str, Any] | None] | None = None

@@ -1,0 +1,152 @@
+"""``crl index build CHECKPOINT --out DIR``: embed a data set with a trained checkpoint and save a search index.
+
+Data: ``--data FILE --key x`` (an .npz or a folder of .npy files, as ``crl embed`` reads; ``--labels-key``
+adds each item's label as metadata) or, without ``--data``, the training split of the run's own labelled
+data (Fashion-MNIST, digits, your labelled arrays), each item with its label. Item ids are the row numbers.
+Without ``--kind`` the kind follows N (:func:`crl.search.encoded.choose_kind`: flat up to 50,000 items,
+HNSW beyond; docs/search.md gives the measurements behind the rule).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crl.commands._errors import EXIT_OK, run_reporting_errors
+
+index_app = typer.Typer(
+    name="index", help="Build similarity-search indexes of embeddings.", no_args_is_help=True
+)
+
+
+@index_app.command("build")
+def build(
+    checkpoint: Annotated[
+        Path,
+        typer.Argument(help="A checkpoint (step-*.safetensors) or a run folder (its newest checkpoint)."),
+    ],
+    out: Annotated[Path, typer.Option(help="The folder to save the index into.")],
+    data: Annotated[
+        Path | None, typer.Option(help="An .npz or folder of .npy files (default: the run's training data).")
+    ] = None,
+    key: Annotated[str, typer.Option(help="The array of --data to embed.")] = "x",
+    labels_key: Annotated[str, typer.Option(help="An (N,) integer array of --data stored as labels.")] = "",
+    kind: Annotated[str, typer.Option(help="flat, hnsw, ivf, ivfpq or auto (by N).")] = "auto",
+    metric: Annotated[
+        str, typer.Option(help="cosine or ip (inner product of the raw embeddings).")
+    ] = "cosine",
+    tower: Annotated[str, typer.Option(help="anchor (f) or positive (g).")] = "anchor",
+    m: Annotated[
+        int | None, typer.Option("--m", help="HNSW links per node, or IVF-PQ sub-quantizers.")
+    ] = None,
+    ef_construction: Annotated[int | None, typer.Option(help="HNSW efConstruction.")] = None,
+    ef_search: Annotated[int | None, typer.Option(help="HNSW efSearch (default of later searches).")] = None,
+    nlist: Annotated[int | None, typer.Option(help="IVF cells.")] = None,
+    nprobe: Annotated[int | None, typer.Option(help="IVF cells probed (default of later searches).")] = None,
+    nbits: Annotated[int | None, typer.Option(help="IVF-PQ bits per code.")] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    batch_size: Annotated[int | None, typer.Option(help="Inputs per forward pass.")] = None,
+) -> None:
+    """Embed a data set with CHECKPOINT and save a faiss index of it in OUT."""
+    given = {
+        "M": m,
+        "efConstruction": ef_construction,
+        "efSearch": ef_search,
+        "nlist": nlist,
+        "nprobe": nprobe,
+        "nbits": nbits,
+    }
+    params = {name: value for name, value in given.items() if value is not None}
+    raise typer.Exit(
+        index_build_command(
+            checkpoint,
+            out=out,
+            data=data,
+            key=key,
+            labels_key=labels_key,
+            kind=kind,
+            metric=metric,
+            tower=tower,
+            params=params,
+            device=device,
+            batch_size=batch_size,
+        )
+    )
+
+
+def index_build_command(
+    checkpoint: Path,
+    *,
+    out: Path,
+    data: Path | None = None,
+    key: str = "x",
+    labels_key: str = "",
+    kind: str = "auto",
+    metric: str = "cosine",
+    tower: str = "anchor",
+    params: dict[str, int] | None = None,
+    device: str = "auto",
+    batch_size: int | None = None,
+) -> int:
+    """Run ``crl index build``; 0, or 2 with one line for bad input."""
+
+    def body() -> int:
+        from crl.search import KINDS, METRICS
+        from crl.search.encoded import build_from_checkpoint
+
+        if kind != "auto" and kind not in KINDS:
+            raise ValueError(f"--kind {kind!r} is not known; use auto, {', '.join(KINDS)}")
+        if metric not in METRICS:
+            raise ValueError(f"--metric {metric!r} is not known; use {' or '.join(METRICS)}")
+        inputs, labels = _inputs(checkpoint, data, key, labels_key)
+        metadata = None if labels is None else [{"label": int(label)} for label in labels]
+        index = build_from_checkpoint(
+            checkpoint,
+            inputs,
+            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+            metric=metric,
+            metadata=metadata,
+            tower=tower,
+            device=device,
+            batch_size=batch_size,
+            **(params or {}),
+        )
+        index.save(out)
+        typer.echo(f"indexed {len(index)} items ({index!r}) into {out}")
+        return EXIT_OK
+
+    return run_reporting_errors(body)
+
+
+def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> tuple[Any, Any]:
+    """(inputs, labels or None) of --data, or of the run's own labelled training split."""
+    import torch
+
+    if data is not None:
+        from crl.data import read_arrays
+
+        keys = [key] + ([labels_key] if labels_key else [])
+        try:
+            arrays = read_arrays(data, keys)
+        except KeyError as error:
+            raise ValueError(f"--key/--labels-key: {error.args[0]}") from None
+        labels = arrays.get(labels_key) if labels_key else None
+        if labels is not None and (labels.ndim != 1 or labels.dtype.kind not in "iu"):
+            raise ValueError(
+                f"--labels-key {labels_key!r} must name an (N,) integer array, got {labels.dtype}"
+            )
+        return torch.from_numpy(arrays[key]), labels
+    if labels_key:
+        raise ValueError("--labels-key needs --data (the run's own data brings its labels)")
+    from crl.train.checkpoint import load_train_state, resolve_checkpoint
+    from crl.train.data import labelled_inputs
+
+    config = load_train_state(resolve_checkpoint(checkpoint)).config
+    labelled = labelled_inputs(config.data, "train")
+    if labelled is None:
+        raise ValueError(
+            f"the run's data (source = {config.data.source!r}) has no labelled items to index; pass --data FILE"
+        )
+    return labelled.inputs, labelled.labels.numpy()

@@ -1,0 +1,72 @@
+"""``crl search DIR QUERY...``: the k nearest items of an index to each query.
+
+A query that is an integer is an item id of the index (its stored vector is the query); any other query is a
+string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.search.encoded`; a text
+encoder provides one). ``--json`` prints one JSON object per query instead of a table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from crl.commands._errors import EXIT_OK, run_reporting_errors
+
+
+def search(
+    index_dir: Annotated[Path, typer.Argument(help="A folder written by crl index build (or Index.save).")],
+    queries: Annotated[list[str], typer.Argument(help="Item ids of the index, or strings (text encoders).")],
+    k: Annotated[int, typer.Option("--k", "-k", help="Results per query.")] = 10,
+    ef_search: Annotated[int | None, typer.Option(help="HNSW efSearch for this search.")] = None,
+    nprobe: Annotated[int | None, typer.Option(help="IVF cells probed for this search.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per query.")] = False,
+) -> None:
+    """Search the index in INDEX_DIR for the k nearest items to each QUERY."""
+    raise typer.Exit(
+        search_command(index_dir, queries, k=k, ef_search=ef_search, nprobe=nprobe, as_json=as_json)
+    )
+
+
+def search_command(
+    index_dir: Path,
+    queries: list[str],
+    *,
+    k: int = 10,
+    ef_search: int | None = None,
+    nprobe: int | None = None,
+    as_json: bool = False,
+) -> int:
+    """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input."""
+
+    def body() -> int:
+        from rich.console import Console
+        from rich.table import Table
+
+        from crl.search import Index
+        from crl.search.encoded import query_vectors
+
+        index = Index.load(index_dir)
+        found = index.search(query_vectors(index, queries), k, ef_search=ef_search, nprobe=nprobe)
+        console = Console(soft_wrap=True)
+        for query, ids, scores in zip(queries, found.ids, found.scores, strict=True):
+            kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
+            metadata = index.metadata([i for i, _ in kept])
+            if as_json:
+                hits = [
+                    {"id": i, "score": s, "metadata": meta}
+                    for (i, s), meta in zip(kept, metadata, strict=True)
+                ]
+                typer.echo(json.dumps({"query": query, "results": hits}))
+                continue
+            table = Table(title=f"query {query}")
+            for column in ("rank", "id", "score", "metadata"):
+                table.add_column(column, justify="right" if column != "metadata" else "left")
+            for rank, ((item, score), meta) in enumerate(zip(kept, metadata, strict=True), start=1):
+                table.add_row(str(rank), str(item), f"{score:.4f}", "" if meta is None else json.dumps(meta))
+            console.print(table)
+        return EXIT_OK
+
+    return run_reporting_errors(body)

@@ -1,0 +1,145 @@
+"""crl index build / crl search on a tiny trained run: manifest provenance, id queries, the string hook, bad input."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crl.commands.index import index_build_command
+from crl.commands.search import search_command
+from crl.search import Index, encoded
+from crl.search._files import sha256
+from crl.train.checkpoint import resolve_checkpoint
+from crl.train.data import labelled_inputs
+from tests.train.helpers import fit, tiny_config
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = tiny_config(
+        tmp_path_factory.mktemp("runs"), "search", optim={"total_steps": 2, "warmup_steps": 1}
+    )
+    fit(config)
+    return config.run_dir
+
+
+@pytest.fixture(scope="module")
+def built(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("index") / "digits"
+    assert index_build_command(run, out=out, device="cpu") == 0
+    return out
+
+
+def test_index_build_records_the_encoder_and_chooses_flat_for_small_n(run: Path, built: Path) -> None:
+    manifest = json.loads((built / "manifest.json").read_text())
+    checkpoint = resolve_checkpoint(run)
+    assert manifest["encoder"] == {"checkpoint": str(checkpoint.resolve()), "fingerprint": sha256(checkpoint)}
+    assert manifest["kind"] == "flat" and manifest["metric"] == "cosine" and manifest["dimension"] == 16
+    assert set(manifest["sha256"]) == {"index.faiss", "ids.npy", "metadata.json"}
+    index = Index.load(built)
+    assert manifest["count"] == len(index) and index.metadata([0])[0] == {"label": int(_labels(run)[0])}
+
+
+def _labels(run: Path) -> np.ndarray:
+    from crl.train.config import load_config
+
+    labelled = labelled_inputs(load_config(run / "config.toml").data, "train")
+    assert labelled is not None
+    return labelled.labels.numpy()
+
+
+def test_search_by_item_id_finds_the_item_first(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert search_command(built, ["3", "11"], k=4, as_json=True) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["query"] for line in lines] == ["3", "11"]
+    assert [line["results"][0]["id"] for line in lines] == [3, 11]
+    assert lines[0]["results"][0]["score"] == pytest.approx(1.0, abs=1e-5)
+    assert search_command(built, ["5"], k=2) == 0
+    assert "query 5" in capsys.readouterr().out
+
+
+def test_string_queries_use_a_registered_string_encoder(
+    built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert search_command(built, ["a red shirt"]) == 2
+    assert "no string encoder" in capsys.readouterr().err
+    index = Index.load(built)
+    target = index.vectors([9])
+
+    def factory(provenance):  # type: ignore[no-untyped-def]
+        if provenance.fingerprint != index.encoder.fingerprint:  # type: ignore[union-attr]
+            return None
+        return lambda strings: np.repeat(target, len(strings), axis=0)
+
+    monkeypatch.setattr(encoded, "_STRING_ENCODERS", [])
+    encoded.register_string_encoder(factory)
+    assert search_command(built, ["a red shirt", "9"], k=1, as_json=True) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["results"][0]["id"] for line in lines] == [9, 9]
+
+
+def test_index_build_from_a_data_file_with_labels(run: Path, tmp_path: Path) -> None:
+    from crl.train.config import load_config
+
+    labelled = labelled_inputs(load_config(run / "config.toml").data, "train")
+    assert labelled is not None
+    np.savez(tmp_path / "items.npz", x=labelled.inputs[:300].numpy(), y=labelled.labels[:300].numpy())
+    out = tmp_path / "ivf"
+    params = {"nlist": 4, "nprobe": 4}
+    code = index_build_command(
+        run, out=out, data=tmp_path / "items.npz", labels_key="y", kind="ivf", params=params, device="cpu"
+    )
+    assert code == 0
+    index = Index.load(out)
+    assert index.kind == "ivf" and len(index) == 300 and index.params == params
+    assert index.metadata([299])[0] == {"label": int(labelled.labels[299])}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kind": "lsh"}, "--kind 'lsh'"),
+        ({"metric": "l2"}, "--metric 'l2'"),
+        ({"kind": "ivf", "params": {"nlist": 10**7}}, "nlist"),
+        ({"kind": "flat", "params": {"nprobe": 3}}, "nprobe"),
+        ({"labels_key": "y"}, "--labels-key needs --data"),
+        ({"data": Path("missing.npz")}, "missing.npz"),
+    ],
+)
+def test_bad_index_build_input_is_one_line(
+    run: Path, tmp_path: Path, kwargs: dict, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert index_build_command(run, out=tmp_path / "idx", device="cpu", **kwargs) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("queries", "kwargs", "message"),
+    [
+        (["99999"], {}, "not in the index"),
+        (["3"], {"k": 0}, "k = 0"),
+        (["3"], {"k": 10**6}, "exceeds"),
+        (["3"], {"nprobe": 2}, "nprobe applies"),
+    ],
+)
+def test_bad_search_input_is_one_line(
+    built: Path, queries: list, kwargs: dict, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert search_command(built, queries, **kwargs) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_truncated_index_file_is_one_line(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in built.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    data = (copy / "index.faiss").read_bytes()
+    (copy / "index.faiss").write_bytes(data[: len(data) // 2])
+    assert search_command(copy, ["1"]) == 2
+    assert "corrupted" in capsys.readouterr().err
+    assert search_command(tmp_path / "nowhere", ["1"]) == 2

@@ -1,0 +1,150 @@
+"""The HTTP search service on a loopback port: good answers, a named 4xx for every bad request, a bounded load."""
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from crl.search import Index
+from crl.search.service import create_app
+
+DIM = 8
+
+
+class LoopbackServer:
+    """uvicorn serving an app on 127.0.0.1 at a free port, in a thread."""
+
+    def __init__(self, app) -> None:  # type: ignore[no-untyped-def]
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> "LoopbackServer":
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def vectors() -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((400, DIM)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def served(vectors: np.ndarray) -> Iterator[tuple[str, Index]]:
+    index = Index.build(vectors, kind="hnsw")
+    with LoopbackServer(create_app(index, max_batch=16, max_k=50)) as server:
+        yield server.url, index
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    """One client for the module (a client per request would build an SSL context each time)."""
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def field_of(response: httpx.Response) -> list:
+    return [entry["loc"][-1] for entry in response.json()["detail"]]
+
+
+def test_health_and_good_searches_match_the_index(served, http, vectors: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    url, index = served
+    health = http.get(f"{url}/health").json()
+    assert health["status"] == "ok" and health["count"] == 400 and health["dimension"] == DIM
+    assert health["limits"] == {"max_batch": 16, "max_k": 50}
+    answer = http.post(f"{url}/search", json={"vectors": vectors[:3].tolist(), "k": 5, "ef_search": 128})
+    assert answer.status_code == 200
+    expected = index.search(vectors[:3], 5, ef_search=128)
+    assert [r["ids"] for r in answer.json()["results"]] == expected.ids.tolist()
+    np.testing.assert_allclose([r["scores"] for r in answer.json()["results"]], expected.scores, atol=1e-6)
+    by_id = http.post(f"{url}/search", json={"ids": [7, 42], "k": 1}).json()["results"]
+    assert [r["ids"][0] for r in by_id] == [7, 42]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"vectors": [[0.0] * (DIM - 1)]}, 422, "vectors"),
+        ({"vectors": [[float("nan")] * DIM]}, 422, "vectors"),
+        ({"vectors": [[float("inf")] * DIM]}, 422, "vectors"),
+        ({"vectors": [[1e39] * DIM]}, 422, "vectors"),
+        ({"vectors": [[0.0] * DIM]}, 422, "vectors"),  # zero vector: its cosine is undefined
+        ({"vectors": [[1.0] * DIM] * 17}, 422, "vectors"),
+        ({"vectors": []}, 422, "vectors"),
+        ({"ids": [1], "k": 0}, 422, "k"),
+        ({"ids": [1], "k": -3}, 422, "k"),
+        ({"ids": [1], "k": 51}, 422, "k"),
+        ({"ids": [1], "k": "ten"}, 422, "k"),
+        ({"ids": [400]}, 422, "ids"),
+        ({"ids": [-1]}, 422, "ids"),
+        ({"ids": [2**70]}, 422, "ids"),
+        ({"ids": [1], "nprobe": 4}, 422, "nprobe"),
+        ({"ids": [1], "ef_search": 0}, 422, "ef_search"),
+        ({"texts": ["a shirt"]}, 422, "texts"),
+        ({"ids": [1], "vectors": [[1.0] * DIM]}, 422, "body"),
+        ({}, 422, "body"),
+        ({"ids": [1], "colour": "red"}, 422, "colour"),
+    ],
+)
+def test_bad_requests_are_a_named_4xx(served, http, body: dict, status: int, field: str) -> None:  # type: ignore[no-untyped-def]
+    url, _ = served
+    response = http.post(
+        f"{url}/search", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == status
+    fields = field_of(response)
+    assert field in fields or (field == "body" and fields)
+    assert http.get(f"{url}/health").status_code == 200
+
+
+def test_malformed_json_and_k_beyond_n_and_an_empty_index(http) -> None:  # type: ignore[no-untyped-def]
+    small = Index.build(np.eye(DIM, dtype=np.float32))
+    empty = Index.build(np.empty((0, DIM), dtype=np.float32))
+    with LoopbackServer(create_app(small)) as server:
+        broken = http.post(
+            f"{server.url}/search", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert broken.status_code == 422
+        too_many = http.post(f"{server.url}/search", json={"ids": [0], "k": DIM + 1})
+        assert too_many.status_code == 422 and "exceeds the 8 items" in too_many.json()["detail"][0]["msg"]
+    with LoopbackServer(create_app(empty)) as server:
+        answer = http.post(f"{server.url}/search", json={"vectors": [[1.0] * DIM]})
+        assert answer.status_code == 409 and field_of(answer) == ["k"]
+    with pytest.raises(ValueError, match="max_batch"):
+        create_app(small, max_batch=0)
+
+
+def test_a_bounded_concurrent_load_is_served_without_errors(served, vectors: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    """8 clients, 160 requests of 4 vectors: every answer 200, latencies finite (figures: benchmarks/service.py)."""
+    url, _ = served
+    bodies = [{"vectors": vectors[i % 100 : i % 100 + 4].tolist(), "k": 10} for i in range(160)]
+
+    def send(client: httpx.Client, body: dict) -> tuple[int, float]:
+        start = time.perf_counter()
+        status = client.post(f"{url}/search", json=body).status_code
+        return status, time.perf_counter() - start
+
+    with httpx.Client(limits=httpx.Limits(max_connections=8)) as client, ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda body: send(client, body), bodies))
+    assert [status for status, _ in results] == [200] * len(bodies)
+    latencies = np.array([seconds for _, seconds in results])
+    assert np.isfinite(np.percentile(latencies, 99)) and latencies.min() > 0
