@@ -20,6 +20,7 @@ and its reason: it is recorded and counted, never retried.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -93,6 +94,7 @@ def fit_ball(
     tolerance: float = KKT_TOLERANCE,
     max_newton: int = 200,
     max_multiplier: int = 100,
+    on_step: Callable[[Tensor], None] | None = None,
 ) -> BallFit:
     """``argmin L_hat(theta)`` over ``|theta| <= radius`` by the method of the module docstring.
 
@@ -102,6 +104,7 @@ def fit_ball(
         tolerance: KKT tolerance on the gradient-mapping norm (> 0).
         max_newton: Newton steps per inner solve.
         max_multiplier: steps of the search for lambda.
+        on_step: called with every Newton iterate (a copy), in order: the optimisation path (C2 uses it).
 
     Raises:
         ValueError: if radius or tolerance is not a finite number > 0.
@@ -111,11 +114,17 @@ def fit_ball(
             raise ValueError(f"{name}={value!r} must be a finite number > 0.")
     p = risk.family.n_params
     theta, steps, converged = _newton(
-        risk, torch.zeros(p, dtype=torch.float64), 0.0, tolerance, max_newton, escape=_ESCAPE_FACTOR * radius
+        risk,
+        torch.zeros(p, dtype=torch.float64),
+        0.0,
+        tolerance,
+        max_newton,
+        escape=_ESCAPE_FACTOR * radius,
+        on_step=on_step,
     )
     if converged and float(theta.norm()) <= radius:
         return _result(risk, theta, radius, 0.0, tolerance, steps, "")
-    theta, lam, more, reason = _on_sphere(risk, radius, tolerance, max_newton, max_multiplier)
+    theta, lam, more, reason = _on_sphere(risk, radius, tolerance, max_newton, max_multiplier, on_step)
     return _result(risk, project_ball(theta, radius), radius, lam, tolerance, steps + more, reason)
 
 
@@ -149,7 +158,13 @@ def _result(
 
 
 def _newton(
-    risk: EmpiricalRisk, theta: Tensor, lam: float, tolerance: float, max_steps: int, escape: float = math.inf
+    risk: EmpiricalRisk,
+    theta: Tensor,
+    lam: float,
+    tolerance: float,
+    max_steps: int,
+    escape: float = math.inf,
+    on_step: Callable[[Tensor], None] | None = None,
 ) -> tuple[Tensor, int, bool]:
     """Damped Newton on ``F = L_hat + (lam/2)|theta|^2``; returns (theta, steps, converged).
 
@@ -183,6 +198,8 @@ def _newton(
                 return theta, step, False
             trial = theta + direction
         theta = trial
+        if on_step is not None:
+            on_step(theta.clone())
         if float(theta.norm()) > escape:
             return theta, step + 1, False
     return theta, max_steps, False
@@ -197,7 +214,12 @@ def _solve(hess: Tensor, rhs: Tensor) -> Tensor:
 
 
 def _on_sphere(
-    risk: EmpiricalRisk, radius: float, tolerance: float, max_newton: int, max_multiplier: int
+    risk: EmpiricalRisk,
+    radius: float,
+    tolerance: float,
+    max_newton: int,
+    max_multiplier: int,
+    on_step: Callable[[Tensor], None] | None,
 ) -> tuple[Tensor, float, int, str]:
     """The solution on ``|theta| = R``: the root lambda of ``1/R - 1/|theta(lambda)|`` (module docstring).
 
@@ -210,7 +232,7 @@ def _on_sphere(
     steps = 0
     low, high, lam = 0.0, math.inf, 1.0
     for _ in range(max_multiplier):
-        theta, used, _ = _newton(risk, theta, lam, tolerance, max_newton)
+        theta, used, _ = _newton(risk, theta, lam, tolerance, max_newton, on_step=on_step)
         steps += used
         norm = float(theta.norm())
         gradient = risk.derivatives(project_ball(theta, radius), hessian=False).gradient
@@ -224,7 +246,7 @@ def _on_sphere(
         else:
             high = lam
         if high < _SMALLEST_MULTIPLIER:
-            inner, used, _ = _newton(risk, theta, 0.0, tolerance, max_newton)
+            inner, used, _ = _newton(risk, theta, 0.0, tolerance, max_newton, on_step=on_step)
             return inner, 0.0, steps + used, ""
         hess = risk.derivatives(theta).hessian + lam * eye
         slope = float(theta @ _solve(hess, theta)) / norm**3
