@@ -187,14 +187,14 @@ def _matrix(
 
 
 def _curve(
-    records: Sequence[CellRecord], regime: str, n: int, metric: str, rng: np.random.Generator
+    records: Sequence[CellRecord], regime: str, n: int, metric: str, rng: np.random.Generator, resamples: int
 ) -> Curve:
     ms, values, failed = _matrix(records, regime, n, metric)
     empty = values.size == 0
     intervals = [_t_interval(values[:, j]) for j in range(len(ms))] if not empty else []
     saturation = None
     if len(ms) >= 3 and values.shape[0] >= 2:
-        saturation = saturation_interval(ms, values, level=part_level(1), rng=rng)
+        saturation = saturation_interval(ms, values, level=part_level(1), n_resamples=resamples, rng=rng)
     gain, steep, flat = None, None, None
     at_04 = [j for j, m in enumerate(ms) if m >= 0.4 * n]
     if saturation is not None and at_04:
@@ -219,12 +219,13 @@ def _curve(
 
 
 def summarise(
-    records: Sequence[CellRecord], grid: ExperimentGrid, *, seed: int = 0
+    records: Sequence[CellRecord], grid: ExperimentGrid, *, seed: int = 0, resamples: int = 2000
 ) -> tuple[list[Curve], dict[str, float]]:
-    """The curves of every (regime, n, metric) and the pixel baseline's scores (empty until it is computed)."""
+    """The curves of every (regime, n, metric) and the pixel baseline's scores (empty until it is computed);
+    m* intervals from ``resamples`` seed resamples drawn with numpy's generator of ``seed``."""
     rng = np.random.default_rng(seed)
     curves = [
-        _curve(records, regime, n, metric, rng)
+        _curve(records, regime, n, metric, rng, resamples)
         for metric in METRICS
         for regime in ("sscrl", "scrl")
         for n in grid.ns
