@@ -42,17 +42,22 @@ def draw_advice(
     points = [*pilot, *checks, (advice.n, advice.m)]
     n_lo, n_hi = min(p[0] for p in points) / 1.5, max(p[0] for p in points) * 2.5
     m_lo, m_hi = 1.0, max(max(p[1] for p in points), advice.m_star.high) * 2.0
-    n_grid, m_grid = np.geomspace(n_lo, n_hi, 60), np.geomspace(m_lo, m_hi, 60)
-    surface = np.array([[fit.predict(n, m).estimate for n in n_grid] for m in m_grid])
+    n_grid, m_grid = np.geomspace(n_lo, n_hi, 80), np.geomspace(m_lo, m_hi, 80)
+    surface = fit.predicted_surface(n_grid[None, :], m_grid[:, None])
     figure = Figure(figsize=(7.5, 5.5))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     filled = axes.contourf(n_grid, m_grid, surface, levels=14, cmap="viridis")
     figure.colorbar(filled, ax=axes, label=f"predicted held-out {metric}")
-    curve = _m_star_curve(fit, n_grid, advice.tolerance)
-    axes.plot(n_grid, curve[0], color="white", linewidth=2, label="m*(n)")
+    curve = _m_star_curve(fit, n_grid[::4], advice.tolerance)
+    axes.plot(n_grid[::4], curve[0], color="white", linewidth=2, label="m*(n)")
     axes.fill_between(
-        n_grid, curve[1], curve[2], color="white", alpha=0.25, label=f"m* {advice.m_star.level:.0%} interval"
+        n_grid[::4],
+        curve[1],
+        curve[2],
+        color="white",
+        alpha=0.25,
+        label=f"m* {advice.m_star.level:.0%} interval",
     )
     axes.scatter(*zip(*pilot, strict=True), color="tab:red", edgecolor="k", zorder=4, label="pilot cells")
     if checks:

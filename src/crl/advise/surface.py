@@ -12,8 +12,9 @@ plateau, the saturation point is ``m*(n) = (b (n/n0)^delta / tol)^(1/alpha)``, s
 1/sqrt n``: alpha = delta = 1/2, m* ~ n) are both of this form when the data term dominates the plateau. n0 is
 the geometric mean of the pilot's n (it only conditions the fit).
 
-Fit: least squares on log err (the noise of an error rate is closer to relative than absolute), multi-start,
-bounded, one fit per seed replicate (every cell of a replicate shares its seed). Intervals: Student-t over the S
+Fit: robust (soft-L1) least squares on log err (the noise of an error rate is closer to relative than
+absolute; a diverged run is down-weighted), multi-start, bounded, one fit per seed replicate (every cell of a
+replicate shares its seed). Intervals: Student-t over the S
 per-seed estimates (THEORY's rule for few seeds: a percentile bootstrap over S < 30 seeds undercovers);
 positive scale quantities (c, b, m*, predicted errors) get their t-interval on the log scale.
 """
@@ -39,6 +40,10 @@ __all__ = [
 
 PARAMETERS: tuple[str, ...] = ("a", "c", "beta", "b", "delta", "alpha")
 """The surface's parameters, in the order of :class:`SurfaceParams`."""
+
+ROBUST_SCALE = 0.1
+"""Residual scale of the robust (soft-L1) loss on log err: residuals beyond ~10% count linearly, not squared, so
+one diverged or unlucky run does not bend a replicate's surface."""
 
 _LOG_SCALE = frozenset({"c", "b"})
 _LOWER = np.array([0.0, -30.0, 0.01, -30.0, -2.0, 0.05])
@@ -138,16 +143,33 @@ def _log_residuals(
     return np.log(plateau) + np.log1p(gain) - log_y
 
 
+def _log_jacobian(
+    vector: NDArray[np.float64], n: NDArray[np.float64], m: NDArray[np.float64], log_y: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """d residual / d (a, log c, beta, log b, delta, alpha), in closed form."""
+    a, log_c, beta, log_b, delta, alpha = vector
+    data_term = np.exp(log_c) * n ** (-beta)
+    plateau = a + data_term
+    gain = np.exp(log_b + delta * np.log(n) - alpha * np.log(m))
+    share = gain / (1.0 + gain)
+    columns = [
+        1.0 / plateau,
+        data_term / plateau,
+        -data_term * np.log(n) / plateau,
+        share,
+        share * np.log(n),
+        -share * np.log(m),
+    ]
+    return np.stack(columns, axis=1)
+
+
 def _starts(log_y: NDArray[np.float64]) -> list[NDArray[np.float64]]:
     floor = float(np.exp(log_y.min()))
     starts = []
     for a in (0.0, 0.5 * floor):
         for beta in (0.3, 1.0):
             for alpha in (0.5, 1.0):
-                for delta in (0.0, 0.5):
-                    starts.append(
-                        np.array([a, math.log(max(floor - a, 1e-3 * floor)), beta, 0.0, delta, alpha])
-                    )
+                starts.append(np.array([a, math.log(max(floor - a, 1e-3 * floor)), beta, 0.0, 0.25, alpha]))
     return starts
 
 
@@ -174,8 +196,11 @@ def fit_surface(n: ArrayLike, m: ArrayLike, error: ArrayLike, *, n0: float) -> _
         result = optimize.least_squares(
             _log_residuals,
             np.clip(start, _LOWER, _UPPER),
+            jac=_log_jacobian,
             args=(ratio, m_arr, log_y),
             bounds=(_LOWER, _UPPER),
+            loss="soft_l1",
+            f_scale=ROBUST_SCALE,
         )
         if best is None or result.cost < best.cost:
             best = result
@@ -211,7 +236,7 @@ class SurfaceFit:
         level: the level of every interval (e.g. 0.9).
         converged: whether each seed's optimiser reported success.
         at_bound: per seed, the parameters that ended on a bound (weakly identified).
-        cell_noise: the pooled within-cell sd of log err over seeds (relative seed noise of one run).
+        cell_noise: one run's sd of log err (relative seed noise), robustly pooled over the cells.
         cells: the pilot's (n, m, mean error over seeds) rows.
     """
 
@@ -245,6 +270,11 @@ class SurfaceFit:
         pilot's per-run noise ``cell_noise^2 / runs`` (log scale)."""
         predictions = [float(p.error(n, m)) for p in self.per_seed]
         return t_interval(predictions, self.level, log=True, extra_var=self.cell_noise**2 / runs)
+
+    def predicted_surface(self, n: ArrayLike, m: ArrayLike) -> NDArray[np.float64]:
+        """The point prediction (geometric mean over seeds) on broadcast arrays of n and m, vectorised."""
+        logs = np.stack([np.log(p.error(n, m)) for p in self.per_seed])
+        return np.exp(logs.mean(axis=0))
 
     def quantity(self, fn: object, *, log: bool = True) -> Interval:
         """The t-interval over seeds of ``fn(params)`` for a callable ``fn`` of one :class:`SurfaceParams`."""
@@ -294,13 +324,16 @@ def _cell_groups(n: NDArray[np.float64], m: NDArray[np.float64]) -> list[tuple[f
 
 
 def _cell_noise(n: NDArray[np.float64], m: NDArray[np.float64], y: NDArray[np.float64]) -> float:
-    """Pooled sd of log err within cells (over seeds): sqrt(sum of squared deviations / sum of (k - 1))."""
-    squares, dof = 0.0, 0
+    """One run's sd of log err, robustly: the median over cells of ``s_c^2 / q_c``, s_c^2 the within-cell sample
+    variance over k_c seeds and ``q_c = median(chi^2_{k_c - 1}) / (k_c - 1)`` (its median relative to sigma^2 under
+    normal noise), square-rooted; a single wild run moves one cell's s_c^2, not the median."""
+    ratios = []
     for cell_n, cell_m in _cell_groups(n, m):
         logs = np.log(y[(n == cell_n) & (m == cell_m)])
-        squares += float(((logs - logs.mean()) ** 2).sum())
-        dof += logs.size - 1
-    return math.sqrt(squares / dof) if dof > 0 else 0.0
+        if logs.size >= 2:
+            dof = logs.size - 1
+            ratios.append(float(logs.var(ddof=1)) / (stats.chi2.median(dof) / dof))
+    return math.sqrt(float(np.median(ratios))) if ratios else 0.0
 
 
 def _cell_means(

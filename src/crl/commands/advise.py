@@ -43,6 +43,10 @@ def advise(
     ] = None,
     tol: Annotated[float, typer.Option(help="m* tolerance relative to the plateau (C6: 0.01).")] = 0.01,
     workers: Annotated[int, typer.Option(help="Parallel pilot processes.")] = 1,
+    eval_queries: Annotated[
+        int,
+        typer.Option(help="Held-out queries per cell (kNN test items, recall pairs, excess-risk anchors)."),
+    ] = 2000,
     check: Annotated[
         bool, typer.Option(help="Also run check cells at 2x and 4x the largest pilot n and report coverage.")
     ] = False,
@@ -54,8 +58,11 @@ def advise(
     ] = None,
 ) -> None:
     """Should you spend compute on more negatives (m) or more data (n)? Fit a pilot's error surface and say."""
+    from crl.advise.heldout import EvalSizes
     from crl.advise.session import AdviseOptions
 
+    if eval_queries < 2:
+        raise typer.BadParameter(f"--eval-queries {eval_queries} must be >= 2")
     options = AdviseOptions(
         budget=budget,
         fractions=_fractions(fractions),
@@ -67,6 +74,7 @@ def advise(
         rel_tol=tol,
         workers=workers,
         check=check,
+        sizes=EvalSizes(queries=eval_queries),
     )
     raise typer.Exit(advise_command(config, options, out=out, dry_run=dry_run, overrides=set_ or []))
 

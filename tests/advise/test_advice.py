@@ -1,0 +1,107 @@
+"""Advice from a fitted surface: m* against the truth, the doubling gains, and when the advice is withheld."""
+
+import numpy as np
+import pytest
+
+from crl.advise.advice import advise, relative_tolerance
+from crl.advise.surface import SurfaceFit, SurfaceParams, fit_seed_surface
+
+TRUTH = SurfaceParams(a=0.1, c=0.05, beta=0.5, b=2.0, delta=0.5, alpha=0.7, n0=707.0)
+
+
+def _fit(truth: SurfaceParams, noise: float, seeds: int = 3, rng_seed: int = 0) -> SurfaceFit:
+    rng = np.random.default_rng(rng_seed)
+    n = np.array([n for n in (250, 500, 1000, 2000) for _ in range(4)], dtype=float)
+    m = np.array(
+        [max(1, round(f * n_i)) for n_i in (250, 500, 1000, 2000) for f in (0.01, 0.1, 0.4, 1.0)], dtype=float
+    )
+    columns = [
+        (n, m, np.full(n.size, s), truth.error(n, m) * np.exp(rng.normal(0, noise, n.size)))
+        for s in range(seeds)
+    ]
+    return fit_seed_surface(*[np.concatenate(c) for c in zip(*columns, strict=True)])
+
+
+@pytest.fixture(scope="module")
+def clean_fit() -> SurfaceFit:
+    return _fit(TRUTH, 1e-4)
+
+
+def test_m_star_and_gains_match_the_true_surface(clean_fit: SurfaceFit) -> None:
+    """With (almost) noise-free pilots, m* and the doubling gains equal the truth's closed forms."""
+    advice = advise(clean_fit, n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    tol = advice.tolerance * float(TRUTH.plateau(8000))
+    assert advice.m_star.estimate == pytest.approx(TRUTH.saturation(8000, tol), rel=1e-2)
+    assert advice.gain_double_m.estimate == pytest.approx(
+        float(TRUTH.error(8000, 16) - TRUTH.error(8000, 32)), rel=1e-2
+    )
+    assert advice.gain_double_n.estimate == pytest.approx(
+        float(TRUTH.error(8000, 16) - TRUTH.error(16000, 16)), rel=1e-2
+    )
+    assert advice.m_star_exponent.estimate == pytest.approx(TRUTH.delta / TRUTH.alpha, rel=1e-2)
+
+
+def test_small_m_is_told_to_grow(clean_fit: SurfaceFit) -> None:
+    advice = advise(clean_fit, n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    assert advice.supported
+    assert "increase m from 16 to about" in advice.recommendation
+
+
+def test_large_m_is_told_only_data_helps(clean_fit: SurfaceFit) -> None:
+    advice = advise(clean_fit, n=8000, m=10**7, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    assert advice.supported and "only more data" in advice.recommendation
+
+
+def test_alpha_is_compared_with_the_regime_bound(clean_fit: SurfaceFit) -> None:
+    """alpha = 0.7: at least as fast as SSCRL's 1/2, slower than SCRL's 1 (0.7 < 0.9)."""
+    shared = advise(clean_fit, n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    independent = advise(clean_fit, n=8000, m=16, regime="independent", pilot_n_max=2000, pilot_m_max=2000)
+    assert shared.rate_comparison.startswith("at least as fast")
+    assert independent.rate_comparison.startswith("slower")
+
+
+def test_far_extrapolation_is_withheld(clean_fit: SurfaceFit) -> None:
+    advice = advise(clean_fit, n=2000 * 40, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    assert not advice.supported
+    assert "40x the largest pilot n" in advice.recommendation and "--budget" in advice.recommendation
+
+
+def test_a_surface_outside_the_family_is_a_bad_fit() -> None:
+    """Errors that first rise then fall in m (not of the fitted form) must be reported as a bad fit."""
+    bumpy = _fit(TRUTH, 1e-4)
+    cells = tuple(
+        (n, m, y * (1.5 if m == max(c[1] for c in bumpy.cells if c[0] == n) else 1.0))
+        for n, m, y in bumpy.cells
+    )
+    broken = SurfaceFit(
+        bumpy.per_seed, bumpy.seeds, bumpy.level, bumpy.converged, bumpy.at_bound, 1e-4, cells
+    )
+    advice = advise(broken, n=4000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    assert not advice.supported and "bad fit" in advice.recommendation
+
+
+def test_noisy_pilot_gives_a_wide_m_star_and_asks_for_seeds() -> None:
+    advice = advise(
+        _fit(TRUTH, 0.3, seeds=2), n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000
+    )
+    assert not advice.supported
+    assert "--seeds 4" in advice.recommendation
+
+
+def test_tolerance_is_at_least_the_relative_floor(clean_fit: SurfaceFit) -> None:
+    assert relative_tolerance(clean_fit, 0.01) == pytest.approx(0.01)
+    assert relative_tolerance(clean_fit, 0.2) == pytest.approx(0.2)
+
+
+def test_advice_is_json_able(clean_fit: SurfaceFit) -> None:
+    import json
+
+    advice = advise(clean_fit, n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    document = json.loads(json.dumps(advice.as_dict()))
+    assert set(document["parameters"]) == {"a", "c", "beta", "b", "delta", "alpha"}
+    assert document["m_star"]["level"] == 0.9
+
+
+def test_bad_n_is_refused(clean_fit: SurfaceFit) -> None:
+    with pytest.raises(ValueError, match="must be >= 1"):
+        advise(clean_fit, n=0, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
