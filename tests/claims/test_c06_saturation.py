@@ -1,0 +1,149 @@
+"""C6 (synthetic): the m* rule with its censoring, the slope intervals, the verdict, the fit and the exact metric."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as scipy_stats
+
+from crl.claims._c06_fit import CircleTruth, Sample, draw_sample, fit_in_ball, risk_derivatives
+from crl.claims._c06_mstar import (
+    LEFT,
+    RIGHT,
+    UNCENSORED,
+    Saturations,
+    SlopeBounds,
+    saturations,
+    seed_weights,
+    slope_bounds,
+    slope_difference,
+)
+from crl.claims.base import Verdict
+from crl.claims.c06_saturation import _judge
+from crl.objectives import contrastive_loss_from_scores
+
+GRID = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+TRUTH = CircleTruth(kappa=4.0, kappa0=2.0, tau=0.5)
+
+
+def _one_curve(curve: list[float], seeds: int = 3) -> Saturations:
+    """m* of one n whose every seed has the same curve (zero spread: tol = 1% of the plateau)."""
+    values = np.tile(np.asarray(curve, dtype=np.float64), (seeds, 1, 1))
+    return saturations(GRID, values, seed_weights(seeds, None, 0), 0.995)
+
+
+@pytest.mark.parametrize(
+    ("curve", "m_star", "censor"),
+    [
+        ([10.0, 5.0, 2.0, 1.005, 1.0, 1.0], 16.0, UNCENSORED),
+        ([1.0, 5.0, 1.0, 1.0, 1.0, 1.0], 8.0, UNCENSORED),  # an early dip into the band does not count
+        ([1.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2.0, LEFT),
+        ([8.0, 4.0, 2.0, 1.5, 1.02, 1.0], 32.0, RIGHT),  # saturates only at the plateau's own points
+        ([8.0, 4.0, 2.0, 1.5, 1.2, 1.0], 32.0, RIGHT),  # the last point is outside: none qualifies
+    ],
+)
+def test_m_star_on_hand_curves(curve: list[float], m_star: float, censor: int) -> None:
+    """If this fails, the m* rule (smallest m from which every later mean is within tol of the plateau) or its
+    censoring (right: m* among the two plateau points or none, recorded at m_(K-1); left: the first m) changed."""
+    sat = _one_curve(curve)
+    assert math.exp(sat.log_m[0, 0]) == pytest.approx(m_star)
+    assert sat.censor[0, 0] == censor
+    assert sat.plateau[0, 0] == pytest.approx(np.mean(curve[-2:]))
+
+
+def test_tolerance_is_the_student_t_half_width_of_the_plateau_or_one_percent() -> None:
+    """If this fails, tol is not max(t_{S-1} sd(p_s)/sqrt(S), 0.01 P) with p_s the per-seed plateau."""
+    rng = np.random.default_rng(0)
+    values = 1.0 + 0.2 * rng.standard_normal((5, 1, GRID.size))
+    sat = saturations(GRID, values, seed_weights(5, None, 0), 0.99)
+    per_seed = values[:, 0, -2:].mean(axis=1)
+    half = scipy_stats.t.ppf(0.995, 4) * per_seed.std(ddof=1) / math.sqrt(5)
+    assert sat.tol[0, 0] == pytest.approx(max(half, 0.01 * per_seed.mean()))
+
+
+def test_slope_bounds_keep_censored_points_as_half_lines() -> None:
+    """If this fails, a censored point is dropped or bounded on the wrong side of the least-squares slope."""
+    log_n = np.log([16.0, 32.0, 64.0, 128.0, 256.0])
+    y = 0.5 * log_n + 1.0
+    exact = slope_bounds(log_n, Saturations(y[None], np.zeros((1, 5), dtype=np.int64), y[None], y[None]))
+    assert exact.point[0] == pytest.approx(0.5) and exact.low[0] == exact.high[0] == pytest.approx(0.5)
+    last_right = np.array([[0, 0, 0, 0, RIGHT]])
+    sat = slope_bounds(log_n, Saturations(y[None], last_right, y[None], y[None]))
+    assert sat.low[0] == pytest.approx(0.5) and sat.high[0] == math.inf
+    first_right = np.array([[RIGHT, 0, 0, 0, 0]])
+    assert slope_bounds(log_n, Saturations(y[None], first_right, y[None], y[None])).low[0] == -math.inf
+    first_left = np.array([[LEFT, 0, 0, 0, 0]])
+    bounds = slope_bounds(log_n, Saturations(y[None], first_left, y[None], y[None]))
+    assert bounds.low[0] == pytest.approx(0.5) and bounds.high[0] == math.inf
+
+
+def _difference(slopes_a: list[float], slopes_b: list[float]) -> Verdict:
+    """The verdict on constructed per-resample slopes (row 0 is the data)."""
+    a = np.asarray(slopes_a)
+    b = np.asarray(slopes_b)
+    diff = slope_difference(SlopeBounds(a, a, a), SlopeBounds(b, b, b), 0.9)
+    return _judge(diff, 0)[0]
+
+
+def test_every_verdict_is_reachable() -> None:
+    """If this fails, the C6 rule cannot PASS, FAIL or be INCONCLUSIVE on inputs built to give each outcome."""
+    assert _difference([1.0] * 41, [0.5] * 41) is Verdict.PASS
+    assert _difference([0.2] * 41, [0.5] * 41) is Verdict.FAIL
+    assert _difference([0.5] + [0.4, 0.6] * 20, [0.5] * 41) is Verdict.INCONCLUSIVE
+    a = np.array([1.0] * 41)
+    diff = slope_difference(SlopeBounds(a, a, a), SlopeBounds(a * 0, a * 0, a * 0), 0.9)
+    assert _judge(diff, 3)[0] is Verdict.INCONCLUSIVE  # unconverged fits block a PASS
+
+
+def test_excess_risk_is_zero_at_s_star_and_matches_a_quadrature_of_l_minus_l_star() -> None:
+    """If this fails, the closed-form tau E_x KL(p+_x || q_s,x) disagrees with L(s) - L* computed independently
+    (a 2-D trapezoid rule over anchor and candidate angles with the model's own densities, L* = -tau E KL)."""
+    assert TRUTH.excess_risk(TRUTH.ideal_parameters()) == pytest.approx(0.0, abs=1e-12)
+    theta = TRUTH.ideal_parameters() + torch.tensor([0.3, -0.2, 0.1, 0.4, 0.0, -0.5], dtype=torch.float64)
+    model = TRUTH.model()
+    angles = 2 * math.pi * torch.arange(400, dtype=torch.float64) / 400
+    points = torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
+    anchor_weight = torch.exp(model.log_anchor_density(points)) / 400
+    matrix, bias = theta.reshape(2, 3)[:, :2], theta.reshape(2, 3)[:, 2]
+    scores = (points @ matrix.T + bias) @ points.T  # s(x_a, y_b)
+    negative_weight = torch.exp(model.log_negative_density(points)) / 400
+    log_partition = torch.logsumexp(scores / TRUTH.tau + torch.log(negative_weight), dim=1)
+    positive_weight = torch.exp(model.log_positive_density(points[:, None, :], points[None, :, :])) / 400
+    risk = (anchor_weight * (TRUTH.tau * log_partition - (positive_weight * scores).sum(dim=1))).sum()
+    optimal = -TRUTH.tau * model.mean_kl()
+    assert TRUTH.excess_risk(theta) == pytest.approx(float(risk) - optimal, rel=1e-9)
+
+
+@pytest.mark.parametrize("regime", ["scrl", "sscrl"])
+def test_derivatives_match_autograd_of_crl_gcl(regime: str) -> None:
+    """If this fails, L_hat, its gradient or its Hessian differ from autograd of crl.objectives' gcl form."""
+    sample = draw_sample(TRUTH, 7, 5, regime, torch.Generator().manual_seed(3))  # type: ignore[arg-type]
+    theta = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64)
+
+    def risk(t: torch.Tensor) -> torch.Tensor:
+        v = sample.anchors @ t.reshape(2, 3)[:, :2].T + t.reshape(2, 3)[:, 2]
+        negatives = sample.negatives.expand(7, -1, -1) if sample.shared else sample.negatives
+        return contrastive_loss_from_scores(
+            (v * sample.positives).sum(-1), torch.einsum("id,ijd->ij", v, negatives), tau=TRUTH.tau, form="gcl"
+        )
+
+    value, grad, hess = risk_derivatives(theta, sample, TRUTH.tau)
+    assert value == pytest.approx(float(risk(theta)), rel=1e-12)
+    torch.testing.assert_close(grad, torch.autograd.functional.jacobian(risk, theta), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(hess, torch.autograd.functional.hessian(risk, theta), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("m", "radius"), [(64, 6.0), (1, 1.0)])
+def test_ball_fit_meets_the_kkt_conditions(m: int, radius: float) -> None:
+    """If this fails, the projected Newton fit is not the minimiser over the ball: stationarity
+    grad + lam theta = 0 with lam >= 0, |theta| <= radius, and lam = 0 unless the ball binds."""
+    sample: Sample = draw_sample(TRUTH, 40, m, "scrl", torch.Generator().manual_seed(5))
+    fit = fit_in_ball(sample, TRUTH.tau, radius)
+    _, grad, _ = risk_derivatives(fit.theta, sample, TRUTH.tau)
+    assert fit.converged and fit.multiplier >= 0.0
+    assert float(fit.theta.norm()) <= radius * (1 + 1e-9)
+    assert float((grad + fit.multiplier * fit.theta).norm()) <= 1e-6
+    assert fit.constrained == (m == 1)
+    if fit.constrained:
+        assert float(fit.theta.norm()) == pytest.approx(radius, rel=1e-8)
