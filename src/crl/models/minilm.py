@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
     "MiniLM",
     "embed_texts",
+    "export_text_towers",
     "load_tokenizer",
     "load_transformer",
     "packaged_model_path",
@@ -227,3 +228,21 @@ def save_sentence_transformer(encoder: MiniLM, folder: str | Path, *, max_seq_le
         if (encoder.source_path / name).is_file():
             shutil.copyfile(encoder.source_path / name, out / name)
     return out
+
+
+def export_text_towers(model: nn.Module, folder: str | Path, *, max_seq_length: int) -> list[Path]:
+    """Save the MiniLM towers of a trained :class:`crl.models.DualEncoder` in sentence-transformers' format.
+
+    ``folder/sentence-transformer`` holds the anchor (query) tower f; with two towers ``folder/sentence-transformer-
+    positive`` holds g. A model without a MiniLM tower writes nothing and returns [].
+    """
+    towers = [("sentence-transformer", getattr(model, "anchor_encoder", None))]
+    towers.append(("sentence-transformer-positive", getattr(model, "positive_encoder", None)))
+    written = []
+    for name, tower in towers:
+        backbone = getattr(tower, "backbone", None)
+        if isinstance(backbone, MiniLM):
+            written.append(
+                save_sentence_transformer(backbone, Path(folder) / name, max_seq_length=max_seq_length)
+            )
+    return written

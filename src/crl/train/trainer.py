@@ -216,7 +216,17 @@ class Trainer:
                 if loop.step % run.checkpoint_every == 0 or loop.step == total:
                     final = self._save()
                 advance(metrics.get("loss"))
+        if self.context.is_main:
+            self._export_text_model()
         return {**metrics, **heldout}, final
+
+    def _export_text_model(self) -> None:
+        """A pretrained text encoder (MiniLM) is also written in sentence-transformers' format into the run folder."""
+        max_seq_length = getattr(self.config.data, "max_seq_length", None)
+        if max_seq_length is not None:
+            from crl.models.minilm import export_text_towers
+
+            export_text_towers(self.loop.model, self.run_dir, max_seq_length=max_seq_length)
 
     def _heldout_monitor(self) -> HeldoutMonitor | None:
         """Rank 0's held-out monitor when ``run.eval_every`` > 0, else ``None``."""
