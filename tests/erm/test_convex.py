@@ -145,3 +145,21 @@ def test_bad_input_is_named() -> None:
         fit_ball(risk, -1.0)
     with pytest.raises(ValueError, match="theta"):
         risk.value(torch.zeros(5, dtype=torch.float64))
+
+
+def test_mlp_fit_keeps_the_best_restart_and_reports_stationarity() -> None:
+    """If this fails, the non-convex MLP fit does not keep its best restart, or reports a wrong L_hat/gradient."""
+    from crl.erm.mlp import fit_mlp, mlp_empirical_risk
+
+    truth = VMFUniform(3, 4.0)
+    g = torch.Generator().manual_seed(0)
+    x, y = truth.sample(48, g)
+    negatives = truth.sample_negatives((8,), g)
+    fit = fit_mlp(x, y, negatives, TAU, "shared", scale=2.0, generator=g, hidden=4, restarts=2, max_iter=20)
+    assert fit.risk == min(fit.restart_risks)
+    assert fit.risk == pytest.approx(float(mlp_empirical_risk(fit.score, x, y, negatives, TAU, "shared")))
+    assert fit.risk < 0.0, "better than the constant score (L_hat = 0)"
+    assert math.isfinite(fit.gradient_norm) and fit.converged == (fit.gradient_norm <= 1e-6)
+    assert fit.score(x, y).abs().max() <= 2.0 + 1e-12
+    with pytest.raises(ValueError, match="scale"):
+        fit_mlp(x, y, negatives, TAU, "shared", scale=-1.0, generator=g)

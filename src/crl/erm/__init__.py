@@ -5,11 +5,13 @@
 - :mod:`crl.erm.convex`: the ERM over a norm ball, solved to a stated KKT tolerance, reporting whether the ball
   binds;
 - :mod:`crl.erm.trained`: sample, fit and measure one cell (G, the excess risk, E* - E) with crl's exact
-  estimators.
+  estimators;
+- :mod:`crl.erm.mlp`: a non-convex family, a small MLP embedding onto the sphere, fitted by L-BFGS from restarts.
 """
 
 from crl.erm.convex import KKT_TOLERANCE, BallFit, fit_ball, gradient_mapping_norm, project_ball
 from crl.erm.lifted import EmpiricalRisk, LiftedFamily, RiskDerivatives
+from crl.erm.mlp import EmbeddingScore, MlpFit, SphereEmbedding, fit_mlp, mlp_empirical_risk
 from crl.erm.trained import (
     TrainedMetrics,
     erm_record,
@@ -22,15 +24,20 @@ from crl.erm.trained import (
 __all__ = [
     "KKT_TOLERANCE",
     "BallFit",
+    "EmbeddingScore",
     "EmpiricalRisk",
     "LiftedFamily",
+    "MlpFit",
     "RiskDerivatives",
+    "SphereEmbedding",
     "TrainedMetrics",
     "erm_record",
     "family_for",
     "fit_ball",
+    "fit_mlp",
     "gradient_mapping_norm",
     "ideal_parameters",
+    "mlp_empirical_risk",
     "project_ball",
     "sample_risk",
     "trained_metrics",
