@@ -125,7 +125,10 @@ def test_derivatives_match_autograd_of_crl_gcl(regime: str) -> None:
         v = sample.anchors @ t.reshape(2, 3)[:, :2].T + t.reshape(2, 3)[:, 2]
         negatives = sample.negatives.expand(7, -1, -1) if sample.shared else sample.negatives
         return contrastive_loss_from_scores(
-            (v * sample.positives).sum(-1), torch.einsum("id,ijd->ij", v, negatives), tau=TRUTH.tau, form="gcl"
+            (v * sample.positives).sum(-1),
+            torch.einsum("id,ijd->ij", v, negatives),
+            tau=TRUTH.tau,
+            form="gcl",
         )
 
     value, grad, hess = risk_derivatives(theta, sample, TRUTH.tau)
