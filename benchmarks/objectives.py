@@ -1,146 +1,205 @@
-"""Time and peak memory of the contrastive loss (tiled, dense, naive cross-entropy) beside the machine GEMM rate.
+"""Time of crl's losses over the time of their three GEMMs, measured in the same run; peak memory; bf16 error.
 
-For d = 128 and n = m in {4096, 16384, 65536} it times one forward + backward pass of
-  - ``naive``: CLIP's ``cross_entropy(a @ p.T / tau, arange(n))`` (both directions for the symmetric case),
-  - ``dense``: crl's ``contrastive_loss(..., tiling="dense")`` (the n x m matrix in memory),
-  - ``tiled``: crl's ``contrastive_loss(..., tiling="tiled")`` (one block at a time),
-each case in a fresh subprocess, and prints time / (3 GEMMs of 2 n m d FLOPs at the measured GEMM rate) and the peak
-extra memory (peak RSS minus the RSS once the inputs exist) / (4 n m bytes, one float32 n x m matrix).
-Cases whose n x m matrices would not fit in memory are skipped and marked so. Nothing is asserted: this prints.
+For d = 128 and n = m (default 16384) it times one forward + backward pass of each case and divides by the
+"bound": three GEMMs of 2 n m d FLOPs (the forward scores and the two gradients of a dense implementation) at the
+float32 GEMM rate of the loss's block shape (4096 x d x 4096), measured right before each repeat. Ratios to a rate
+measured in the same moment are robust to the load of a shared machine; the printout gives the median, the
+spread (min..max) over the repeats and the load average (os.getloadavg) before and after.
 
-Run: ``make bench`` or ``.venv/bin/python benchmarks/objectives.py [--sizes 4096 16384] [--d 128]``.
+Cases (``--cases``):
+  - ``symmetric-infonce``, ``symmetric-dcl``, ``symmetric-gcl``: CLIP's in-batch symmetric loss (tiled kernel);
+  - ``one-sided``: InfoNCE of n anchors against m shared negatives, reduced by a mean (tiled kernel);
+  - ``sigmoid``: SigLIP's loss over all n^2 pairs (``sigmoid_loss``);
+  - ``clip-formula``: open_clip's ClipLoss formula in plain torch (cross_entropy of both directions of a @ p.T);
+  - ``bf16-symmetric``: ``symmetric-infonce`` under ``torch.autocast("cpu", torch.bfloat16)``.
+``--memory`` runs each case once in a fresh subprocess and prints its peak RSS growth (VmHWM minus the RSS once the
+inputs exist; it includes the inputs' gradients). ``--error`` prints the bf16 error against float64.
+Nothing is asserted: this prints. Peers (open_clip, sentence-transformers, info-nce-pytorch): benchmarks/peers.py.
+
+Run: ``make bench`` or ``.venv/bin/python benchmarks/objectives.py [--sizes 16384] [--repeats 5] [--threads 1]``.
 """
 
 import argparse
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from crl.objectives import contrastive_loss
+from crl.objectives import contrastive_loss, sigmoid_loss
 
 TAU = 0.07
 MIB = 1 << 20
+CASES = (
+    "symmetric-infonce",
+    "symmetric-dcl",
+    "symmetric-gcl",
+    "one-sided",
+    "sigmoid",
+    "clip-formula",
+    "bf16-symmetric",
+)
 
 
-def current_rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def gemm_rate(rows: int, inner: int, cols: int, repeats: int = 5) -> float:
-    """Best float32 GFLOP/s of an (rows x inner) @ (inner x cols) product over a few repeats."""
-    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
-    out = torch.empty(rows, cols)
+def gemm_seconds_per_flop(d: int, repeats: int = 3) -> float:
+    """Best seconds per FLOP of a float32 (4096 x d) @ (d x 4096) product: the tiled kernel's GEMM shape."""
+    a, b = torch.randn(4096, d), torch.randn(d, 4096)
+    out = torch.empty(4096, 4096)
     torch.mm(a, b, out=out)
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
         torch.mm(a, b, out=out)
         best = min(best, time.perf_counter() - start)
-    return 2 * rows * inner * cols / best / 1e9
+    return best / (2 * 4096 * d * 4096)
 
 
-def run_case(method: str, case: str, n: int, d: int) -> dict[str, float]:
-    """One forward + backward pass in this (fresh) process; returns seconds and peak extra bytes."""
+def inputs(n: int, d: int, case: str) -> tuple[torch.Tensor, ...]:
+    """Unit-norm anchors, positives and (one-sided) shared negatives, with gradients."""
     g = torch.Generator().manual_seed(0)
-    a = F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True)
-    p = F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True)
-    neg = (
-        F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True)
-        if case == "negatives"
-        else None
+    count = 3 if case == "one-sided" else 2
+    return tuple(
+        F.normalize(torch.randn(n, d, generator=g), dim=1).requires_grad_(True) for _ in range(count)
     )
-    labels = torch.arange(n)
-    baseline = current_rss_bytes()
 
-    def loss() -> torch.Tensor:
-        if method == "naive":
-            if case == "symmetric":
-                logits = a @ p.T / TAU
-                return 0.5 * (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels))
-            assert neg is not None
-            logits = torch.cat([(a * p).sum(1, keepdim=True), a @ neg.T], dim=1) / TAU
-            return F.cross_entropy(logits, torch.zeros(n, dtype=torch.long))
-        return contrastive_loss(a, p, neg, tau=TAU, symmetric=case == "symmetric", tiling=method)  # type: ignore[arg-type]
 
-    repeats = 3 if n <= 4096 else 1
-    if repeats > 1:
-        loss().backward()
-    best = float("inf")
+def loss_fn(case: str, tensors: tuple[torch.Tensor, ...]) -> Callable[[], torch.Tensor]:
+    """A closure computing the case's scalar loss from ``tensors``."""
+    a, p = tensors[0], tensors[1]
+    if case.startswith("symmetric-"):
+        form = case.split("-")[1]
+        return lambda: contrastive_loss(a, p, tau=TAU, form=form, symmetric=True, tiling="tiled")  # type: ignore[arg-type]
+    if case == "bf16-symmetric":
+
+        def bf16() -> torch.Tensor:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return contrastive_loss(a, p, tau=TAU, symmetric=True, tiling="tiled")
+
+        return bf16
+    if case == "one-sided":
+        return lambda: contrastive_loss(a, p, tensors[2], tau=TAU, tiling="tiled")
+    if case == "sigmoid":
+        bias = torch.tensor(-10.0)
+        return lambda: sigmoid_loss(a, p, tau=0.1, bias=bias)
+    labels = torch.arange(a.shape[0])
+
+    def clip_formula() -> torch.Tensor:
+        logits = a @ p.T / TAU
+        return 0.5 * (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels))
+
+    return clip_formula
+
+
+def time_once(fn: Callable[[], torch.Tensor], tensors: tuple[torch.Tensor, ...]) -> float:
+    """Seconds of one forward + backward pass."""
+    start = time.perf_counter()
+    fn().backward()
+    elapsed = time.perf_counter() - start
+    for t in tensors:
+        t.grad = None
+    return elapsed
+
+
+def ratios(case: str, n: int, d: int, repeats: int) -> tuple[list[float], list[float]]:
+    """(seconds, seconds / bound) per repeat, the GEMM rate re-measured before each repeat."""
+    tensors = inputs(n, d, case)
+    fn = loss_fn(case, tensors)
+    time_once(fn, tensors)
+    seconds, over_bound = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        loss().backward()
-        best = min(best, time.perf_counter() - start)
-        a.grad = p.grad = None
-        if neg is not None:
-            neg.grad = None
-    return {"seconds": best, "extra_bytes": peak_rss_bytes() - baseline}
+        bound = 3 * 2 * n * n * d * gemm_seconds_per_flop(d)
+        elapsed = time_once(fn, tensors)
+        seconds.append(elapsed)
+        over_bound.append(elapsed / bound)
+    return seconds, over_bound
 
 
-def fits(method: str, n: int) -> bool:
-    """Dense and naive hold a few n x m float32 matrices; skip them when three would not fit in memory."""
-    if method == "tiled":
-        return True
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return 3 * 4 * n * n < 0.8 * total
+def peak_growth(case: str, n: int, d: int) -> float:
+    """MiB of peak RSS growth of one forward + backward pass, in this (fresh) process."""
+    tensors = inputs(n, d, case)
+    fn = loss_fn(case, tensors)
+    with open("/proc/self/statm") as f:
+        baseline = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    fn().backward()
+    with open("/proc/self/status") as f:
+        hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+    return (hwm - baseline) / MIB
+
+
+def bf16_error(n: int, d: int) -> dict[str, float]:
+    """Relative error of the bf16-autocast symmetric loss and its gradients against float64 (tiled both)."""
+    a, p = inputs(n, d, "symmetric-infonce")
+    results = {}
+    for name, dtype in (("float64", torch.float64), ("bf16", torch.float32)):
+        x = a.detach().to(dtype).requires_grad_(True)
+        y = p.detach().to(dtype).requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "bf16"):
+            loss = contrastive_loss(x, y, tau=TAU, symmetric=True, tiling="tiled")
+        loss.backward()
+        assert x.grad is not None
+        results[name] = (loss.double(), x.grad.double())
+    (ref, ref_grad), (low, low_grad) = results["float64"], results["bf16"]
+    return {
+        "loss": float((low - ref).abs() / ref.abs()),
+        "grad": float((low_grad - ref_grad).norm() / ref_grad.norm()),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384, 65536])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16384])
     parser.add_argument("--d", type=int, default=128)
-    parser.add_argument("--methods", nargs="+", default=["naive", "dense", "tiled"])
-    parser.add_argument("--cases", nargs="+", default=["symmetric", "negatives"])
-    parser.add_argument("--case", nargs=4, metavar=("METHOD", "CASE", "N", "D"), help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--memory", action="store_true", help="peak RSS growth per case (subprocesses)")
+    parser.add_argument("--error", action="store_true", help="bf16 error against float64 at each size")
+    parser.add_argument("--peak", nargs=3, metavar=("CASE", "N", "D"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.case:
-        method, case, n, d = args.case
-        print(json.dumps(run_case(method, case, int(n), int(d))))
+    torch.set_num_threads(args.threads)
+    if args.peak:
+        print(json.dumps(peak_growth(args.peak[0], int(args.peak[1]), int(args.peak[2]))))
         return
-    d = args.d
-    square = gemm_rate(2048, 2048, 2048)
-    shaped = gemm_rate(4096, d, 4096)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"torch {torch.__version__}, {args.threads} thread(s), d = {args.d}, load before {os.getloadavg()}")
     print(
-        f"float32 GEMM: {square:.1f} GFLOP/s (2048^3), {shaped:.1f} GFLOP/s (4096 x {d} x 4096: the loss's shape)"
+        "x bound = time / (3 GEMMs of 2 n m d FLOPs at the 4096 x d x 4096 rate measured before each repeat)\n"
     )
-    print(
-        "bound = 3 GEMMs of 2 n m d FLOPs at the loss-shaped rate; mem ratio = peak extra / (4 n m bytes)\n"
-    )
-    header = (
-        f"{'case':<10} {'n = m':>7} {'method':<6} {'time s':>8} {'x bound':>8} {'peak MiB':>9} {'x 4nm':>7}"
-    )
-    print(header)
-    print("-" * len(header))
-    for case in args.cases:
-        for n in args.sizes:
-            bound = 3 * 2 * n * n * d / (shaped * 1e9)
-            for method in args.methods:
-                if not fits(method, n):
-                    print(f"{case:<10} {n:>7} {method:<6} {'skipped: n x m matrices exceed memory':>44}")
-                    continue
-                cmd = [sys.executable, __file__, "--case", method, case, str(n), str(d)]
+    header = f"{'case':<18} {'n = m':>6} {'median s':>9} {'x bound':>8} {'min..max x bound':>17}"
+    print(header + (f" {'peak MiB':>9}" if args.memory else ""))
+    print("-" * (len(header) + (10 if args.memory else 0)))
+    for n in args.sizes:
+        for case in args.cases:
+            seconds, over = ratios(case, n, args.d, args.repeats)
+            line = (
+                f"{case:<18} {n:>6} {statistics.median(seconds):>9.2f} {statistics.median(over):>8.2f} "
+                f"{min(over):>8.2f}..{max(over):<7.2f}"
+            )
+            if args.memory:
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--threads",
+                    str(args.threads),
+                    "--peak",
+                    case,
+                    str(n),
+                    str(args.d),
+                ]
                 done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                if done.returncode != 0:
-                    print(f"{case:<10} {n:>7} {method:<6} failed: {done.stderr.strip().splitlines()[-1:]}")
-                    continue
-                r = json.loads(done.stdout)
-                mib = r["extra_bytes"] / MIB
-                print(
-                    f"{case:<10} {n:>7} {method:<6} {r['seconds']:>8.2f} {r['seconds'] / bound:>8.2f} "
-                    f"{mib:>9.0f} {r['extra_bytes'] / (4 * n * n):>7.3f}",
-                    flush=True,
-                )
+                line += f" {float(done.stdout):>9.0f}" if done.returncode == 0 else " failed"
+            print(line, flush=True)
+        if args.error:
+            err = bf16_error(n, args.d)
+            print(
+                f"bf16 autocast vs float64 at n = {n}: loss rel. error {err['loss']:.2e}, "
+                f"grad rel. error {err['grad']:.2e}"
+            )
+    print(f"\nload after {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -79,11 +79,12 @@ def negatives_kept(leave: LeaveOut, candidates: int, m: int, form: Form) -> int 
 
 
 def check_kept(kept: Tensor, form: Form) -> Tensor:
-    """The (n,) counts m_i of negatives kept; on the CPU, refuse dcl/gcl anchors left with none (-inf loss)."""
-    if form != "infonce" and kept.device.type == "cpu" and bool((kept == 0).any()):
+    """The (n,) counts m_i of negatives kept; on the CPU, refuse an anchor left with none (its log-sum-exp is -inf:
+    dcl/gcl are -inf and the gradients NaN). On CUDA (no host synchronisation) that shows as a NaN loss."""
+    if kept.device.type == "cpu" and bool((kept == 0).any()):
         anchor = int((kept == 0).nonzero()[0, 0])
         raise ValueError(
             f"anchor {anchor} has every negative left out by positive_ids/negative_ids (all share its id); "
-            f"form={form!r} needs at least one negative per anchor (form='infonce' allows none)."
+            f"form={form!r} needs at least one negative per anchor; give duplicates distinct ids or drop them."
         )
     return kept

@@ -62,11 +62,14 @@ def block_logits(
     """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, its left-out entries at -inf.
 
     ``q`` and ``c`` may be in a lower precision than ``out`` (autocast): the product is then formed in theirs
-    (accumulated in float32 by the GEMM) and stored in ``out``'s float32.
+    (accumulated in float32 by the GEMM) and stored in ``out``'s float32. On CUDA the GEMM writes float32
+    directly (``out_dtype``); the CPU's bf16 GEMM rounds its output to bf16 before the copy.
     """
     with torch.autocast(q.device.type, enabled=False):
         if q.dtype == out.dtype:
             torch.mm(q[r0:r1], c[c0:c1].T, out=out)
+        elif q.device.type == "cuda":
+            out.copy_(torch.mm(q[r0:r1], c[c0:c1].T, out_dtype=out.dtype))
         else:
             out.copy_(torch.mm(q[r0:r1], c[c0:c1].T))
     return leave.apply(out, r0, r1, c0, c1)
@@ -208,6 +211,25 @@ def _proportion(grad: Tensor, forecast: Tensor) -> Tensor | None:
     return u if float((grad - u * forecast).abs().max()) <= tolerance else None
 
 
+_RANK_ONE_LIMIT = {torch.float64: 600.0}
+"""Largest rs_i - cs_j for which a block's weights are formed with one exp pass (float32 and others: 30)."""
+
+
+def _rank_one_factors(row_shift: Tensor, col_shift: Tensor) -> tuple[Tensor, Tensor] | None:
+    """u, v with exp(rs_i - cs_j) = u_i v_j for one block, or None when some rs_i - cs_j may exceed the limit.
+
+    The symmetric weights W_ij = exp(S_ij - rs_i) + exp(S_ij - cs_j) are then E_ij (1 + u_i v_j) with
+    E_ij = exp(S_ij - rs_i): one exp pass instead of two. With K = max_i rs_i, u_i = exp(rs_i - K) <= 1 and
+    v_j = exp(K - cs_j) <= e^limit; an E_ij that underflows carries a column term below e^(limit - 87) (float32),
+    negligible, and the limit (30 in float32, 600 in float64) keeps every factor finite.
+    """
+    peak = row_shift.max()
+    spread = float(peak - col_shift.min())
+    if not spread <= _RANK_ONE_LIMIT.get(row_shift.dtype, 30.0):
+        return None
+    return (row_shift - peak).exp(), (peak - col_shift).exp()
+
+
 def _backward_blocks(
     q: Tensor,
     c: Tensor,
@@ -229,17 +251,24 @@ def _backward_blocks(
     work = Workspace(min(n, block_rows), min(m, block_cols), row_lse, columns)
     row_shift, row_scale = _fold_gradient(row_lse, grad_row)
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
+    rank_one = columns and row_scale is None and col_scale is None and q.device.type == "cpu"
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
             weights = block_logits(q, c, r0, r1, c0, c1, leave, work.first(r1 - r0, c1 - c0))
+            factors = _rank_one_factors(row_shift[r0:r1], col_shift[c0:c1]) if rank_one else None
             by_column = None
-            if columns:
+            if factors is not None:
+                weights.sub_(row_shift[r0:r1, None]).exp_()
+                spread = torch.outer(factors[0], factors[1], out=work.second(r1 - r0, c1 - c0))
+                weights.addcmul_(weights, spread)
+            elif columns:
                 by_column = torch.sub(
                     weights, col_shift[None, c0:c1], out=work.second(r1 - r0, c1 - c0)
                 ).exp_()
                 if col_scale is not None:
                     by_column.mul_(col_scale[None, c0:c1])
-            weights.sub_(row_shift[r0:r1, None]).exp_()
+            if factors is None:
+                weights.sub_(row_shift[r0:r1, None]).exp_()
             if row_scale is not None:
                 weights.mul_(row_scale[r0:r1, None])
             if by_column is not None:
