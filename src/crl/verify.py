@@ -35,7 +35,7 @@ from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fid
 from crl.claims.budget import part_level
 from crl.claims.registry import Registry, default_registry
 from crl.report.document import ReportFiles, write_report
-from crl.report.sections import RunInfo
+from crl.report.sections import NoteSection, RunInfo
 from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
 from crl.sweep import Executor, SweepStore, new_run_id
 from crl.sweep._integrity import check_results_file
@@ -148,10 +148,22 @@ def run_verify(
             wall_s=time.perf_counter() - start,
             broken_modules=broken,
         )
-        report = write_report(out, results, info)
+        notes = note_sections(fidelity, seed) if any(claim.id == "C8" for claim in selected) else ()
+        report = write_report(out, results, info, notes)
         failed = bool(broken) or any(result.fails_run for result in results)
         _print_summary(console, results, info, report)
         return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
+
+
+def note_sections(fidelity: Fidelity, seed: int) -> tuple[NoteSection, ...]:
+    """The report's sections without a verdict, beside C8 ([B]'s ideal search): learned vs ideal search
+    (:mod:`crl.search.learned_vs_ideal`); one that fails shows its error instead of stopping the run."""
+    from crl.search.learned_vs_ideal import SECTION_TITLE, report_section
+
+    try:
+        return (report_section(str(fidelity), seed),)
+    except Exception as error:  # a descriptive section must not cost the claims' report
+        return (NoteSection(SECTION_TITLE, (f"not computed: {type(error).__name__}: {error}",), (), ()),)
 
 
 def rerun_command(fidelity: Fidelity, out: Path, seed: int, claim_ids: Sequence[str] | None) -> str:

@@ -22,7 +22,7 @@ from crl.claims.base import ClaimResult
 from crl.report.figures import render_figure
 from crl.report.html_page import html_page
 from crl.report.markdown import markdown_page
-from crl.report.sections import RunInfo, Section
+from crl.report.sections import NoteSection, RunInfo, Section
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,11 @@ class ReportFiles:
     tables: tuple[Path, ...]
 
 
-def write_report(out_dir: Path, results: Sequence[ClaimResult], info: RunInfo) -> ReportFiles:
-    """Draw the figures, write the tables, and write ``report.md`` and ``report.html`` into ``out_dir``.
+def write_report(
+    out_dir: Path, results: Sequence[ClaimResult], info: RunInfo, notes: Sequence[NoteSection] = ()
+) -> ReportFiles:
+    """Draw the figures, write the tables, and write ``report.md`` and ``report.html`` into ``out_dir``;
+    ``notes`` are sections without a verdict, after the claims.
 
     Raises:
         ValueError: if a claim names two figures alike.
@@ -44,9 +47,9 @@ def write_report(out_dir: Path, results: Sequence[ClaimResult], info: RunInfo) -
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = [_draw_section(out_dir, result, info.run_id) for result in results]
     markdown = out_dir / "report.md"
-    markdown.write_text(markdown_page(sections, info, out_dir), encoding="utf-8")
+    markdown.write_text(markdown_page(sections, info, out_dir, notes), encoding="utf-8")
     page = out_dir / "report.html"
-    page.write_text(html_page(sections, info, out_dir), encoding="utf-8")
+    page.write_text(html_page(sections, info, out_dir, notes), encoding="utf-8")
     return ReportFiles(
         markdown=markdown,
         html=page,

@@ -14,6 +14,7 @@ from crl.report.sections import (
     LEVELS_NOTE,
     REFERENCES,
     STAT_COLUMNS,
+    NoteSection,
     RunInfo,
     Section,
     header_rows,
@@ -51,8 +52,11 @@ img { max-width: 100%; }
 """
 
 
-def html_page(sections: Sequence[Section], info: RunInfo, out_dir: Path) -> str:
-    """The HTML report: header, references, summary (INCONCLUSIVE first), then one section per claim."""
+def html_page(
+    sections: Sequence[Section], info: RunInfo, out_dir: Path, notes: Sequence[NoteSection] = ()
+) -> str:
+    """The HTML report: header, references, summary (INCONCLUSIVE first), one section per claim, then the
+    sections without a verdict (``notes``)."""
     e = html.escape
     results = [section.result for section in sections]
     body = [
@@ -69,6 +73,9 @@ def html_page(sections: Sequence[Section], info: RunInfo, out_dir: Path) -> str:
     for name, error in info.broken_modules.items():
         body += [f'<h3 class="bad">Claim module {e(name)} failed to import</h3>', f"<pre>{e(error)}</pre>"]
     body += [_claim_section(section, out_dir) for section in sections]
+    for note in notes:
+        body += [f"<h2>{e(note.title)} (no verdict)</h2>", *[f"<p>{e(text)}</p>" for text in note.paragraphs]]
+        body.append(_table(note.columns, [[SummaryCell(cell) for cell in row] for row in note.rows]))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>crl verify {e(info.run_id)}</title><style>{_CSS}</style></head>\n<body>\n"

@@ -8,6 +8,7 @@ from crl.report.sections import (
     LEVELS_NOTE,
     REFERENCES,
     STAT_COLUMNS,
+    NoteSection,
     RunInfo,
     Section,
     header_rows,
@@ -29,8 +30,11 @@ from crl.report.summary import (
 )
 
 
-def markdown_page(sections: Sequence[Section], info: RunInfo, out_dir: Path) -> str:
-    """The Markdown report: header, references, summary (INCONCLUSIVE first), then one section per claim."""
+def markdown_page(
+    sections: Sequence[Section], info: RunInfo, out_dir: Path, notes: Sequence[NoteSection] = ()
+) -> str:
+    """The Markdown report: header, references, summary (INCONCLUSIVE first), one section per claim, then the
+    sections without a verdict (``notes``)."""
     results = [section.result for section in sections]
     lines = [f"# crl verify: run {info.run_id}", "", "| | |", "|---|---|"]
     lines += [f"| {label} | {_header_value(label, value)} |" for label, value in header_rows(info)]
@@ -44,6 +48,10 @@ def markdown_page(sections: Sequence[Section], info: RunInfo, out_dir: Path) -> 
         lines += ["", f"### Claim module {name} failed to import", "", "```", error.rstrip(), "```"]
     for section in sections:
         lines += ["", *_claim_section(section, out_dir)]
+    for note in notes:
+        lines += ["", f"## {note.title} (no verdict)", ""]
+        lines += [line for paragraph in note.paragraphs for line in (_cell(paragraph), "")]
+        lines.append(_table(note.columns, note.rows))
     return "\n".join(lines) + "\n"
 
 

@@ -74,6 +74,23 @@ class Section:
     table: Path | None
 
 
+@dataclass(frozen=True)
+class NoteSection:
+    """A report section outside the claims, without a verdict (descriptive figures, no alpha spent).
+
+    Attributes:
+        title: the section's heading.
+        paragraphs: plain-text paragraphs before the table.
+        columns: the table's column names.
+        rows: the table's rows, one string per column.
+    """
+
+    title: str
+    paragraphs: tuple[str, ...]
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
 def header_rows(info: RunInfo) -> list[tuple[str, str]]:
     """(label, value) pairs of the report's header."""
     budget = "unbounded" if info.budget_s is None else f"budget {info.budget_s:.0f} s"
