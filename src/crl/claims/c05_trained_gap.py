@@ -114,7 +114,7 @@ class TrainedGap(Claim):
         n_parts, n_stats, n_reasons = _n_parts(data, N_GRIDS[fid], M_FOR_N[fid], ctx.level)
         control_parts, control_stats, control_reasons = _m_parts(data, "control", M_GRIDS[fid], ctx.level)
         table = data.table()
-        failed = sum(1 for row in table if row["failed"])
+        failed = sum(row["failed"] for row in table)
         return self.result(
             ctx,
             verdict=combine_verdicts(*claim_parts, *n_parts),
@@ -126,7 +126,8 @@ class TrainedGap(Claim):
             notes=(
                 f"n = {N_FOR_M[fid]} for the m series, m = {M_FOR_N[fid]} for the n series; {SEEDS[fid]} seeds; "
                 f"ball radius {RADIUS_FACTOR} |theta*|; tau = {TAU}, kappa = {KAPPA} (control rho = {RHO}). "
-                f"Series points with failed fits (not converged or infinite risk): {failed}. Largest KKT residual: "
+                f"Failed fits (not converged, or infinite risk): {failed} of {len(records)} cells, counted in the "
+                f"table per point with their reasons. Largest KKT residual: "
                 f"{max(row['kkt_max'] for row in table):.2g}. Plain G and E* - E(s_hat) are in the table."
             ),
             reasons=claim_reasons + n_reasons,
