@@ -9,6 +9,11 @@ from crl.objectives.infonce import (
     contrastive_loss,
     contrastive_loss_from_scores,
 )
+from crl.objectives.individual_temperature import (
+    IndividualTemperatureState,
+    TemperatureRule,
+    individual_temperature_loss,
+)
 from crl.objectives.moving_average import MovingAverageState, cosine_gamma, moving_average_loss
 from crl.objectives.oce import CVaR, Entropic, oce_loss, oce_loss_from_scores
 from crl.objectives.pairwise import pairwise_loss, pairwise_psi, sigmoid_loss
@@ -19,12 +24,15 @@ __all__ = [
     "CVaR",
     "ContrastiveLoss",
     "Entropic",
+    "IndividualTemperatureState",
     "MovingAverageState",
     "Temperature",
+    "TemperatureRule",
     "contrastive_form",
     "contrastive_loss",
     "contrastive_loss_from_scores",
     "cosine_gamma",
+    "individual_temperature_loss",
     "moving_average_loss",
     "oce_loss",
     "oce_loss_from_scores",
