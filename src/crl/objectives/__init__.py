@@ -3,16 +3,16 @@
 One definition of each loss lives here; training, risk estimates and claims all call these functions.
 """
 
+from crl.objectives.individual_temperature import (
+    IndividualTemperatureState,
+    TemperatureRule,
+    individual_temperature_loss,
+)
 from crl.objectives.infonce import (
     ContrastiveLoss,
     contrastive_form,
     contrastive_loss,
     contrastive_loss_from_scores,
-)
-from crl.objectives.individual_temperature import (
-    IndividualTemperatureState,
-    TemperatureRule,
-    individual_temperature_loss,
 )
 from crl.objectives.moving_average import MovingAverageState, cosine_gamma, moving_average_loss
 from crl.objectives.oce import CVaR, Entropic, oce_loss, oce_loss_from_scores
