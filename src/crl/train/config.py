@@ -35,6 +35,7 @@ from crl.train.config_kinds import (
     SyntheticData,
 )
 from crl.train.config_migration import migrate_flat_sections
+from crl.train.config_temperature import TemperatureFields, check_temperature
 from crl.train.overrides import apply_overrides
 
 __all__ = [
@@ -65,7 +66,7 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message names each bad field, its value and the fix."""
 
 
-class LossConfig(EstimatorFields):
+class LossConfig(EstimatorFields, TemperatureFields):
     """``[loss]``: the contrastive objective, its negatives and its estimator (docs/theory.md sections 1-2,
     docs/estimators.md; the estimator's fields are in :class:`~crl.train.config_estimator.EstimatorFields`)."""
 
@@ -136,6 +137,7 @@ class LossConfig(EstimatorFields):
                 "raise max_inverse_tau or tau"
             )
         check_estimator(self)
+        check_temperature(self)
         return self
 
     @property
@@ -224,6 +226,11 @@ class RunConfig(Section):
         default="",
         description="Checkpoint whose encoder weights start this new run (crl train --init-from; '': the "
         "weights are drawn from seed).",
+    )
+    precision: Literal["fp32", "bf16"] = Field(
+        default="fp32",
+        description="bf16: the forward pass and the loss run under torch.autocast(bfloat16) (GEMMs in bf16, the "
+        "loss's log-sum-exps and accumulators in float32); fp32: no autocast.",
     )
     progress: bool = Field(default=True, description="Show a rich progress bar on rank 0.")
     tensorboard: bool = Field(default=True, description="Write TensorBoard event files into the run folder.")

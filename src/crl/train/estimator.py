@@ -15,7 +15,14 @@ import torch
 from torch import Tensor
 
 from crl.negatives import EmbeddedBatch, Negatives
-from crl.objectives import MovingAverageState, cosine_gamma, moving_average_loss
+from crl.objectives import (
+    IndividualTemperatureState,
+    MovingAverageState,
+    TemperatureRule,
+    cosine_gamma,
+    individual_temperature_loss,
+    moving_average_loss,
+)
 from crl.objectives.moving_average import GammaLike
 from crl.train.config import LossConfig
 from crl.train.false_negatives import FalseNegativeIds
@@ -82,6 +89,21 @@ class StepLoss:
     ) -> None:
         self.config = config
         self.state: MovingAverageState | None = None
+        self.temperatures: IndividualTemperatureState | None = None
+        if config.temperature == "per_sample":
+            if world_size != 1:
+                raise ValueError(
+                    f"[loss] temperature = 'per_sample' keeps one tau_i per item in one process, but this run has "
+                    f"{world_size} processes; train it in one process or use temperature = 'global'"
+                )
+            self.temperatures = IndividualTemperatureState(n_items, tau_init=config.tau, device=device)
+            self.rule = TemperatureRule(
+                tau_min=config.tau_min,
+                tau_max=config.tau_max,
+                rho=config.tau_rho,
+                eta=config.tau_lr,
+                beta=config.tau_momentum,
+            )
         if config.estimator == "fastclip":
             if world_size != 1:
                 raise ValueError(
@@ -109,6 +131,8 @@ class StepLoss:
                 (data whose pairs name item ids: fastclip's u_i has no mask).
         """
         config = self.config
+        if self.temperatures is not None:
+            return self._per_sample(batch, negatives, item_ids, false_negatives)
         if self.state is None:
             return batch_loss(
                 batch, negatives, tau=tau, form=config.form, symmetric=config.symmetric, ids=false_negatives
@@ -133,8 +157,41 @@ class StepLoss:
             gamma=self.gamma,
         )
 
+    def _per_sample(
+        self,
+        batch: EmbeddedBatch,
+        negatives: Negatives,
+        item_ids: Tensor,
+        false_negatives: FalseNegativeIds | None,
+    ) -> Tensor:
+        """iSogCLR's step (``[loss] temperature = 'per_sample'``): in-batch or embedded shared negatives."""
+        assert self.temperatures is not None
+        if false_negatives is not None and false_negatives.positive_ids is not None:
+            raise ValueError(
+                "temperature = 'per_sample' has no false-negative mask, but this data names an item id per pair "
+                "(duplicate texts); use temperature = 'global'"
+            )
+        local = negatives.kind == "in_batch" and negatives.y is None
+        shared = negatives.kind == "embeddings" and negatives.regime == "shared" and negatives.y is not None
+        if not (local or shared):
+            raise ValueError(
+                f"temperature = 'per_sample' needs in-batch (one process) or embedded shared negatives, got kind "
+                f"{negatives.kind!r}; use [loss] negatives = 'in_batch' or 'shared_pool'"
+            )
+        return individual_temperature_loss(
+            batch.anchors,
+            batch.positives,
+            None if local else negatives.y,
+            item_ids.to(batch.anchors.device),
+            self.temperatures,
+            self.rule,
+        )
+
     def state_dict(self) -> dict[str, Tensor]:
-        """The estimator's tensors for a checkpoint: fastclip's ``log_u``, ``seen``, ``step``; {} for minibatch."""
+        """The estimator's tensors for a checkpoint: fastclip's ``log_u``, ``seen``, ``step``; per_sample's
+        ``tau``, ``log_s``, ``v``, ``seen``, ``step``; {} for minibatch at a global tau."""
+        if self.temperatures is not None:
+            return self.temperatures.state_dict()
         return {} if self.state is None else self.state.state_dict()
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
@@ -143,6 +200,9 @@ class StepLoss:
         Raises:
             ValueError: if the tensors do not belong to this estimator (or were saved for other data).
         """
+        if self.temperatures is not None:
+            self.temperatures.load_state_dict(state)
+            return
         if self.state is None:
             if state:
                 raise ValueError(

@@ -135,18 +135,20 @@ class TrainingLoop:
         indices = self.cursor.next_batch()[rank * b : (rank + 1) * b]
         x, y = self.source.pairs(indices, self.streams.views)
         cache = GradCache(self.config.optim.chunk_size) if self.config.optim.chunk_size else None
-        if cache is None:
-            anchors, positives = self.network(move_batch(x, self.device), move_batch(y, self.device))
-        else:
-            anchors = cache.embed(self.model.encode_anchors, move_batch(x, self.device))
-            positives = cache.embed(self.model.encode_positives, move_batch(y, self.device))
-        batch = EmbeddedBatch(anchors, positives, indices=indices)
-        drawn = self.sampler.draw(batch, self.streams.negatives)
-        ids = false_negative_ids(
-            self.source, indices, drawn, symmetric=self.config.loss.symmetric, device=self.device
-        )
-        negatives = self._embedded_negatives(drawn, cache)
-        loss = self.step_loss(batch, negatives, indices, self.model.tau(), ids)
+        bf16 = self.config.run.precision == "bf16"
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+            if cache is None:
+                anchors, positives = self.network(move_batch(x, self.device), move_batch(y, self.device))
+            else:
+                anchors = cache.embed(self.model.encode_anchors, move_batch(x, self.device))
+                positives = cache.embed(self.model.encode_positives, move_batch(y, self.device))
+            batch = EmbeddedBatch(anchors, positives, indices=indices)
+            drawn = self.sampler.draw(batch, self.streams.negatives)
+            ids = false_negative_ids(
+                self.source, indices, drawn, symmetric=self.config.loss.symmetric, device=self.device
+            )
+            negatives = self._embedded_negatives(drawn, cache)
+            loss = self.step_loss(batch, negatives, indices, self.model.tau(), ids)
         self.optimizer.zero_grad(set_to_none=True)
         if cache is None:
             loss.backward()
