@@ -1,10 +1,10 @@
 """Time of crl's losses over the time of their three GEMMs, measured in the same run; peak memory; bf16 error.
 
 For d = 128 and n = m (default 16384) it times one forward + backward pass of each case and divides by the
-"bound": three GEMMs of 2 n m d FLOPs (the forward scores and the two gradients of a dense implementation) at the
-float32 GEMM rate of the loss's block shape (4096 x d x 4096), measured right before each repeat. Ratios to a rate
-measured in the same moment are robust to the load of a shared machine; the printout gives the median, the
-spread (min..max) over the repeats and the load average (os.getloadavg) before and after.
+"bound": three GEMMs of 2 n m d FLOPs (the forward scores and the two gradients of a dense implementation), run
+right before each repeat as back-to-back float32 (4096 x d) @ (d x 4096) products (the kernel's block shape).
+Ratios to a bound timed in the same minute are robust to the load of a shared machine; the printout gives the
+median, the spread (min..max) over the repeats and the load average (os.getloadavg) before and after.
 
 Cases (``--cases``):
   - ``symmetric-infonce``, ``symmetric-dcl``, ``symmetric-gcl``: CLIP's in-batch symmetric loss (tiled kernel);
@@ -46,17 +46,18 @@ CASES = (
 )
 
 
-def gemm_seconds_per_flop(d: int, repeats: int = 3) -> float:
-    """Best seconds per FLOP of a float32 (4096 x d) @ (d x 4096) product: the tiled kernel's GEMM shape."""
+def three_gemms_seconds(n: int, d: int) -> float:
+    """Seconds of the three GEMMs' FLOPs (3 x 2 n n d) run as float32 (4096 x d) @ (d x 4096) products, the
+    kernel's block shape, back to back: the bound, timed over about as long as the loss so that both see the
+    same load."""
     a, b = torch.randn(4096, d), torch.randn(d, 4096)
     out = torch.empty(4096, 4096)
     torch.mm(a, b, out=out)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+    count = max(1, round(3 * n * n / (4096 * 4096)))
+    start = time.perf_counter()
+    for _ in range(count):
         torch.mm(a, b, out=out)
-        best = min(best, time.perf_counter() - start)
-    return best / (2 * 4096 * d * 4096)
+    return (time.perf_counter() - start) * 3 * n * n / (count * 4096 * 4096)
 
 
 def inputs(n: int, d: int, case: str) -> tuple[torch.Tensor, ...]:
@@ -112,7 +113,7 @@ def ratios(case: str, n: int, d: int, repeats: int) -> tuple[list[float], list[f
     time_once(fn, tensors)
     seconds, over_bound = [], []
     for _ in range(repeats):
-        bound = 3 * 2 * n * n * d * gemm_seconds_per_flop(d)
+        bound = three_gemms_seconds(n, d)
         elapsed = time_once(fn, tensors)
         seconds.append(elapsed)
         over_bound.append(elapsed / bound)
@@ -167,7 +168,7 @@ def main() -> None:
         return
     print(f"torch {torch.__version__}, {args.threads} thread(s), d = {args.d}, load before {os.getloadavg()}")
     print(
-        "x bound = time / (3 GEMMs of 2 n m d FLOPs at the 4096 x d x 4096 rate measured before each repeat)\n"
+        "x bound = time / time of 3 GEMMs of 2 n m d FLOPs (as 4096 x d x 4096 blocks) run before each repeat\n"
     )
     header = f"{'case':<18} {'n = m':>6} {'median s':>9} {'x bound':>8} {'min..max x bound':>17}"
     print(header + (f" {'peak MiB':>9}" if args.memory else ""))
