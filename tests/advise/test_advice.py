@@ -1,5 +1,7 @@
 """Advice from a fitted surface: m* against the truth, the doubling gains, and when the advice is withheld."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -73,19 +75,15 @@ def test_a_surface_outside_the_family_is_a_bad_fit() -> None:
         (n, m, y * (1.5 if m == max(c[1] for c in bumpy.cells if c[0] == n) else 1.0))
         for n, m, y in bumpy.cells
     )
-    broken = SurfaceFit(
-        bumpy.per_seed, bumpy.seeds, bumpy.level, bumpy.converged, bumpy.at_bound, 1e-4, cells
-    )
+    broken = replace(bumpy, cells=cells, cell_noise=1e-4)
     advice = advise(broken, n=4000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
     assert not advice.supported and "bad fit" in advice.recommendation
 
 
 def test_noisy_pilot_gives_a_wide_m_star_and_asks_for_seeds() -> None:
-    advice = advise(
-        _fit(TRUTH, 0.3, seeds=2), n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000
-    )
+    advice = advise(_fit(TRUTH, 0.3), n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
     assert not advice.supported
-    assert "--seeds 4" in advice.recommendation
+    assert "--seeds 6" in advice.recommendation
 
 
 def test_tolerance_is_at_least_the_relative_floor(clean_fit: SurfaceFit) -> None:

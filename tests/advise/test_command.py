@@ -38,7 +38,7 @@ ARGS = [
     "--budget",
     "1000000",
     "--seeds",
-    "2",
+    "3",
     "--levels",
     "3",
     "--fractions",
@@ -75,13 +75,13 @@ def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_th
     assert result.exit_code == 0, result.output
     document = json.loads((out / "advice.json").read_text(encoding="utf-8"))
     assert document["metric"] == "excess_risk" and document["n_full"] == 512 and document["m_now"] == 8
-    assert len(document["pilot"]["points"]) == 9 and len(document["fit"]["per_seed"]) == 2
+    assert len(document["pilot"]["points"]) == 9 and len(document["fit"]["replicates"]) == 3
     assert document["advice"]["recommendation"] in result.output.replace("\n", " ") or "advice" in document
     assert {"m_star", "gain_double_m", "gain_double_n", "alpha", "supported"} <= set(document["advice"])
     assert len(document["check"]["cells"]) == 3
     assert (out / "advice.png").stat().st_size > 10_000
     first = _stored_runs(out)
-    assert first[0][0] == (9 + 3) * 2
+    assert first[0][0] == (9 + 3) * 3
     again = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out), "--check"])
     assert again.exit_code == 0, again.output
     assert _stored_runs(out) == first, "a rerun must recompute nothing and store nothing twice"

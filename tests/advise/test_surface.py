@@ -44,8 +44,9 @@ def test_noise_free_surface_is_recovered(truth: SurfaceParams) -> None:
 
 @pytest.mark.slow
 def test_intervals_cover_the_truth_in_most_simulated_pilots() -> None:
-    """90% intervals over 3 seeds must cover alpha, m* and a prediction beyond the pilot in most of 8 independent
-    simulated pilots (at 90%, 4 or fewer covers out of 8 has probability 0.005): too-narrow intervals fail."""
+    """Jackknife 90% intervals over 3 seeds must cover alpha, m* and a prediction beyond the pilot in most of 8
+    independent simulated pilots (at 90%, 4 or fewer covers out of 8 has probability 0.005): too-narrow intervals
+    fail."""
     truth = SurfaceParams(a=0.1, c=0.05, beta=0.5, b=2.0, delta=0.5, alpha=0.7, n0=707.0)
     rng = np.random.default_rng(20261130)
     covers = {"alpha": 0, "m_star": 0, "prediction": 0}
@@ -86,7 +87,7 @@ def test_log_interval_is_geometric() -> None:
 def test_measured_interval_is_wider_than_the_mean_interval() -> None:
     """The interval for a measured mean adds one run's noise: it contains the interval of the expected error."""
     truth = SurfaceParams(a=0.1, c=0.05, beta=0.5, b=2.0, delta=0.5, alpha=0.7, n0=707.0)
-    fit = fit_seed_surface(*_noisy_pilot(truth, 2, 0.02, np.random.default_rng(3)))
+    fit = fit_seed_surface(*_noisy_pilot(truth, 3, 0.02, np.random.default_rng(3)))
     mean, measured = fit.predict(4000, 400), fit.predict_measured(4000, 400, runs=3)
     assert measured.low < mean.low < mean.high < measured.high
 
@@ -106,7 +107,18 @@ def test_too_few_cells_are_refused() -> None:
         fit_surface([1, 2, 3], [1, 2, 3], [0.1, 0.1, 0.1], n0=2.0)
 
 
-def test_one_seed_is_refused() -> None:
+@pytest.mark.parametrize(("method", "seeds", "needed"), [("jackknife", 2, 3), ("per_seed", 1, 2)])
+def test_too_few_seeds_are_refused(method: str, seeds: int, needed: int) -> None:
     n, m = _grid()
-    with pytest.raises(ValueError, match="at least 2"):
-        fit_seed_surface(n, m, np.zeros(n.size), np.full(n.size, 0.1))
+    seed = np.concatenate([np.full(n.size, s) for s in range(seeds)])
+    with pytest.raises(ValueError, match=f"need at least {needed}"):
+        fit_seed_surface(np.tile(n, seeds), np.tile(m, seeds), seed, np.full(seed.size, 0.1), method=method)
+
+
+def test_jackknife_and_per_seed_agree_on_clean_data() -> None:
+    """Both interval methods must centre on the truth when the pilot is (almost) noise-free."""
+    truth = SurfaceParams(a=0.1, c=0.05, beta=0.5, b=2.0, delta=0.5, alpha=0.7, n0=707.0)
+    columns = _noisy_pilot(truth, 3, 1e-5, np.random.default_rng(5))
+    for method in ("jackknife", "per_seed"):
+        alpha = fit_seed_surface(*columns, method=method).parameter_intervals()["alpha"]
+        assert alpha.estimate == pytest.approx(0.7, rel=1e-3) and alpha.contains(0.7)

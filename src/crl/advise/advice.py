@@ -10,9 +10,10 @@ compared with it as an upper-bound rule on the slope -alpha (delta 0.1): "at lea
 end is >= r - 0.1, "slower" when its upper end is < r - 0.1, else inconclusive. The held-out error is not the gap
 itself, so this is a comparison, not a verdict.
 
-The advice is withheld (``supported = False``, with the reasons and the pilot to add) when a seed's fit did not
-converge, the fit misses a pilot cell by more than 5% and 3 standard errors, the user's n lies more than 16x
-beyond the largest pilot n, or m*'s interval spans more than a factor 4.
+The advice is withheld (``supported = False``, with the reasons and the pilot to add) when a fit did not converge,
+the fit misses a pilot cell by more than 5% and 3 standard errors, alpha or delta ends on its bound in the full
+fit (the gain from m is not resolved), the user's n lies more than 16x beyond the largest pilot n, or m*'s
+interval spans more than a factor 4.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from crl._vocab import Regime
-from crl.advise.surface import Interval, SurfaceFit, SurfaceParams, t_interval
+from crl.advise.surface import Interval, SurfaceFit, SurfaceParams
 
 __all__ = ["RATE_BOUNDS", "Advice", "advise", "relative_tolerance"]
 
@@ -94,7 +95,7 @@ class Advice:
 
 def relative_tolerance(fit: SurfaceFit, rel_tol: float) -> float:
     """``max(rel_tol, t_{S-1,(1+level)/2} sigma / sqrt(S))`` (module docstring)."""
-    seeds = len(fit.per_seed)
+    seeds = len(fit.seeds)
     half = stats.t.ppf((1 + fit.level) / 2, seeds - 1) * fit.cell_noise / math.sqrt(seeds)
     return max(rel_tol, float(half))
 
@@ -119,11 +120,11 @@ def _problems(
     fit: SurfaceFit, m_star: Interval, extrapolation: float, residuals: np.ndarray, pilot_m_max: int
 ) -> tuple[list[str], list[str]]:
     problems, suggestions = [], []
-    unconverged = [seed for seed, ok in zip(fit.seeds, fit.converged, strict=True) if not ok]
-    if unconverged:
-        problems.append(f"the surface fit did not converge for seeds {unconverged}")
+    failed = sum(not ok for ok in fit.converged)
+    if failed:
+        problems.append(f"{failed} of the {len(fit.converged)} surface fits did not converge")
         suggestions.append("add seeds and check the pilot cells for failed runs")
-    standard_error = fit.cell_noise / math.sqrt(len(fit.per_seed))
+    standard_error = fit.cell_noise / math.sqrt(len(fit.seeds))
     worst = int(np.argmax(np.abs(residuals)))
     if abs(residuals[worst]) > max(_MAX_MISFIT, 3 * standard_error):
         n, m, _ = fit.cells[worst]
@@ -131,6 +132,15 @@ def _problems(
             f"bad fit: the surface misses the pilot cell n = {n:g}, m = {m:g} by {100 * abs(residuals[worst]):.1f}%"
         )
         suggestions.append("add pilot cells between the existing n and m (the form may not hold here)")
+    bounded = [name for name in ("delta", "alpha") if name in fit.at_bound[0]]
+    if bounded:
+        problems.append(
+            f"the gain from m is not resolved: {' and '.join(bounded)} ended on the fit's bounds (the error drops "
+            "between two pilot m and is flat elsewhere, or does not fall with m at all)"
+        )
+        suggestions.append(
+            "add m/n fractions where the error drops (e.g. --fractions 0.01,0.02,0.05,0.1,0.4,1)"
+        )
     if extrapolation > _MAX_EXTRAPOLATION:
         problems.append(f"the user's n is {extrapolation:.0f}x the largest pilot n (at most 16x is trusted)")
         suggestions.append("raise --budget so the pilot reaches at least n / 8")
@@ -138,8 +148,8 @@ def _problems(
         problems.append(
             f"m* is too uncertain: its interval [{_fmt(m_star.low)}, {_fmt(m_star.high)}] spans more than 4x"
         )
-        suggestions.append(f"double the seeds (--seeds {2 * len(fit.per_seed)})")
-        if m_star.high > pilot_m_max:
+        suggestions.append(f"double the seeds (--seeds {2 * len(fit.seeds)})")
+        if pilot_m_max < m_star.high <= 100 * pilot_m_max:
             suggestions.append(f"add pilot m up to about {_fmt(m_star.high)} (--max-m or larger fractions)")
     return problems, suggestions
 
@@ -186,8 +196,6 @@ def advise(
         raise ValueError(f"n = {n} and m = {m} must be >= 1")
     tol = relative_tolerance(fit, rel_tol)
     m_star = fit.quantity(lambda p: _saturation(p, n, tol))
-    per_seed_gain_m = [float(p.error(n, m) - p.error(n, 2 * m)) for p in fit.per_seed]
-    per_seed_gain_n = [float(p.error(n, m) - p.error(2 * n, m)) for p in fit.per_seed]
     parameters = fit.parameter_intervals()
     extrapolation = n / pilot_n_max
     problems, suggestions = _problems(fit, m_star, extrapolation, fit.residuals(), pilot_m_max)
@@ -201,8 +209,8 @@ def advise(
         "m_star": m_star,
         "m_star_over_n": fit.quantity(lambda p: _saturation(p, n, tol) / n),
         "m_star_exponent": fit.quantity(lambda p: p.delta / p.alpha, log=False),
-        "gain_double_m": t_interval(per_seed_gain_m, fit.level),
-        "gain_double_n": t_interval(per_seed_gain_n, fit.level),
+        "gain_double_m": fit.quantity(lambda p: p.error(n, m) - p.error(n, 2 * m), log=False),
+        "gain_double_n": fit.quantity(lambda p: p.error(n, m) - p.error(2 * n, m), log=False),
         "alpha": parameters["alpha"],
         "rate_bound": RATE_BOUNDS[regime],
         "rate_comparison": _rate_comparison(parameters["alpha"], RATE_BOUNDS[regime]),

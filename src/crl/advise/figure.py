@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from crl.advise.advice import Advice
-from crl.advise.surface import SurfaceFit
+from crl.advise.surface import SurfaceFit, SurfaceParams
 
 __all__ = ["draw_advice"]
 
@@ -24,7 +24,11 @@ def _m_star_curve(fit: SurfaceFit, n_grid: np.ndarray, tol: float) -> np.ndarray
     """(3, len(n_grid)): m*(n) estimate, low and high."""
     rows = []
     for n in n_grid:
-        interval = fit.quantity(lambda p, n=n: p.saturation(n, tol * float(p.plateau(n))))
+
+        def m_star(params: SurfaceParams, n: float = float(n)) -> float:
+            return params.saturation(n, tol * float(params.plateau(n)))
+
+        interval = fit.quantity(m_star)
         rows.append((interval.estimate, interval.low, interval.high))
     return np.array(rows).T
 

@@ -178,7 +178,9 @@ def _document(
         },
         "fit": {
             "level": fit.level,
-            "per_seed": [p.as_dict() for p in fit.per_seed],
+            "method": fit.method,
+            "full": fit.full.as_dict() if fit.full is not None else None,
+            "replicates": [p.as_dict() for p in fit.replicates],
             "converged": list(fit.converged),
             "at_bound": [list(names) for names in fit.at_bound],
             "cell_noise": fit.cell_noise,

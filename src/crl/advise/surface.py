@@ -1,4 +1,4 @@
-"""The held-out error surface err(n, m) of the advisor, fitted per seed with scipy, with Student-t intervals.
+"""The held-out error surface err(n, m) of the advisor, fitted with scipy, with intervals over seed replicates.
 
 The form (docs/advisor.md explains the choice from [A]'s bounds)::
 
@@ -9,20 +9,30 @@ negatives is *relative to the plateau at each n*: ``err/F - 1 = b (n/n0)^delta m
 alpha, with a scale that moves with n at rate delta (the n-m interaction). With the tolerance relative to the
 plateau, the saturation point is ``m*(n) = (b (n/n0)^delta / tol)^(1/alpha)``, so m* grows like n^(delta/alpha):
 [A]'s gap bounds (SCRL ``tau e^{8B/tau}/m + 1/sqrt n``: alpha = 1, delta = 1/2, m* ~ sqrt n; SSCRL ``1/sqrt m +
-1/sqrt n``: alpha = delta = 1/2, m* ~ n) are both of this form when the data term dominates the plateau. n0 is
-the geometric mean of the pilot's n (it only conditions the fit).
+1/sqrt n``: alpha = delta = 1/2, m* ~ n) are both of this form when the data term dominates the plateau. The fit
+keeps ``-1 <= delta/alpha <= 1``: at m = n (every pair a negative, the top of [A]'s grid) the relative excess
+``b n0^-delta n^(delta - alpha)`` must not grow with n. n0 is the geometric mean of the pilot's n (it only
+conditions the fit).
 
-Fit: robust (soft-L1) least squares on log err (the noise of an error rate is closer to relative than
-absolute; a diverged run is down-weighted), multi-start, bounded, one fit per seed replicate (every cell of a
-replicate shares its seed). Intervals: Student-t over the S
-per-seed estimates (THEORY's rule for few seeds: a percentile bootstrap over S < 30 seeds undercovers);
-positive scale quantities (c, b, m*, predicted errors) get their t-interval on the log scale.
+Fit: robust (soft-L1) least squares on log err (the noise of an error rate is closer to relative than absolute;
+a diverged run is down-weighted), multi-start, bounded, analytic Jacobian. Intervals over the S seed replicates
+(every cell of a replicate shares its seed), Student-t with S - 1 degrees of freedom (THEORY's rule for few
+seeds; a percentile bootstrap over S < 30 seeds undercovers), by one of two methods:
+
+- ``jackknife`` (default): the estimate is the fit to all cells; the variance is the delete-one-seed jackknife's,
+  ``(S-1)/S sum_i (theta_(i) - mean)^2``. Fitting six parameters to one seed's cells is unstable when the gain
+  from m is small against the seed noise; each jackknife fit sees S - 1 seeds.
+- ``per_seed``: one fit per seed, the estimate their mean, the variance ``sd^2 / S``.
+
+Positive scale quantities (c, b, m*, predicted errors) get their interval on the log scale.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,6 +41,7 @@ from scipy import optimize, stats
 __all__ = [
     "PARAMETERS",
     "Interval",
+    "Intervals",
     "SurfaceFit",
     "SurfaceParams",
     "fit_seed_surface",
@@ -46,8 +57,9 @@ ROBUST_SCALE = 0.1
 one diverged or unlucky run does not bend a replicate's surface."""
 
 _LOG_SCALE = frozenset({"c", "b"})
-_LOWER = np.array([0.0, -30.0, 0.01, -30.0, -2.0, 0.05])
-_UPPER = np.array([10.0, 30.0, 4.0, 30.0, 4.0, 4.0])
+_LOWER = np.array([0.0, -30.0, 0.01, -30.0, -1.0, 0.05])
+_UPPER = np.array([10.0, 30.0, 4.0, 30.0, 1.0, 4.0])
+"""Bounds of the optimiser's vector (a / scale, log(c / scale), beta, log b, eta = delta / alpha, alpha)."""
 _MIN_CELLS = len(PARAMETERS) + 2
 
 
@@ -130,35 +142,35 @@ class SurfaceParams:
 
 
 def _params_of(vector: NDArray[np.float64], scale: float, n0: float) -> SurfaceParams:
-    a, log_c, beta, log_b, delta, alpha = vector.tolist()
-    return SurfaceParams(a * scale, scale * math.exp(log_c), beta, math.exp(log_b), delta, alpha, n0)
+    a, log_c, beta, log_b, eta, alpha = vector.tolist()
+    return SurfaceParams(a * scale, scale * math.exp(log_c), beta, math.exp(log_b), eta * alpha, alpha, n0)
 
 
 def _log_residuals(
     vector: NDArray[np.float64], n: NDArray[np.float64], m: NDArray[np.float64], log_y: NDArray[np.float64]
 ) -> NDArray[np.float64]:
-    a, log_c, beta, log_b, delta, alpha = vector
+    a, log_c, beta, log_b, eta, alpha = vector
     plateau = a + np.exp(log_c) * n ** (-beta)
-    gain = np.exp(log_b + delta * np.log(n) - alpha * np.log(m))
+    gain = np.exp(log_b + alpha * (eta * np.log(n) - np.log(m)))
     return np.log(plateau) + np.log1p(gain) - log_y
 
 
 def _log_jacobian(
     vector: NDArray[np.float64], n: NDArray[np.float64], m: NDArray[np.float64], log_y: NDArray[np.float64]
 ) -> NDArray[np.float64]:
-    """d residual / d (a, log c, beta, log b, delta, alpha), in closed form."""
-    a, log_c, beta, log_b, delta, alpha = vector
+    """d residual / d (a, log c, beta, log b, eta, alpha), in closed form."""
+    a, log_c, beta, log_b, eta, alpha = vector
     data_term = np.exp(log_c) * n ** (-beta)
     plateau = a + data_term
-    gain = np.exp(log_b + delta * np.log(n) - alpha * np.log(m))
+    gain = np.exp(log_b + alpha * (eta * np.log(n) - np.log(m)))
     share = gain / (1.0 + gain)
     columns = [
         1.0 / plateau,
         data_term / plateau,
         -data_term * np.log(n) / plateau,
         share,
-        share * np.log(n),
-        -share * np.log(m),
+        share * alpha * np.log(n),
+        share * (eta * np.log(n) - np.log(m)),
     ]
     return np.stack(columns, axis=1)
 
@@ -169,7 +181,7 @@ def _starts(log_y: NDArray[np.float64]) -> list[NDArray[np.float64]]:
     for a in (0.0, 0.5 * floor):
         for beta in (0.3, 1.0):
             for alpha in (0.5, 1.0):
-                starts.append(np.array([a, math.log(max(floor - a, 1e-3 * floor)), beta, 0.0, 0.25, alpha]))
+                starts.append(np.array([a, math.log(max(floor - a, 1e-3 * floor)), beta, 0.0, 0.5, alpha]))
     return starts
 
 
@@ -226,21 +238,68 @@ def _check_cells(n: NDArray[np.float64], m: NDArray[np.float64], y: NDArray[np.f
         raise ValueError("every n and m must be >= 1")
 
 
+def _parameter(name: str) -> Callable[[SurfaceParams], float]:
+    """The function reading one named parameter."""
+
+    def read(params: SurfaceParams) -> float:
+        return float(getattr(params, name))
+
+    return read
+
+
+Intervals = Literal["jackknife", "per_seed"]
+"""How intervals over seeds are formed (module docstring)."""
+
+
+def _replicate_interval(
+    centre: float | None,
+    replicates: list[float],
+    level: float,
+    *,
+    method: Intervals,
+    log: bool,
+    extra_var: float,
+) -> Interval:
+    """``centre +- t_{S-1} sqrt(k var(replicates) + extra_var)``: per seed, the mean of S fits with k = 1/S; jackknife,
+    the full fit with the delete-one-seed variance, k = (S-1)^2/S. Log scale when ``log``."""
+    values = np.asarray(replicates, dtype=float)
+    if log and ((values <= 0).any() or (centre is not None and centre <= 0)):
+        raise ValueError(f"values must be > 0 for a log-scale interval, got {values.tolist()}")
+    if not np.isfinite(values).all():
+        raise ValueError(f"replicate values must be finite, got {values.tolist()}")
+    if log:
+        values = np.log(values)
+    seeds = values.size
+    if method == "per_seed" or centre is None:
+        return t_interval(np.exp(values) if log else values, level, log=log, extra_var=extra_var)
+    middle = math.log(centre) if log else centre
+    spread = (seeds - 1) ** 2 / seeds * float(values.var(ddof=1)) + extra_var
+    half = float(stats.t.ppf((1 + level) / 2, seeds - 1)) * math.sqrt(spread)
+    ends = [middle, middle - half, middle + half]
+    if log:
+        ends = [math.exp(e) for e in ends]
+    return Interval(ends[0], ends[1], ends[2], level)
+
+
 @dataclass(frozen=True)
 class SurfaceFit:
-    """Per-seed fits of the surface and what the pilot says about their noise.
+    """The fitted surface, its seed replicates, and what the pilot says about the noise of one run.
 
     Attributes:
-        per_seed: one :class:`SurfaceParams` per seed replicate.
+        full: the fit to every seed's cells (the estimate; ``None`` for per-seed intervals).
+        replicates: per seed, the fit without that seed (jackknife) or to that seed alone (per seed).
+        method: "jackknife" or "per_seed".
         seeds: the replicate seeds.
         level: the level of every interval (e.g. 0.9).
-        converged: whether each seed's optimiser reported success.
-        at_bound: per seed, the parameters that ended on a bound (weakly identified).
+        converged: whether each fit's optimiser reported success (the full fit first, when there is one).
+        at_bound: per fit, the parameters that ended on a bound (weakly identified).
         cell_noise: one run's sd of log err (relative seed noise), robustly pooled over the cells.
-        cells: the pilot's (n, m, mean error over seeds) rows.
+        cells: the pilot's (n, m, geometric mean error over seeds) rows.
     """
 
-    per_seed: tuple[SurfaceParams, ...]
+    full: SurfaceParams | None
+    replicates: tuple[SurfaceParams, ...]
+    method: Intervals
     seeds: tuple[int, ...]
     level: float
     converged: tuple[bool, ...]
@@ -248,72 +307,90 @@ class SurfaceFit:
     cell_noise: float
     cells: tuple[tuple[float, float, float], ...] = field(default=())
 
-    def values(self, fn: str) -> NDArray[np.float64]:
-        """A parameter's per-seed values."""
-        return np.array([getattr(p, fn) for p in self.per_seed])
+    def quantity(
+        self,
+        fn: Callable[[SurfaceParams], float | NDArray[np.float64]],
+        *,
+        log: bool = True,
+        extra_var: float = 0.0,
+    ) -> Interval:
+        """The interval over seeds of ``fn(params)`` (log scale when ``log``), by the fit's method."""
+        centre = float(fn(self.full)) if self.full is not None else None
+        values = [float(fn(p)) for p in self.replicates]
+        return _replicate_interval(
+            centre, values, self.level, method=self.method, log=log, extra_var=extra_var
+        )
 
     def parameter_intervals(self) -> dict[str, Interval]:
-        """Every parameter's Student-t interval over seeds (c and b on the log scale; a on the linear one)."""
-        out = {}
-        for name in PARAMETERS:
-            values = self.values(name)
-            log = name in _LOG_SCALE and bool((values > 0).all())
-            out[name] = t_interval(values, self.level, log=log)
-        return out
+        """Every parameter's interval (c and b on the log scale, the others on the linear one)."""
+        return {name: self.quantity(_parameter(name), log=name in _LOG_SCALE) for name in PARAMETERS}
 
     def predict(self, n: float, m: float) -> Interval:
-        """The expected error at (n, m): geometric mean of the per-seed predictions, t-interval on the log scale."""
-        return t_interval([float(p.error(n, m)) for p in self.per_seed], self.level, log=True)
+        """The expected error at (n, m), its interval on the log scale."""
+        return self.quantity(lambda p: p.error(n, m))
 
     def predict_measured(self, n: float, m: float, runs: int) -> Interval:
-        """The interval for the mean of ``runs`` new seed runs at (n, m): the prediction's seed spread plus the
+        """The interval for the mean of ``runs`` new seed runs at (n, m): the prediction's uncertainty plus the
         pilot's per-run noise ``cell_noise^2 / runs`` (log scale)."""
-        predictions = [float(p.error(n, m)) for p in self.per_seed]
-        return t_interval(predictions, self.level, log=True, extra_var=self.cell_noise**2 / runs)
+        return self.quantity(lambda p: p.error(n, m), extra_var=self.cell_noise**2 / runs)
 
     def predicted_surface(self, n: ArrayLike, m: ArrayLike) -> NDArray[np.float64]:
-        """The point prediction (geometric mean over seeds) on broadcast arrays of n and m, vectorised."""
-        logs = np.stack([np.log(p.error(n, m)) for p in self.per_seed])
+        """The point prediction on broadcast arrays of n and m, vectorised (the full fit, or the geometric mean of
+        the per-seed fits)."""
+        if self.full is not None:
+            return self.full.error(n, m)
+        logs = np.stack([np.log(p.error(n, m)) for p in self.replicates])
         return np.exp(logs.mean(axis=0))
-
-    def quantity(self, fn: object, *, log: bool = True) -> Interval:
-        """The t-interval over seeds of ``fn(params)`` for a callable ``fn`` of one :class:`SurfaceParams`."""
-        assert callable(fn)
-        return t_interval([float(fn(p)) for p in self.per_seed], self.level, log=log)
 
     def residuals(self) -> NDArray[np.float64]:
         """log(cell mean) - log(predicted) for each pilot cell (relative residuals of the fitted mean)."""
-        return np.array([math.log(y) - math.log(self.predict(n, m).estimate) for n, m, y in self.cells])
+        return np.array(
+            [math.log(y) - math.log(float(self.predicted_surface(n, m))) for n, m, y in self.cells]
+        )
 
 
 def fit_seed_surface(
-    n: ArrayLike, m: ArrayLike, seed: ArrayLike, error: ArrayLike, *, level: float = 0.9
+    n: ArrayLike,
+    m: ArrayLike,
+    seed: ArrayLike,
+    error: ArrayLike,
+    *,
+    level: float = 0.9,
+    method: Intervals = "jackknife",
 ) -> SurfaceFit:
-    """Fit the surface once per seed replicate (cells sharing a seed) and pool the pilot's seed noise.
+    """Fit the surface with intervals over seed replicates (cells sharing a seed) and pool the per-run noise.
+
+    ``method="jackknife"`` (default): the estimate is the fit to all cells; each replicate is the fit without one
+    seed. ``"per_seed"``: one fit per seed, the estimate their mean.
 
     Raises:
-        ValueError: with fewer than 2 seeds, a level outside (0, 1), or a replicate that cannot be fitted
-            (:func:`fit_surface`).
+        ValueError: with fewer than 2 seeds (3 for the jackknife), a level outside (0, 1), an unknown method, or
+            cells that cannot be fitted (:func:`fit_surface`).
     """
     if not 0 < level < 1:
         raise ValueError(f"level = {level} must lie in (0, 1), e.g. 0.9")
+    if method not in ("jackknife", "per_seed"):
+        raise ValueError(f"method = {method!r} is not known; use 'jackknife' or 'per_seed'")
     n_arr, m_arr, s_arr, y = (np.asarray(v, dtype=float) for v in (n, m, seed, error))
     seeds = sorted({int(s) for s in s_arr.tolist()})
-    if len(seeds) < 2:
+    needed = 3 if method == "jackknife" else 2
+    if len(seeds) < needed:
         raise ValueError(
-            f"the pilot has {len(seeds)} seed(s); fit a surface with at least 2 (intervals over seeds)"
+            f"the pilot has {len(seeds)} seed(s); {method} intervals need at least {needed} (--seeds {needed})"
         )
     n0 = float(np.exp(np.log(n_arr).mean()))
-    fits = []
-    for s in seeds:
-        mask = s_arr == s
-        fits.append(fit_surface(n_arr[mask], m_arr[mask], y[mask], n0=n0))
+    full = fit_surface(n_arr, m_arr, y, n0=n0) if method == "jackknife" else None
+    masks = [(s_arr != s) if method == "jackknife" else (s_arr == s) for s in seeds]
+    fits = [fit_surface(n_arr[mask], m_arr[mask], y[mask], n0=n0) for mask in masks]
+    every = ([full] if full is not None else []) + fits
     return SurfaceFit(
-        per_seed=tuple(f.params for f in fits),
+        full=full.params if full is not None else None,
+        replicates=tuple(f.params for f in fits),
+        method=method,
         seeds=tuple(seeds),
         level=level,
-        converged=tuple(f.converged for f in fits),
-        at_bound=tuple(f.at_bound for f in fits),
+        converged=tuple(f.converged for f in every),
+        at_bound=tuple(f.at_bound for f in every),
         cell_noise=_cell_noise(n_arr, m_arr, y),
         cells=_cell_means(n_arr, m_arr, y),
     )
