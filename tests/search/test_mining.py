@@ -130,3 +130,39 @@ def test_training_with_mined_negatives_checkpoints_the_memory_bank(tmp_path: Pat
     tensors = load_file(str(result.checkpoint))
     assert tensors["sampler.memory"].shape[1] == 16 and bool(tensors["sampler.filled"].any())
     assert int(tensors["sampler.steps"]) == 8 and tensors["sampler.snapshot_ids"].numel() > 0
+
+
+def _bank_worker(rank: int, store: str, out: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    vectors = torch.arange(8 * 3, dtype=torch.float32).reshape(8, 3)
+    sampler = Mined(8, 3, 2, window=(1, 4), refresh_every=1)
+    mine = torch.arange(rank * 4, rank * 4 + 4)
+    sampler.update(EmbeddedBatch(vectors[mine], vectors[mine], indices=mine))
+    torch.save(sampler.state_dict(), out)
+    dist.destroy_process_group()
+
+
+@pytest.mark.distributed
+def test_two_ranks_keep_the_same_memory_bank(tmp_path: Path) -> None:
+    """Each gloo rank writes its half of the batch; both banks must hold all 8 positives."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    outs = [str(tmp_path / f"rank{rank}.pt") for rank in range(2)]
+    workers = [
+        context.Process(target=_bank_worker, args=(rank, str(tmp_path / "store"), outs[rank]))
+        for rank in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    expected = torch.arange(8 * 3, dtype=torch.float32).reshape(8, 3)
+    for out in outs:
+        state = torch.load(out)
+        assert torch.equal(state["memory"], expected) and bool(state["filled"].all())
+        assert torch.equal(state["snapshot_ids"], torch.arange(8))

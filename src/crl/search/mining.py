@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from crl._gather import all_gather
 from crl._vocab import Regime
 from crl.negatives import EmbeddedBatch, Negatives, Sampler
 from crl.search._checks import as_matrix, normalise
@@ -216,10 +217,12 @@ class Mined(Sampler):
         return Negatives("independent", "indices", y=_pick(mined.ids, uniform, rng))
 
     def update(self, batch: EmbeddedBatch) -> None:
-        """Write the batch's positive embeddings into the memory bank; count the step toward a refresh."""
+        """Write the batch's positive embeddings into the memory bank (those of every rank, all-gathered, so all
+        ranks keep the same bank and index); count the step toward a refresh."""
         if batch.indices is not None:
-            rows = batch.indices.cpu()
-            self.memory[rows] = batch.positives.detach().float().cpu()
+            positives = all_gather(batch.positives.detach())
+            rows = all_gather(batch.indices.to(positives.device)).cpu()
+            self.memory[rows] = positives.float().cpu()
             self.filled[rows] = True
         self.steps += 1
         if self.steps % self.refresh_every == 0 and bool(self.filled.any()):
