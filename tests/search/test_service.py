@@ -133,6 +133,19 @@ def test_malformed_json_and_k_beyond_n_and_an_empty_index(http) -> None:  # type
         create_app(small, max_batch=0)
 
 
+def test_nprobe_per_request_on_an_ivf_index(http, vectors: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    """The request's nprobe is the one searched with, for this request only."""
+    ivf = Index.build(vectors, kind="ivf", nlist=8, nprobe=1)
+    with LoopbackServer(create_app(ivf)) as server:
+        answers = []
+        for nprobe in (1, 8):
+            body = {"vectors": vectors[:20].tolist(), "nprobe": nprobe}
+            answers.append([r["ids"] for r in http.post(f"{server.url}/search", json=body).json()["results"]])
+            expected = ivf.search(vectors[:20], 10, nprobe=nprobe).ids
+            assert answers[-1] == [[i for i in row if i >= 0] for row in expected.tolist()]
+        assert answers[0] != answers[1] and ivf.params["nprobe"] == 1
+
+
 def test_a_bounded_concurrent_load_is_served_without_errors(served, vectors: np.ndarray) -> None:  # type: ignore[no-untyped-def]
     """8 clients, 160 requests of 4 vectors: every answer 200, latencies finite (figures: benchmarks/service.py)."""
     url, _ = served
