@@ -97,7 +97,7 @@ def test_m_parts_reach_every_verdict(
     """If this fails, parts 1-3 cannot PASS on fast decay, FAIL on slow decay, or stay INCONCLUSIVE on noise
     (there with equal SSCRL and SCRL curves, so the ratio is 1 within noise)."""
     data = c5._Series(_records(_m_series(r_scrl, r_sscrl, noise, scale=scale)), 12)
-    verdicts, stats, _ = c5._m_parts(data, "claim", GRID, LEVEL)
+    verdicts, stats, _ = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
     assert verdicts == expected
     assert stats, "every part reports its statistic as measured"
 
@@ -105,7 +105,7 @@ def test_m_parts_reach_every_verdict(
 def test_ratio_part_fails_when_sscrl_is_below_scrl() -> None:
     """If this fails, SSCRL's |G| clearly below SCRL's does not FAIL part 3."""
     data = c5._Series(_records(_m_series(-1.0, -1.0, 0.01, scale=0.1)), 12)
-    verdicts, _, _ = c5._m_parts(data, "claim", GRID, LEVEL)
+    verdicts, _, _ = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
     assert verdicts[2] is Verdict.FAIL
 
 
@@ -113,7 +113,7 @@ def test_binding_ball_shrinks_the_window_to_too_few_points() -> None:
     """If this fails, m where the ball binds in some seed enter the fit (the rule's window excludes them)."""
     active = {("claim", "independent", m) for m in GRID[:5]}
     data = c5._Series(_records(_m_series(-1.1, -0.8, 0.01), active), 12)
-    verdicts, _, reasons = c5._m_parts(data, "claim", GRID, LEVEL)
+    verdicts, _, reasons = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
     assert verdicts[0] is Verdict.INCONCLUSIVE and "too few points" in reasons[0]
 
 
@@ -156,3 +156,12 @@ def _counting(calls: list[str]):
         return erm_cell(cell)
 
     return fn
+
+
+def test_gap_figure_draws_the_m_series_at_its_own_n() -> None:
+    """If this fails, the |G|-vs-m figure mixes in the n series' points (cells at other n)."""
+    series = _m_series(-1.1, -0.8, 0.01)
+    series[("claim", "independent", 256, 256)] = np.full(12, 0.05)
+    figure = c5._figure(c5._Series(_records(series), 12), 1024, GRID)
+    scrl = next(p for p in figure.points if "SCRL" in p.label and "SSCRL" not in p.label)
+    assert scrl.x == tuple(float(m) for m in GRID)

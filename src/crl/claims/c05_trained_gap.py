@@ -110,9 +110,12 @@ class TrainedGap(Claim):
         cells = _cells(ctx)
         records = {(r.cell.key, r.cell.seed): r for r in ctx.run_cells(cells, erm_cell)}
         data = _Series(list(records.values()), SEEDS[fid])
-        claim_parts, claim_stats, claim_reasons = _m_parts(data, "claim", M_GRIDS[fid], ctx.level)
+        n_m = N_FOR_M[fid]
+        claim_parts, claim_stats, claim_reasons = _m_parts(data, "claim", n_m, M_GRIDS[fid], ctx.level)
         n_parts, n_stats, n_reasons = _n_parts(data, N_GRIDS[fid], M_FOR_N[fid], ctx.level)
-        control_parts, control_stats, control_reasons = _m_parts(data, "control", M_GRIDS[fid], ctx.level)
+        control_parts, control_stats, control_reasons = _m_parts(
+            data, "control", n_m, M_GRIDS[fid], ctx.level
+        )
         table = data.table()
         failed = sum(row["failed"] for row in table)
         return self.result(
@@ -121,7 +124,7 @@ class TrainedGap(Claim):
             statistics=claim_stats + n_stats,
             control_verdict=combine_verdicts(*control_parts),
             control_statistics=control_stats,
-            figures=[_figure(data, M_GRIDS[fid]), _n_figure(data, N_GRIDS[fid], M_FOR_N[fid])],
+            figures=[_figure(data, n_m, M_GRIDS[fid]), _n_figure(data, N_GRIDS[fid], M_FOR_N[fid])],
             table=table,
             notes=(
                 f"n = {N_FOR_M[fid]} for the m series, m = {M_FOR_N[fid]} for the n series; {SEEDS[fid]} seeds; "
@@ -201,10 +204,9 @@ class _Series:
 
 
 def _m_parts(
-    data: _Series, arm: str, grid: tuple[int, ...], level: float
+    data: _Series, arm: str, n: int, grid: tuple[int, ...], level: float
 ) -> tuple[list[Verdict], list[Statistic], list[str]]:
-    """Parts 1-3 of one arm: r in m per regime on its window, and the SSCRL/SCRL ratio."""
-    n = next(key[2] for key in data.groups if key[0] == arm and key[3] == grid[0])
+    """Parts 1-3 of one arm at n pairs: r in m per regime on its window, and the SSCRL/SCRL ratio."""
     verdicts, stats, reasons = [], [], []
     windows = {}
     for regime in ("independent", "shared"):
@@ -321,21 +323,19 @@ def _abs_slope(x: np.ndarray, means: np.ndarray) -> float:
     return loglog_slope(x, np.abs(means))
 
 
-def _figure(data: _Series, grid: tuple[int, ...]) -> FigureSpec:
-    """|G| (seed mean of G_cv, bars 1 se) against m, both regimes, claim and control."""
+def _figure(data: _Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
+    """|G| (seed mean of G_cv, bars 1 se) against m at n pairs, both regimes, claim and control."""
     series = []
     for arm in ("claim", "control"):
         for regime in ("independent", "shared"):
-            keys = [k for k in sorted(data.groups) if k[0] == arm and k[1] == regime and k[3] in grid]
-            keys = [
-                k for k in keys if k[2] == keys[0][2] and all(r["status"] == "ok" for r in data.groups[k])
-            ]
-            if len(keys) < 1:
+            keys = [(arm, regime, n, m) for m in grid]
+            keys = [k for k in keys if k in data.groups and all(r["status"] == "ok" for r in data.groups[k])]
+            if not keys:
                 continue
             values = [data.values(k, "gap_cv") for k in keys]
             series.append(
                 points(
-                    f"{arm} {REGIME_NAMES[regime]} (n = {keys[0][2]})",
+                    f"{arm} {REGIME_NAMES[regime]} (n = {n})",
                     [k[3] for k in keys],
                     [abs(float(v.mean())) for v in values],
                     y_err=[float(v.std(ddof=1) / math.sqrt(v.size)) for v in values],
