@@ -69,6 +69,8 @@ def create_app(index: Index, *, max_batch: int = MAX_BATCH, max_k: int = MAX_K) 
     for name, value in (("max_batch", max_batch), ("max_k", max_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} = {value!r}; pass a positive integer")
+    if len(index):  # an IVF index builds its id -> vector map now, not inside concurrent requests
+        index.vectors(index.ids[:1])
     app = FastAPI(title="crl search", description=f"{index!r}")
 
     @app.exception_handler(RequestError)
