@@ -41,7 +41,8 @@ def _commit() -> str:
 
 
 def experiment_command(name: str, *, fidelity: str, out: Path, workers: int = 1, threads: int = 1) -> int:
-    """Run ``crl experiment``: compute the missing cells, print progress, write OUT/report.md and OUT/curves.png."""
+    """Run ``crl experiment``: compute the missing cells, print progress, write OUT/report.md and OUT/curves.png
+    (named by this invocation's run id and the commit checked out when it started)."""
 
     def body() -> int:
         import torch
@@ -57,7 +58,7 @@ def experiment_command(name: str, *, fidelity: str, out: Path, workers: int = 1,
             raise ValueError(f"--fidelity {fidelity!r} is not known; choose one of {', '.join(FIDELITIES)}")
         torch.set_num_threads(threads)
         console = Console(soft_wrap=True)
-        grid, run_id = FIDELITIES[fidelity], new_run_id()
+        grid, run_id, commit = FIDELITIES[fidelity], new_run_id(), _commit()
         out.mkdir(parents=True, exist_ok=True)
 
         def progress(done: int, total: int) -> None:
@@ -67,7 +68,6 @@ def experiment_command(name: str, *, fidelity: str, out: Path, workers: int = 1,
             out / "results.sqlite", grid, run_id=run_id, workers=workers, progress=progress
         )
         curves, baseline = summarise(records, grid)
-        commit = _commit()
         title = f"{name} {fidelity}: run {run_id}, commit {commit}"
         render_curves(curves, baseline, out / "curves.png", title=title)
         report = markdown_report(curves, baseline, grid, run_id=run_id, commit=commit)
