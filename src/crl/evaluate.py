@@ -169,10 +169,10 @@ def _embedding_accuracy(rows: list[ClassRow], method: str) -> float | None:
 def _class_retrieval(
     model: DualEncoder, config: TrainConfig, device: torch.device
 ) -> dict[str, float] | None:
-    """IR metrics of class retrieval within the labelled test split (None without labels); cut-offs above
-    the n - 1 other items are lowered to n - 1."""
+    """IR metrics of class retrieval within the labelled test split (None without labels, or when no two test
+    items share a label); cut-offs above the n - 1 other items are lowered to n - 1."""
     test = labelled_inputs(config.data, "test")
-    if test is None or len(test.labels) < 2:
+    if test is None or len(test.labels) < 2 or int(torch.bincount(test.labels).max()) < 2:
         return None
     features = embed(model.encode_anchors, test.inputs, batch_size=config.eval.batch_size, device=device)
     top = len(test.labels) - 1
