@@ -144,8 +144,8 @@ def heldout_pairs(config: TrainConfig) -> PairedArrays:
     halves of each test image, n_heldout fresh synthetic pairs, or the held-out part of your arrays."""
     if isinstance(config.data, TextData):
         raise ValueError(
-            f"[data] source = {config.data.source!r}: text is evaluated by retrieval with qrels "
-            "(crl.data.text.evaluate_retrieval, benchmarks/text_retrieval.py), not by crl eval; set run.eval_every = 0"
+            f"[data] source = {config.data.source!r}: text runs are evaluated by retrieval with qrels "
+            "(crl.data.text.evaluation, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
         )
     if isinstance(config.data, ArraysData):
         return read_split(config.data, "test")
