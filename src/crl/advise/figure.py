@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
 from crl.advise.advice import Advice
@@ -47,20 +48,24 @@ def draw_advice(
     n_lo, n_hi = min(p[0] for p in points) / 1.5, max(p[0] for p in points) * 2.5
     m_lo, m_hi = 1.0, max(max(p[1] for p in points), advice.m_star.high) * 2.0
     n_grid, m_grid = np.geomspace(n_lo, n_hi, 80), np.geomspace(m_lo, m_hi, 80)
-    surface = fit.predicted_surface(n_grid[None, :], m_grid[:, None])
-    figure = Figure(figsize=(7.5, 5.5))
+    observed = [cell[2] for cell in fit.cells]
+    low, high = 0.8 * min(observed), 1.5 * max(observed)
+    surface = np.clip(fit.predicted_surface(n_grid[None, :], m_grid[:, None]), low, high)
+    figure = Figure(figsize=(7.5, 6.0))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    filled = axes.contourf(n_grid, m_grid, surface, levels=14, cmap="viridis")
-    figure.colorbar(filled, ax=axes, label=f"predicted held-out {metric}")
+    filled = axes.contourf(
+        n_grid, m_grid, surface, levels=np.geomspace(low, high, 15), norm=LogNorm(low, high), cmap="viridis"
+    )
+    figure.colorbar(filled, ax=axes, label=f"predicted held-out {metric}", format="%.3g")
     curve = _m_star_curve(fit, n_grid[::4], advice.tolerance)
-    axes.plot(n_grid[::4], curve[0], color="white", linewidth=2, label="m*(n)")
+    axes.plot(n_grid[::4], curve[0], color="magenta", linewidth=2, label="m*(n)")
     axes.fill_between(
         n_grid[::4],
         curve[1],
         curve[2],
-        color="white",
-        alpha=0.25,
+        color="magenta",
+        alpha=0.15,
         label=f"m* {advice.m_star.level:.0%} interval",
     )
     axes.scatter(*zip(*pilot, strict=True), color="tab:red", edgecolor="k", zorder=4, label="pilot cells")
@@ -78,8 +83,8 @@ def draw_advice(
     )
     axes.set(xscale="log", yscale="log", xlim=(n_lo, n_hi), ylim=(m_lo, m_hi), xlabel="n (training pairs)")
     axes.set_ylabel("m (negatives)")
-    axes.set_title("crl advise: predicted held-out error over (n, m)")
-    axes.legend(loc="upper left", fontsize=8, framealpha=0.8)
+    figure.suptitle("crl advise: predicted held-out error over (n, m), clipped to the pilot's range")
+    axes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, fontsize=7, frameon=False)
     target = Path(path)
     figure.savefig(target, dpi=120)
     return target
