@@ -11,6 +11,7 @@ from crl.data.fashion_mnist import load_fashion_mnist
 from crl.negatives import EmbeddedBatch
 from crl.search import Index
 from crl.search.mining import Mined, mine_hard_negatives
+from tests.search._bank_worker import bank_worker
 from tests.train.helpers import fit, tiny_config
 
 N_ITEMS = 1500
@@ -132,19 +133,6 @@ def test_training_with_mined_negatives_checkpoints_the_memory_bank(tmp_path: Pat
     assert int(tensors["sampler.steps"]) == 8 and tensors["sampler.snapshot_ids"].numel() > 0
 
 
-def _bank_worker(rank: int, store: str, out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    vectors = torch.arange(8 * 3, dtype=torch.float32).reshape(8, 3)
-    sampler = Mined(8, 3, 2, window=(1, 4), refresh_every=1)
-    mine = torch.arange(rank * 4, rank * 4 + 4)
-    sampler.update(EmbeddedBatch(vectors[mine], vectors[mine], indices=mine))
-    torch.save(sampler.state_dict(), out)
-    dist.destroy_process_group()
-
-
 @pytest.mark.distributed
 def test_two_ranks_keep_the_same_memory_bank(tmp_path: Path) -> None:
     """Each gloo rank writes its half of the batch; both banks must hold all 8 positives."""
@@ -153,7 +141,7 @@ def test_two_ranks_keep_the_same_memory_bank(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     outs = [str(tmp_path / f"rank{rank}.pt") for rank in range(2)]
     workers = [
-        context.Process(target=_bank_worker, args=(rank, str(tmp_path / "store"), outs[rank]))
+        context.Process(target=bank_worker, args=(rank, str(tmp_path / "store"), outs[rank]))
         for rank in range(2)
     ]
     for worker in workers:
