@@ -67,3 +67,19 @@ def test_the_report_section_renders_without_a_verdict(
     assert "Learned search vs ideal search ([B]) (no verdict)" in files.html.read_text()
     with pytest.raises(ValueError, match="fidelity"):
         lvi.learned_vs_ideal("slow")
+
+
+def test_verify_adds_the_section_and_survives_its_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crl.claims.context import Fidelity
+    from crl.verify import note_sections
+
+    monkeypatch.setitem(lvi.GRIDS, "quick", ((2,), (0.5,), SMALL))
+    (section,) = note_sections(Fidelity.QUICK, seed=0)
+    assert section.title == lvi.SECTION_TITLE and len(section.rows) == 1
+
+    def broken(fidelity: str, seed: int) -> None:
+        raise RuntimeError("no truth today")
+
+    monkeypatch.setattr(lvi, "report_section", broken)
+    (failed,) = note_sections(Fidelity.QUICK, seed=0)
+    assert failed.rows == () and "RuntimeError: no truth today" in failed.paragraphs[0]
