@@ -69,20 +69,21 @@ def test_dry_run_shows_design_and_wall_time_and_writes_nothing(config: Path, tmp
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_thread: None) -> None:
     out = tmp_path / "advise"
-    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out), "--check"])
+    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out)])
     assert result.exit_code == 0, result.output
     document = json.loads((out / "advice.json").read_text(encoding="utf-8"))
     assert document["metric"] == "excess_risk" and document["n_full"] == 512 and document["m_now"] == 8
     assert len(document["pilot"]["points"]) == 9 and len(document["fit"]["replicates"]) == 3
     assert document["advice"]["recommendation"] in result.output.replace("\n", " ") or "advice" in document
     assert {"m_star", "gain_double_m", "gain_double_n", "alpha", "supported"} <= set(document["advice"])
-    assert len(document["check"]["cells"]) == 3
+    assert document["check"] is None
     assert (out / "advice.png").stat().st_size > 10_000
     first = _stored_runs(out)
-    assert first[0][0] == (9 + 3) * 3
-    again = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out), "--check"])
+    assert first[0][0] == 9 * 3
+    again = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out)])
     assert again.exit_code == 0, again.output
     assert _stored_runs(out) == first, "a rerun must recompute nothing and store nothing twice"
 
