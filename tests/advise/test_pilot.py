@@ -73,3 +73,14 @@ def test_check_points_lie_beyond_the_pilot() -> None:
     assert {p.n for p in points} == {2048, 4096}
     assert PilotPoint(2048, 2048) in points and len(points) >= 6
     assert all(p.m <= p.n for p in points)
+
+
+def test_cell_document_reads_back_as_the_same_config() -> None:
+    """The stored cell config keeps only non-default fields and the kinds, and parses back to the same config."""
+    from crl.advise.pilot import cell_document
+
+    config = pilot_config(_config(), n=300, m=50, steps=20, seed=3)
+    document = cell_document(config)
+    assert document["data"]["source"] == "synthetic" and document["model"]["encoder"] == "mlp"
+    assert "beta1" not in document.get("optim", {})
+    assert parse_config(document) == config

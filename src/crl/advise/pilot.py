@@ -32,6 +32,7 @@ __all__ = [
     "PilotDesign",
     "PilotPoint",
     "TimingProbe",
+    "cell_document",
     "cell_samples",
     "design_pilot",
     "full_n",
@@ -180,6 +181,16 @@ def pilot_config(config: TrainConfig, n: int, m: int, steps: int, seed: int = 0)
     return parse_config(document, source=f"advise pilot cell n = {n}, m = {m}")
 
 
+def cell_document(config: TrainConfig) -> dict[str, Any]:
+    """The config as the fields that differ from their defaults, plus the kinds (``[data] source``, ``[model]
+    encoder``): it reads back as the same config, and a field added to crl later (at its default) does not change
+    it, so a stored pilot stays valid."""
+    document = config.model_dump(exclude_defaults=True)
+    document.setdefault("data", {})["source"] = config.data.source
+    document.setdefault("model", {})["encoder"] = config.model.encoder
+    return document
+
+
 def pilot_cells(
     config: TrainConfig,
     points: Sequence[PilotPoint],
@@ -188,11 +199,11 @@ def pilot_cells(
     metric: Metric,
     sizes: EvalSizes,
 ) -> list[Cell]:
-    """One sweep cell per (point, seed); the params hold the whole cell config, so the store never confuses
-    cells of two configs."""
+    """One sweep cell per (point, seed); the params hold the cell's config (:func:`cell_document`), so the store
+    never confuses cells of two configs."""
     cells = []
     for point in points:
-        document = pilot_config(config, point.n, point.m, steps).model_dump()
+        document = cell_document(pilot_config(config, point.n, point.m, steps))
         params = {"config": document, "metric": metric, "eval": vars(sizes), "n": point.n, "m": point.m}
         cells += [Cell(params, seed) for seed in seeds]
     return cells
@@ -201,7 +212,7 @@ def pilot_cells(
 def pilot_cell(cell: Cell) -> dict[str, Any]:
     """Train one pilot cell and score it: ``{"error", "final_loss"}`` (module-level, for spawned workers)."""
     document = cell.params["config"]
-    document = {**document, "run": {**document["run"], "seed": cell.seed}}
+    document = {**document, "run": {**document.get("run", {}), "seed": cell.seed}}
     config = parse_config(document, source="advise pilot cell")
     source = build_source(config.data, seed=cell.seed)
     outcome = train(config, source, Streams.derive(cell.seed, regime=config.loss.regime))
