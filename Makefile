@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint bench verify clean data
+.PHONY: venv test lint bench bench-peers verify clean data
 
 venv: $(STAMP)
 
@@ -48,5 +48,18 @@ verify: venv
 bench: venv
 	$(PY) benchmarks/objectives.py
 
+# The losses users would otherwise pick, in a venv of their own: .venv-peers sees .venv's packages (torch pinned by
+# constraints.txt, sentence-transformers) through a .pth file and adds open_clip_torch (without its dependencies:
+# it requires torchvision, which never enters crl's venv; benchmarks/peers.py loads only its loss.py) and
+# info-nce-pytorch. Nothing is installed into .venv.
+PEERS := .venv-peers
+PEER_PACKAGES := open_clip_torch==3.3.0 info-nce-pytorch==0.1.4
+bench-peers: venv
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -c "import site, sys; open(site.getsitepackages()[0] + '/crl_venv.pth', 'w').write(sys.argv[1] + '\n' + sys.argv[2] + '\n')" \
+		"$$($(PY) -c 'import site; print(site.getsitepackages()[0])')" "$(CURDIR)/src"
+	$(PEERS)/bin/python -m pip install --quiet --no-deps $(PEER_PACKAGES)
+	$(PEERS)/bin/python benchmarks/peers.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .pytest_cache .mypy_cache .ruff_cache

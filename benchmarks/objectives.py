@@ -120,16 +120,26 @@ def ratios(case: str, n: int, d: int, repeats: int) -> tuple[list[float], list[f
     return seconds, over_bound
 
 
+def rss_bytes() -> int:
+    """This process's resident set size now."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_growth_since(baseline: int) -> float:
+    """MiB by which this process's peak RSS (VmHWM) exceeds ``baseline`` bytes."""
+    with open("/proc/self/status") as f:
+        hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+    return (hwm - baseline) / MIB
+
+
 def peak_growth(case: str, n: int, d: int) -> float:
     """MiB of peak RSS growth of one forward + backward pass, in this (fresh) process."""
     tensors = inputs(n, d, case)
     fn = loss_fn(case, tensors)
-    with open("/proc/self/statm") as f:
-        baseline = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    baseline = rss_bytes()
     fn().backward()
-    with open("/proc/self/status") as f:
-        hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
-    return (hwm - baseline) / MIB
+    return peak_growth_since(baseline)
 
 
 def bf16_error(n: int, d: int) -> dict[str, float]:
