@@ -104,7 +104,9 @@ def _saturation(params: SurfaceParams, n: float, tol_rel: float) -> float:
     return params.saturation(n, tol_rel * float(params.plateau(n)))
 
 
-def _rate_comparison(alpha: Interval, bound: float) -> str:
+def _rate_comparison(alpha: Interval, bound: float, *, on_bound: bool) -> str:
+    if on_bound:
+        return f"not resolved against the bound's m^-{bound:g} (alpha ended on the fit's bound)"
     if alpha.low >= bound - _RATE_MARGIN:
         return f"at least as fast as the bound's m^-{bound:g}"
     if alpha.high < bound - _RATE_MARGIN:
@@ -213,7 +215,9 @@ def advise(
         "gain_double_n": fit.quantity(lambda p: p.error(n, m) - p.error(2 * n, m), log=False),
         "alpha": parameters["alpha"],
         "rate_bound": RATE_BOUNDS[regime],
-        "rate_comparison": _rate_comparison(parameters["alpha"], RATE_BOUNDS[regime]),
+        "rate_comparison": _rate_comparison(
+            parameters["alpha"], RATE_BOUNDS[regime], on_bound="alpha" in fit.at_bound[0]
+        ),
         "parameters": parameters,
         "max_residual": float(np.abs(fit.residuals()).max()),
         "extrapolation": extrapolation,
