@@ -1,6 +1,6 @@
 """Score losses against shared candidates in chunks of anchors, in two reused workspaces, with exact gradients.
 
-The sigmoid and pairwise losses are means over anchors of ``v_i = F(pos_i, s_i1, ..., s_iM)`` with
+The pairwise losses are means over anchors of ``v_i = F(pos_i, s_i1, ..., s_iM)`` with
 ``pos_i = <a_i, p_i>`` and ``s_ij = <a_i, c_j>``. Autograd over chunks (checkpointing) allocates a few fresh
 (chunk x M) temporaries per chunk, and the C allocator keeps the freed blocks: peak memory grew by 450-900 MiB at
 n = 4096, M = 32768 (benchmarks/memory.py). Here a custom autograd function computes each chunk's scores into one
@@ -25,7 +25,6 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
@@ -53,24 +52,6 @@ def softplus_(x: Tensor, spare: Tensor) -> Tensor:
     """``x <- log(1 + e^x) = relu(x) + log1p(e^-|x|)`` in place, with ``spare`` as the one temporary."""
     torch.abs(x, out=spare).neg_().exp_().log1p_()
     return x.relu_().add_(spare)
-
-
-class SigmoidKernel(ScoreKernel):
-    """SigLIP: ``v = softplus(-(pos/tau + b)) + sum_j softplus(s_j/tau + b)``; W = sigmoid(s/tau + b)/tau."""
-
-    def values(
-        self, pos: Tensor, scores: Tensor, spare: Tensor, m: int, tau: Tensor, bias: Tensor | None
-    ) -> Tensor:
-        assert bias is not None
-        total = softplus_(scores.div_(tau).add_(bias), spare).sum(dim=1)
-        return total + F.softplus(-(pos / tau + bias))
-
-    def weights(
-        self, pos: Tensor, scores: Tensor, out: Tensor, m: int, tau: Tensor, bias: Tensor | None
-    ) -> Tensor:
-        assert bias is not None
-        torch.div(scores, tau, out=out).add_(bias).sigmoid_().div_(tau)
-        return -torch.sigmoid(-(pos / tau + bias)) / tau
 
 
 class PairwiseKernel(ScoreKernel):

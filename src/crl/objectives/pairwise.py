@@ -23,8 +23,9 @@ from torch import Tensor
 
 from crl._vocab import Regime, check_choice
 from crl.objectives._checks import Reduction, check_real
-from crl.objectives._score_kernel import PairwiseKernel, SigmoidKernel, chunked_kernel_values
+from crl.objectives._score_kernel import PairwiseKernel, chunked_kernel_values
 from crl.objectives._scores import loss_from_scores
+from crl.objectives._sigmoid_kernel import sigmoid_chunk_values
 from crl.objectives.temperature import TauLike, resolve_tau
 
 Psi = Literal["hinge", "squared_hinge", "logistic", "exponential"]
@@ -131,7 +132,7 @@ def sigmoid_loss(
     if isinstance(bias, bool) or not isinstance(bias, int | float | Tensor):
         raise TypeError(f"bias={bias!r} must be a real number or a scalar tensor, got {type(bias).__name__}.")
     b = torch.as_tensor(bias)
-    if b.numel() != 1 or not bool(torch.isfinite(b).all()):
+    if b.numel() != 1 or (b.device.type == "cpu" and not bool(torch.isfinite(b).all())):
         raise ValueError(f"bias={bias!r} must be one finite number (SigLIP starts at -10).")
 
     def per_anchor(pos: Tensor, neg: Tensor) -> Tensor:
@@ -139,7 +140,7 @@ def sigmoid_loss(
         return F.softplus(-(pos / tt + bb)) + F.softplus(neg / tt + bb).sum(dim=1)
 
     def shared(a: Tensor, p: Tensor, candidates: Tensor, offset: int | None, rows: int) -> Tensor:
-        return chunked_kernel_values(SigmoidKernel(), a, p, candidates, t, b, offset=offset, rows=rows)
+        return sigmoid_chunk_values(a, p, candidates, t, b, offset=offset, rows=rows)
 
     return loss_from_scores(
         anchors,
