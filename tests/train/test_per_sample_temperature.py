@@ -44,35 +44,35 @@ def test_unusable_settings_are_refused_by_name(tmp_path: Path, changes: dict, na
 def test_an_interrupted_per_sample_run_resumes_bit_for_bit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """tau_i move off their start within the bounds, and a run killed after its step-4 checkpoint resumes to the
+    """tau_i move off their start within the bounds, and a run killed after its step-3 checkpoint resumes to the
     uninterrupted run's final checkpoint byte for byte (tau_i, s_i, v_i, seen and step restored)."""
-    run = {"checkpoint_every": 4, "keep_checkpoints": 10}
-    optim = {"total_steps": 8, "warmup_steps": 2}
+    run = {"checkpoint_every": 3, "keep_checkpoints": 10}
+    optim = {"total_steps": 6, "warmup_steps": 2}
     full = fit(tiny_config(tmp_path, "full", loss=PER_SAMPLE, optim=optim, run=run))
     tensors = load_file(str(full.checkpoint))
     tau, seen = tensors["estimator.tau"], tensors["estimator.seen"]
-    assert int(tensors["estimator.step"]) == 8 and bool(seen.any())
+    assert int(tensors["estimator.step"]) == 6 and bool(seen.any())
     assert bool((tau[seen] != 0.2).all()) and bool(((tau >= 0.05) & (tau <= 1.0)).all())
     assert bool((tau[~seen] == 0.2).all())
     killed = tiny_config(tmp_path, "killed", loss=PER_SAMPLE, optim=optim, run=run)
     step = TrainingLoop.train_step
 
-    def crash_after_step_5(loop: TrainingLoop) -> torch.Tensor:
-        if loop.step == 5:
+    def crash_after_step_4(loop: TrainingLoop) -> torch.Tensor:
+        if loop.step == 4:
             raise KeyboardInterrupt
         return step(loop)
 
-    monkeypatch.setattr(TrainingLoop, "train_step", crash_after_step_5)
+    monkeypatch.setattr(TrainingLoop, "train_step", crash_after_step_4)
     with pytest.raises(KeyboardInterrupt):
         fit(killed)
     monkeypatch.setattr(TrainingLoop, "train_step", step)
     resumed = fit(killed)
-    assert resumed.resumed_from == 4
+    assert resumed.resumed_from == 3
     assert resumed.checkpoint.read_bytes() == full.checkpoint.read_bytes()
 
 
 def test_bf16_precision_trains_and_differs_from_fp32(tmp_path: Path) -> None:
-    optim = {"total_steps": 3, "warmup_steps": 1}
+    optim = {"total_steps": 2, "warmup_steps": 1}
     fp32 = fit(tiny_config(tmp_path, "fp32", optim=optim))
     bf16 = fit(tiny_config(tmp_path, "bf16", optim=optim, run={"precision": "bf16"}))
     a, b = load_file(str(fp32.checkpoint)), load_file(str(bf16.checkpoint))
