@@ -1,9 +1,9 @@
 """``crl advise``: more negatives or more data? Answered from a pilot of the user's own training runs.
 
 A pilot over (n, m) (:mod:`crl.advise.pilot`) through the sweep engine, a held-out error per cell
-(:mod:`crl.advise.heldout`), a fitted error surface with an n-m interaction and Student-t intervals over seeds
-(:mod:`crl.advise.surface`), advice at the user's n (:mod:`crl.advise.advice`), a figure
-(:mod:`crl.advise.figure`) and a check against cells the pilot did not see (:mod:`crl.advise.check`);
+(:mod:`crl.advise.heldout`), a fitted error surface with an n-m interaction (:mod:`crl.advise.surface`) and
+Student-t intervals over seeds (:mod:`crl.advise.intervals`), advice at the user's n (:mod:`crl.advise.advice`),
+a figure (:mod:`crl.advise.figure`) and a check against cells the pilot did not see (:mod:`crl.advise.check`);
 :mod:`crl.advise.session` ties them together. docs/advisor.md is the user's guide.
 """
 
