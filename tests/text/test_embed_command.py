@@ -1,16 +1,23 @@
 """``crl embed minilm --text ... --out x.npy``: the packaged MiniLM from the command line, and its errors."""
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from typer.testing import CliRunner
 
 from crl.commands import app
-from crl.models.minilm import embed_texts
+from crl.models.minilm import MiniLM, embed_texts
 
 
-def test_embed_minilm_texts_equals_the_library(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def minilm() -> MiniLM:
+    return MiniLM()
+
+
+def test_embed_minilm_texts_equals_the_library(tmp_path: Path, minilm: MiniLM) -> None:
     out, lines = tmp_path / "x.npy", tmp_path / "lines.txt"
     lines.write_text("a dog\n\nthe sea\n", encoding="utf-8")
     result = CliRunner().invoke(
@@ -20,7 +27,9 @@ def test_embed_minilm_texts_equals_the_library(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     vectors = torch.from_numpy(np.load(out))
     assert vectors.shape == (3, 384)
-    torch.testing.assert_close(vectors, embed_texts(["a large body of water", "a dog", "the sea"]))
+    torch.testing.assert_close(
+        vectors, embed_texts(["a large body of water", "a dog", "the sea"], model=minilm)
+    )
 
 
 def test_embed_text_errors_are_one_line(tmp_path: Path) -> None:
@@ -40,3 +49,32 @@ def test_embed_text_errors_are_one_line(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "not UTF-8" in bad.output
     no_input = runner.invoke(app, ["embed", "minilm", "--out", str(tmp_path / "w.npy")])
     assert no_input.exit_code == 2 and "--text" in no_input.output
+
+
+def test_index_build_and_search_text_with_minilm(tmp_path: Path, minilm: MiniLM) -> None:
+    corpus = ["a large expanse of sea", "the domestic dog", "to run quickly", "sea, ocean"]
+    (tmp_path / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    built = runner.invoke(
+        app,
+        [
+            "index",
+            "build",
+            "minilm",
+            "--text-file",
+            str(tmp_path / "corpus.txt"),
+            "--out",
+            str(tmp_path / "idx"),
+        ],
+    )
+    assert built.exit_code == 0, built.output
+    found = runner.invoke(
+        app, ["search", str(tmp_path / "idx"), "a large body of water", "-k", "4", "--json"]
+    )
+    assert found.exit_code == 0, found.output
+    hits = json.loads(found.output.strip().splitlines()[-1])["results"]
+    scores = (
+        embed_texts(corpus, model=minilm) @ embed_texts(["a large body of water"], model=minilm).T
+    ).squeeze(1)
+    assert [hit["id"] for hit in hits] == scores.argsort(descending=True).tolist()
+    assert hits[0]["metadata"] == {"text": corpus[int(scores.argmax())]}

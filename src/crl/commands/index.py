@@ -48,6 +48,10 @@ def build(
     nbits: Annotated[int | None, typer.Option(help="IVF-PQ bits per code.")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     batch_size: Annotated[int | None, typer.Option(help="Inputs per forward pass.")] = None,
+    text_file: Annotated[
+        Path | None,
+        typer.Option(help="Index these UTF-8 lines with MiniLM; CHECKPOINT is 'minilm' or a model folder."),
+    ] = None,
 ) -> None:
     """Embed a data set with CHECKPOINT and save a faiss index of it in OUT."""
     given = {
@@ -59,6 +63,8 @@ def build(
         "nbits": nbits,
     }
     params = {name: value for name, value in given.items() if value is not None}
+    if text_file is not None:
+        raise typer.Exit(index_text_command(str(checkpoint), text_file, out, kind, params))
     raise typer.Exit(
         index_build_command(
             checkpoint,
@@ -74,6 +80,26 @@ def build(
             batch_size=batch_size,
         )
     )
+
+
+def index_text_command(model: str, text_file: Path, out: Path, kind: str, params: dict[str, int]) -> int:
+    """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2."""
+
+    def body() -> int:
+        from crl.models.minilm import text_index
+
+        try:
+            lines = [line for line in text_file.read_bytes().decode("utf-8").splitlines() if line.strip()]
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
+            ) from None
+        index = text_index(lines, model, kind=None if kind == "auto" else kind, **params)
+        index.save(out)
+        typer.echo(f"indexed {len(index)} texts ({index!r}) into {out}")
+        return EXIT_OK
+
+    return run_reporting_errors(body)
 
 
 def index_build_command(

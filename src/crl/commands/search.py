@@ -45,9 +45,11 @@ def search_command(
         from rich.console import Console
         from rich.table import Table
 
+        from crl.models.minilm import register_text_search
         from crl.search import Index
         from crl.search.encoded import query_vectors
 
+        register_text_search()
         index = Index.load(index_dir)
         found = index.search(query_vectors(index, queries), k, ef_search=ef_search, nprobe=nprobe)
         console = Console(soft_wrap=True)

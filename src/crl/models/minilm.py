@@ -34,9 +34,12 @@ __all__ = [
     "export_text_towers",
     "load_tokenizer",
     "load_transformer",
+    "minilm_string_encoder",
     "packaged_model_path",
+    "register_text_search",
     "resolve_model_path",
     "save_sentence_transformer",
+    "text_index",
     "tokenize",
 ]
 
@@ -112,6 +115,15 @@ def load_tokenizer(path: str | Path = "") -> Any:
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
 
 
+def _check_texts(texts: Sequence[str]) -> None:
+    """Every text a non-empty string (naming the first that is not)."""
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {position} is a {type(text).__name__}, not a string")
+        if not text.strip():
+            raise ValueError(f"text {position} is empty; remove empty strings before embedding")
+
+
 def tokenize(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> dict[str, Tensor]:
     """``{"input_ids", "attention_mask"}`` (k, L) int64 of k texts, padded to the longest, truncated at
     ``max_seq_length`` word pieces (with [CLS] and [SEP]).
@@ -119,11 +131,7 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> dict[
     Raises:
         ValueError: for an empty text or a non-string (naming its position).
     """
-    for position, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"text {position} is a {type(text).__name__}, not a string")
-        if not text.strip():
-            raise ValueError(f"text {position} is empty; remove empty strings before embedding")
+    _check_texts(texts)
     encoded = tokenizer(
         list(texts), padding=True, truncation=True, max_length=max_seq_length, return_tensors="pt"
     )
@@ -181,6 +189,7 @@ def embed_texts(
 
     if len(texts) == 0:
         raise ValueError("texts is empty; pass at least one string to embed")
+    _check_texts(texts)
     encoder = model if model is not None else MiniLM(path)
     tokenizer = load_tokenizer(path if model is None else _folder_of(encoder))
     was_training = encoder.training
@@ -246,3 +255,60 @@ def export_text_towers(model: nn.Module, folder: str | Path, *, max_seq_length: 
                 save_sentence_transformer(backbone, Path(folder) / name, max_seq_length=max_seq_length)
             )
     return written
+
+
+def _is_sentence_transformer(folder: Path) -> bool:
+    return (folder / "modules.json").is_file() and (folder / "config.json").is_file()
+
+
+def text_index(
+    texts: Sequence[str],
+    model: str | Path = "",
+    *,
+    kind: Any = None,
+    metric: Any = "cosine",
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+    **params: int,
+) -> Any:
+    """A :class:`crl.search.Index` of ``texts`` embedded by a MiniLM folder ('' or 'minilm': the packaged one).
+
+    Item ids are the row numbers, each item's metadata is ``{"text": ...}``, and the index records the model folder
+    and the SHA-256 of its weights, so ``crl search DIR "some text"`` embeds a query with the same model
+    (:func:`register_text_search`). ``kind`` None chooses by N as ``crl index build`` does.
+    """
+    from crl.search import EncoderProvenance, Index
+    from crl.search._files import sha256
+    from crl.search.encoded import choose_kind
+
+    folder = resolve_model_path(model)
+    weights = next(folder / name for name in _WEIGHT_FILES if (folder / name).is_file())
+    vectors = embed_texts(texts, folder, max_seq_length=max_seq_length).numpy()
+    provenance = EncoderProvenance(checkpoint=str(folder.resolve()), fingerprint=sha256(weights))
+    chosen = kind if kind is not None else choose_kind(len(texts))
+    metadata = [{"text": text} for text in texts]
+    return Index.build(vectors, None, chosen, metric, metadata=metadata, encoder=provenance, **params)
+
+
+def minilm_string_encoder(provenance: Any) -> Any:
+    """The string encoder of an index made by :func:`text_index` (a sentence-transformers folder), else None."""
+    folder = Path(provenance.checkpoint) if provenance is not None else None
+    if folder is None or not folder.is_dir() or not _is_sentence_transformer(folder):
+        return None
+
+    def encode(strings: list[str]) -> Any:
+        return embed_texts(strings, folder).numpy()
+
+    return encode
+
+
+_REGISTERED: list[bool] = []
+
+
+def register_text_search() -> None:
+    """Let ``crl search`` embed string queries of MiniLM indexes (once per process; the registry is
+    :func:`crl.search.encoded.register_string_encoder`)."""
+    from crl.search.encoded import register_string_encoder
+
+    if not _REGISTERED:
+        register_string_encoder(minilm_string_encoder)
+        _REGISTERED.append(True)
