@@ -136,3 +136,31 @@ def test_gradcache_refuses_bad_use() -> None:
     a = cache.embed(nn.Identity(), torch.zeros(2, 3))
     with pytest.raises(ValueError, match="scalar"):
         cache.backward(a.sum(1))
+
+
+def test_gradcache_recomputes_under_the_autocast_of_the_embedding_pass() -> None:
+    """bf16 autocast (``[run] precision = "bf16"``): the chunks are recomputed in bf16, as they were embedded."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 5))
+    x, y = torch.randn(10, 6), torch.randn(10, 6)
+    seen: list[torch.dtype] = []
+
+    def encode(inputs: Batch) -> Tensor:
+        out = model(inputs)
+        seen.append(out.dtype)
+        return out
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a, p = _chunked_with_graph(model, x, 4), _chunked_with_graph(model, y, 4)
+        contrastive_loss(a, p, tau=0.1).backward()
+    expected = _grads(model)
+    model.zero_grad()
+    cache = GradCache(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = contrastive_loss(cache.embed(encode, x), cache.embed(encode, y), tau=0.1)
+    cache.backward(loss)
+    assert seen == [torch.bfloat16] * 12  # 6 chunks embedded, 6 recomputed: all under autocast
+    for got, want in zip(_grads(model), expected, strict=True):
+        # bf16 rounding only: the reference sums its chunks' weight gradients in bf16 (autocast casts each weight
+        # once), GradCache sums them in float32
+        assert float((got - want).norm() / want.norm()) < 2e-2

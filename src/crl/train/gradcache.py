@@ -5,11 +5,11 @@ e_k = phi_theta(t_k). By the chain rule dL/dtheta = sum_k (dL/de_k)^T de_k/dthet
 passes, each holding the activations of at most ``chunk_size`` inputs:
 
 1. :meth:`GradCache.embed`: e_k for every input, in chunks, without an autograd graph (the random state of each
-   chunk, e.g. dropout's, is remembered);
+   chunk, e.g. dropout's, and the autocast mixed-precision setting are remembered);
 2. the loss is computed exactly on leaf copies of the embeddings (crl's own :func:`crl.objectives.contrastive_loss`,
    tiled for large n and m), and ``backward`` gives g_k = dL/de_k, and the gradients of anything the loss uses
    directly (the learnable temperature tau);
-3. :meth:`GradCache.backward`: each chunk is embedded again, with its graph and the same random state, and
+3. :meth:`GradCache.backward`: each chunk is embedded again, with its graph, the same random state and autocast, and
    backpropagated with the vector g_k, adding its share of dL/dtheta to ``.grad``.
 
 The parameter gradients equal those of the plain step (one graph over the whole batch) up to floating-point
@@ -46,12 +46,18 @@ class _Cached:
     inputs: Batch
     leaf: Tensor
     rng_states: list[tuple[Tensor, list[Tensor]]]
+    autocast: tuple[str, torch.dtype, bool]
 
 
 def _rng_state(device: torch.device) -> tuple[Tensor, list[Tensor]]:
     """The CPU generator's state and, on CUDA, the device generators' states."""
     cuda = torch.cuda.get_rng_state_all() if device.type == "cuda" else []
     return torch.get_rng_state(), cuda
+
+
+def _autocast_state(device: torch.device) -> tuple[str, torch.dtype, bool]:
+    """(device type, dtype, enabled) of autocast where ``embed`` ran, so the recomputation runs under the same."""
+    return device.type, torch.get_autocast_dtype(device.type), torch.is_autocast_enabled(device.type)
 
 
 def _set_rng_state(state: tuple[Tensor, list[Tensor]]) -> None:
@@ -94,7 +100,7 @@ class GradCache:
                 states.append(_rng_state(first.device))
                 parts.append(encode(chunk))
         leaf = torch.cat(parts).requires_grad_(True)
-        self._cached.append(_Cached(encode, inputs, leaf, states))
+        self._cached.append(_Cached(encode, inputs, leaf, states, _autocast_state(first.device)))
         return leaf
 
     def backward(self, loss: Tensor) -> None:
@@ -119,7 +125,8 @@ class GradCache:
             for chunk_index, start in enumerate(range(0, total, self.chunk_size)):
                 stop = min(start + self.chunk_size, total)
                 _set_rng_state(item.rng_states[chunk_index])
-                with torch.enable_grad():
+                device_type, dtype, enabled = item.autocast
+                with torch.enable_grad(), torch.autocast(device_type, dtype=dtype, enabled=enabled):
                     embedded = item.encode(slice_rows(item.inputs, slice(start, stop)))
                 embedded.backward(item.leaf.grad[start:stop])
             torch.set_rng_state(restore)
