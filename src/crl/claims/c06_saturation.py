@@ -56,11 +56,11 @@ RADIUS = 6.0
 ARMS = ("scrl", "sscrl", "control")
 REGIME = {"scrl": "scrl", "sscrl": "sscrl", "control": "scrl"}
 PLANS: dict[Fidelity, dict[str, Any]] = {
-    Fidelity.QUICK: {"n": (16, 32, 64, 128, 256), "m": tuple(2**i for i in range(1, 11)), "seeds": 30},
+    Fidelity.QUICK: {"n": (8, 16, 32, 64, 128), "m": tuple(2**i for i in range(1, 10)), "seeds": 30},
     Fidelity.STANDARD: {"n": (32, 64, 128, 256, 512), "m": tuple(2**i for i in range(1, 12)), "seeds": 32},
     Fidelity.FULL: {
         "n": tuple(2**i for i in range(5, 12)),
-        "m": tuple(2**i for i in range(1, 14)),
+        "m": tuple(2**i for i in range(1, 15)),
         "seeds": 64,
     },
 }
