@@ -55,7 +55,7 @@ class _SigmoidChunks(torch.autograd.Function):
         threshold = _SOFTPLUS_THRESHOLD.get(a.dtype, 20.0)
         for r0, r1 in spans(n, rows):
             z = _logits(q, cand, bias, r0, r1, offset, work.first(r1 - r0, total))
-            terms = torch._C._nn.softplus(z, 1.0, threshold, out=work.second(r1 - r0, total))
+            terms = torch.ops.aten.softplus.out(z, 1.0, threshold, out=work.second(r1 - r0, total))
             values[r0:r1] += terms.sum(dim=1)
         ctx.save_for_backward(a, p, cand, tau, bias)
         ctx.setup = (offset, rows)
