@@ -15,7 +15,7 @@ from crl.claims._c10_embedding import (
     random_parameters,
     tuple_losses,
 )
-from crl.claims._seed_rates import NonPositiveMeanError, beyond_noise, seed_rate
+from crl.claims._seed_rates import NonPositiveMeanError, seed_rate
 from crl.claims.base import Verdict
 from crl.claims.c10_generalisation import MODEL, _rate_part, _tau_part, _unconverged
 
@@ -38,10 +38,15 @@ def test_seed_rate_recovers_a_power_law_and_its_jackknife_matches_a_direct_loop(
     assert fit.power.slope_se == pytest.approx(se, rel=1e-9)
 
 
-def test_misfit_is_judged_beyond_the_seed_noise() -> None:
-    """If this fails, a residual within the seeds' own uncertainty is called misfit, or a clear one is missed."""
-    assert beyond_noise(np.array([1.0, 1.3, 1.0]), np.array([0.1, 0.4, 0.1])) == 0.0
-    assert beyond_noise(np.array([1.0, 1.3, 1.0]), np.array([0.1, 0.1, 0.1])) == pytest.approx(0.2)
+def test_misfit_is_the_bare_relative_residual() -> None:
+    """If this fails, a kinked window passes as a power law, or seed noise above 5% is excused as no misfit."""
+    noisy = _seeds(-1.0, 8, 0.3, np.random.default_rng(3))
+    means = noisy.mean(axis=0)
+    slope, intercept = np.polyfit(np.log(X), np.log(means), 1)
+    bare = float(np.max(np.abs(means / np.exp(intercept + slope * np.log(X)) - 1.0)))
+    fit = seed_rate(X, noisy, 0.99)
+    assert fit.power.max_relative_residual == pytest.approx(bare, rel=1e-9)
+    assert bare > 0.05 and fit.model == "two-term"
     kinked = np.tile(np.array([1.0, 0.5, 0.25, 0.25, 0.25]), (10, 1)) * (1 + 0.001 * np.arange(10))[:, None]
     assert seed_rate(X, kinked, 0.99).misfit
 

@@ -125,7 +125,7 @@ class GeneralisationInK(Claim):
         "L-BFGS from phi_0 (plus one random start at full fidelity), gap per seed [R_fresh(phi_hat) - "
         "R_fresh(phi_0)] - [R_hat_n(phi_hat) - R_hat_n(phi_0)] with phi_0 fitted on an independent sample. "
         "Rates by the misfit protocol on the seed means (power law; above a 5% largest relative residual "
-        "beyond the seed noise the two-term model a x^r + b x^(r-1); misfit of both: INCONCLUSIVE), CI by the"
+        "the two-term model a x^r + b x^(r-1); misfit of both: INCONCLUSIVE), CI by the"
         " delete-one-seed jackknife with Student-t (S - 1 df). Part 1 (vs k): PASS if the CI's upper end is "
         "<= 0.1, FAIL if its lower end is > 0.1. Part 2 (vs n): PASS if the upper end is <= -0.45, FAIL if "
         "the lower end is > -0.45. Part 3 (tau): Student-t CI of G(tau = 0.25) - G(tau = 1) over seeds; PASS "
