@@ -141,7 +141,9 @@ def _problems(
             "between two pilot m and is flat elsewhere, or does not fall with m at all)"
         )
         suggestions.append(
-            "add m/n fractions where the error drops (e.g. --fractions 0.01,0.02,0.05,0.1,0.4,1)"
+            "add m/n fractions between the pilot's where the error drops (e.g. --fractions "
+            "0.01,0.02,0.05,0.1,0.4,1); if they are there already, the error does not fall with m as a power law "
+            "and more data is the spend"
         )
     if extrapolation > _MAX_EXTRAPOLATION:
         problems.append(f"the user's n is {extrapolation:.0f}x the largest pilot n (at most 16x is trusted)")
