@@ -56,6 +56,16 @@ def open_clip_losses() -> ModuleType | None:
     return module
 
 
+def sentence_transformers_losses() -> ModuleType | None:
+    """sentence-transformers' losses module (its 6.x path, else the older one), or None when not installed."""
+    for name in ("sentence_transformers.sentence_transformer.losses", "sentence_transformers.losses"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b.T
 
@@ -76,16 +86,10 @@ def peer_losses() -> dict[str, tuple[Loss, Loss]]:
             ),
             lambda a, p: sigmoid_loss(a, p, tau=SIGLIP_TAU, bias=torch.tensor(SIGLIP_BIAS, dtype=a.dtype)),
         )
-    try:
-        from sentence_transformers.losses import (
-            CachedMultipleNegativesRankingLoss,
-            MultipleNegativesRankingLoss,
-        )
-    except ImportError:
-        pass
-    else:
-        mnrl = MultipleNegativesRankingLoss(None, scale=1 / TAU, similarity_fct=_dot)  # type: ignore[arg-type]
-        cached = CachedMultipleNegativesRankingLoss.__new__(CachedMultipleNegativesRankingLoss)
+    losses = sentence_transformers_losses()
+    if losses is not None:
+        mnrl = losses.MultipleNegativesRankingLoss(None, scale=1 / TAU, similarity_fct=_dot)
+        cached = losses.CachedMultipleNegativesRankingLoss.__new__(losses.CachedMultipleNegativesRankingLoss)
         torch.nn.Module.__init__(cached)
         cached.loss = mnrl
         cached.mini_batch_size = MINI_BATCH
