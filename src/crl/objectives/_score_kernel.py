@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from crl.objectives._blocks import Workspace, block_logits, spans
 from crl.objectives._mask import LeaveOut
-from crl.objectives.tiled import Workspace, block_logits, spans
 
 
 class ScoreKernel(ABC):

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from crl.objectives._blocks import Workspace, spans
 from crl.objectives._mask import LeaveOut
-from crl.objectives.tiled import Workspace, spans
 
 _SOFTPLUS_THRESHOLD = {torch.float64: 37.0}
 """Above this, softplus(z) = z to the dtype's rounding (float32 and others: 20)."""

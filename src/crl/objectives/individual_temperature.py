@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import check_choice, check_count
+from crl.objectives._blocks import spans
 from crl.objectives._checks import (
     TILINGS,
     Tiling,
@@ -43,7 +44,6 @@ from crl.objectives._checks import (
 )
 from crl.objectives._lse import Kernel, row_lse
 from crl.objectives._mask import LeaveOut
-from crl.objectives.tiled import spans
 
 _STATE_KEYS = ("tau", "log_s", "v", "seen", "step")
 _STATS_ELEMENTS = 1 << 21

@@ -1,0 +1,72 @@
+"""Block primitives of the tiled kernels: spans, reusable workspaces, block logits and products in any precision.
+
+:mod:`crl.objectives.tiled` (log-sum-exps), :mod:`crl.objectives._sigmoid_kernel` and
+:mod:`crl.objectives._score_kernel` compute their n x m scores one block at a time with these. Under
+``torch.autocast`` the GEMM operands are in the autocast dtype and the blocks and accumulators in float32.
+"""
+
+import torch
+from torch import Tensor
+
+from crl.objectives._mask import LeaveOut
+
+
+def spans(size: int, step: int) -> list[tuple[int, int]]:
+    """``[(0, step), (step, 2 step), ..., (k step, size)]``: the blocks of a dimension of ``size``."""
+    return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+
+class Workspace:
+    """Two reusable (rows x cols) buffers: fresh multi-MiB tensors each block would cost a page fault per page."""
+
+    def __init__(self, rows: int, cols: int, like: Tensor, two: bool) -> None:
+        self._first = torch.empty(rows * cols, dtype=like.dtype, device=like.device)
+        self._second = torch.empty(rows * cols if two else 0, dtype=like.dtype, device=like.device)
+
+    def first(self, rows: int, cols: int) -> Tensor:
+        return self._first[: rows * cols].view(rows, cols)
+
+    def second(self, rows: int, cols: int) -> Tensor:
+        return self._second[: rows * cols].view(rows, cols)
+
+
+def low_precision(x: Tensor) -> torch.dtype | None:
+    """The GEMM dtype of an enclosing ``torch.autocast`` on ``x``'s device (bf16/fp16), or None outside one."""
+    kind = x.device.type
+    if x.dtype != torch.float64 and kind in ("cpu", "cuda") and torch.is_autocast_enabled(kind):
+        low = torch.get_autocast_dtype(kind)
+        return low if low != x.dtype else None
+    return None
+
+
+def block_logits(
+    q: Tensor, c: Tensor, r0: int, r1: int, c0: int, c1: int, leave: LeaveOut, out: Tensor
+) -> Tensor:
+    """S[r0:r1, c0:c1] = q[r0:r1] c[c0:c1]^T written into ``out``, its left-out entries at -inf.
+
+    ``q`` and ``c`` may be in a lower precision than ``out`` (autocast): the product is then formed in theirs
+    (accumulated in float32 by the GEMM) and stored in ``out``'s float32. On CUDA the GEMM writes float32
+    directly (``out_dtype``); the CPU's bf16 GEMM rounds its output to bf16 before the copy.
+    """
+    with torch.autocast(q.device.type, enabled=False):
+        if q.dtype == out.dtype:
+            torch.mm(q[r0:r1], c[c0:c1].T, out=out)
+        elif q.device.type == "cuda":
+            out.copy_(torch.mm(q[r0:r1], c[c0:c1].T, out_dtype=out.dtype))
+        else:
+            out.copy_(torch.mm(q[r0:r1], c[c0:c1].T))
+    return leave.apply(out, r0, r1, c0, c1)
+
+
+def accumulate_product(out: Tensor, weights: Tensor, x: Tensor) -> None:
+    """out += weights @ x, with the GEMM in ``x``'s dtype (lower than ``out``'s under autocast)."""
+    with torch.autocast(out.device.type, enabled=False):
+        if x.dtype == out.dtype:
+            out.addmm_(weights, x)
+        else:
+            out.add_(torch.mm(weights.to(x.dtype), x))
+
+
+def accumulator_dtype(x: Tensor) -> torch.dtype:
+    """float32 for half-precision GEMM inputs (the log-sum-exps and gradients accumulate there), else x's."""
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
