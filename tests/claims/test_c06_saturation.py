@@ -115,7 +115,7 @@ def test_excess_risk_is_zero_at_s_star_and_matches_a_quadrature_of_l_minus_l_sta
     assert TRUTH.excess_risk(theta) == pytest.approx(float(risk) - optimal, rel=1e-9)
 
 
-@pytest.mark.parametrize("regime", ["scrl", "sscrl"])
+@pytest.mark.parametrize("regime", ["independent", "shared"])
 def test_derivatives_match_autograd_of_crl_gcl(regime: str) -> None:
     """If this fails, L_hat, its gradient or its Hessian differ from autograd of crl.objectives' gcl form."""
     sample = draw_sample(TRUTH, 7, 5, regime, torch.Generator().manual_seed(3))  # type: ignore[arg-type]
@@ -141,7 +141,7 @@ def test_derivatives_match_autograd_of_crl_gcl(regime: str) -> None:
 def test_ball_fit_meets_the_kkt_conditions(m: int, radius: float) -> None:
     """If this fails, the projected Newton fit is not the minimiser over the ball: stationarity
     grad + lam theta = 0 with lam >= 0, |theta| <= radius, and lam = 0 unless the ball binds."""
-    sample: Sample = draw_sample(TRUTH, 40, m, "scrl", torch.Generator().manual_seed(5))
+    sample: Sample = draw_sample(TRUTH, 40, m, "independent", torch.Generator().manual_seed(5))
     fit = fit_in_ball(sample, TRUTH.tau, radius)
     _, grad, _ = risk_derivatives(fit.theta, sample, TRUTH.tau)
     assert fit.converged and fit.multiplier >= 0.0

@@ -31,16 +31,14 @@ and E_x over pi is a periodic integral in the anchor's angle: the trapezoid rule
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from crl._vocab import Regime
 from crl.synthetic import AsymmetricSphere
 from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
-
-Regime = Literal["scrl", "sscrl"]
 
 DIM = 2
 N_PARAMS = 6
@@ -140,7 +138,7 @@ def draw_sample(
     """n pairs (x ~ pi, y ~ vMF(x, kappa)), or the given ``pairs``, and the regime's fixed negatives from p-."""
     model = truth.model()
     anchors, positives = model.sample(n, generator) if pairs is None else pairs
-    negatives = model.sample_negatives((m,) if regime == "sscrl" else (n, m), generator)
+    negatives = model.sample_negatives((m,) if regime == "shared" else (n, m), generator)
     return Sample(anchors, positives, negatives)
 
 

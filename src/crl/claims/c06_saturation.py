@@ -73,7 +73,7 @@ def saturation_cell(cell: Cell) -> dict[str, Any]:
     """One (arm, n, seed): the pairs once, then every grid m (fresh negatives, warm start from the previous m)."""
     params = cell.params
     n = int(params["n"])
-    regime: Regime = "sscrl" if params["regime"] == "sscrl" else "scrl"
+    regime: Regime = "shared" if params["regime"] == "sscrl" else "independent"
     pairs_generator = torch.Generator().manual_seed(int(params["pair_seed"]))
     anchors, positives = TRUTH.model().sample(n, pairs_generator)
     rows: dict[str, list[Any]] = {
