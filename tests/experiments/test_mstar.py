@@ -85,3 +85,25 @@ def test_bad_input_is_named(grid: list[int], values: np.ndarray, match: str) -> 
         saturation_m(grid, values, level=0.995)
     with pytest.raises(ValueError, match="level"):
         saturation_m(GRID, np.ones((2, 5)), level=1.5)
+
+
+def test_agrees_with_the_synthetic_c6_implementation() -> None:
+    """A second implementation (crl.claims._c06_mstar, vectorised over bootstrap weights) on random curves: the
+    same plateau, tol, censoring and m* (uncensored and left-censored points; a right-censored point carries a
+    bound only)."""
+    from crl.claims._c06_mstar import LEFT, RIGHT, UNCENSORED, saturations
+
+    rng = np.random.default_rng(7)
+    grid = np.array([2.0, 4, 8, 16, 32, 64])
+    names = {UNCENSORED: "none", LEFT: "left", RIGHT: "right"}
+    for _ in range(200):
+        seeds = int(rng.integers(2, 5))
+        knee = rng.uniform(0, 6)
+        values = np.minimum(np.arange(6), knee)[None, :] * 0.01 + rng.normal(0, 0.004, (seeds, 6)) + 0.5
+        ours = saturation_m(grid, values, level=0.9)
+        theirs = saturations(grid, values[:, None, :], np.full((1, seeds), 1.0 / seeds), 0.9)
+        assert ours.plateau == pytest.approx(float(theirs.plateau[0, 0]), abs=1e-12)
+        assert ours.tol == pytest.approx(float(theirs.tol[0, 0]), rel=1e-6)
+        assert ours.censoring == names[int(theirs.censor[0, 0])]
+        if ours.censoring != "right":
+            assert math.log(ours.m_star) == pytest.approx(float(theirs.log_m[0, 0]))
