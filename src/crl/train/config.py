@@ -11,7 +11,6 @@ floats finite. :func:`load_config` turns pydantic's errors into a
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -36,6 +35,7 @@ from crl.train.config_kinds import (
 )
 from crl.train.config_migration import migrate_flat_sections
 from crl.train.config_temperature import TemperatureFields, check_temperature
+from crl.train.config_toml import KIND_FIELDS, ConfigError, config_to_toml, read_toml
 from crl.train.overrides import apply_overrides
 
 __all__ = [
@@ -60,10 +60,6 @@ __all__ = [
     "read_toml",
     "resume_differences",
 ]
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names each bad field, its value and the fix."""
 
 
 class LossConfig(EstimatorFields, TemperatureFields):
@@ -296,7 +292,7 @@ class TrainConfig(Section):
         if not isinstance(document, dict):
             return document
         filled = dict(document)
-        for section, tag in _TAGS.items():
+        for section, tag in KIND_FIELDS.items():
             values = filled.get(section)
             if isinstance(values, dict) and tag not in values:
                 filled[section] = {tag: getattr(cls.model_fields[section].default, tag), **values}
@@ -308,7 +304,6 @@ class TrainConfig(Section):
         return Path(self.run.out_dir) / self.run.name
 
 
-_TAGS = {"data": "source", "model": "encoder"}
 """The field of each union section that picks its kind."""
 
 
@@ -361,27 +356,6 @@ def parse_config(document: dict[str, Any], *, source: str = "config") -> TrainCo
         raise ConfigError(f"{source}: " + "\n  ".join(lines)) from None
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """The TOML document of a config file as a dict.
-
-    Raises:
-        ConfigError: if the file is missing or is not valid TOML.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; pass the path of a .toml file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-
-
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read and validate a TOML config file: TOML -> dict -> overrides -> (flat layout migrated) -> validation.
 
@@ -401,28 +375,3 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
         raise ConfigError(f"{path}: {error}") from None
     source = str(path) + (f" with --set {' --set '.join(overrides)}" if overrides else "")
     return parse_config(data, source=source)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} value {value!r} to TOML")
-
-
-def config_to_toml(config: TrainConfig) -> str:
-    """The config as TOML text (every field written, the kind of a section first, so the file documents the run)."""
-    lines: list[str] = []
-    for section, values in config.model_dump().items():
-        tag = _TAGS.get(section)
-        ordered = sorted(values.items(), key=lambda item: item[0] != tag)
-        lines.append(f"[{section}]")
-        lines += [f"{key} = {_toml_value(value)}" for key, value in ordered]
-        lines.append("")
-    return "\n".join(lines)
