@@ -154,7 +154,9 @@ class SmallCNN(nn.Module):
         height, width = image_shape
         _check_positive_int("in_channels", in_channels)
         if pool not in ("flatten", "mean"):
-            raise ValueError(f"pool = {pool!r} is not known; use 'flatten' or 'mean' (global average pooling)")
+            raise ValueError(
+                f"pool = {pool!r} is not known; use 'flatten' or 'mean' (global average pooling)"
+            )
         _check_positive_int("out_features", out_features)
         _check_positive_int("hidden", hidden)
         if not channels:
