@@ -1,10 +1,11 @@
-"""The tiled kernel's fast paths against its exact paths and float64: one-exp symmetric weights, bf16 autocast."""
+"""The tiled kernel's fast paths against its exact paths and float64: one-exp symmetric weights, the row shift
+inside the GEMM (with its fallback for untrusted row sums), bf16 autocast."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from crl.objectives import contrastive_loss
+from crl.objectives import _shifted, _tiled_backward, contrastive_loss
 from crl.objectives import tiled as tiled_module
 
 
@@ -28,7 +29,7 @@ def test_one_exp_symmetric_weights_equal_the_two_exp_path(monkeypatch, dtype, fo
     a, p = _pair(23, 5, 0, dtype)
     ids = torch.arange(23) % 17
     fast = _loss_and_grads(a, p, tau=0.2, form=form, tiling="tiled", block_size=6, positive_ids=ids)
-    monkeypatch.setattr(tiled_module, "_RANK_ONE_LIMIT", {dtype: -1.0})
+    monkeypatch.setattr(_tiled_backward, "_RANK_ONE_LIMIT", {dtype: -1.0})
     exact = _loss_and_grads(a, p, tau=0.2, form=form, tiling="tiled", block_size=6, positive_ids=ids)
     reference = _loss_and_grads(*_pair(23, 5, 0), tau=0.2, form=form, tiling="dense", positive_ids=ids)
     tol = {"rtol": 1e-12, "atol": 1e-14} if dtype == torch.float64 else {"rtol": 2e-5, "atol": 1e-7}
@@ -84,3 +85,72 @@ def test_one_sided_forecast_under_autocast_matches_float64():
     ref.backward()
     assert abs(float(loss) - float(ref)) < 2e-2
     torch.testing.assert_close(x.grad.double(), xx.grad, rtol=0.05, atol=2e-3)
+
+
+def _without_shifted_path(monkeypatch):
+    """Route every block through the exact paths (row maxima, subtraction passes)."""
+    monkeypatch.setattr(tiled_module, "shifted_path", lambda q: False)
+    monkeypatch.setattr(_tiled_backward, "shifted_path", lambda q: False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", ["symmetric", "one-sided", "weighted-positive", "weighted-signed"])
+def test_shift_inside_the_gemm_equals_the_exact_path(monkeypatch, dtype, case):
+    """[q, -shift] . [c, 1] = S - shift: the fast path's loss and gradients equal the exact path's, with left-out
+    false negatives, in the symmetric kernel, the one-sided forecast stripes and the one-sided recomputation
+    (per-anchor weights that the forecast does not predict, all positive: folded into the shift, or signed)."""
+    a, p = _pair(23, 5, 5, dtype, scale=1.7)
+    neg = _pair(19, 5, 6, dtype)[0]
+    ids = torch.arange(23) % 17
+
+    def run():
+        x, y = a.clone().requires_grad_(True), p.clone().requires_grad_(True)
+        if case == "symmetric":
+            loss = contrastive_loss(
+                x, y, symmetric=True, tau=0.2, tiling="tiled", block_size=6, positive_ids=ids
+            )
+        elif case == "one-sided":
+            loss = contrastive_loss(x, y, neg, tau=0.2, tiling="tiled", block_size=6)
+        else:
+            low = 0.5 if case == "weighted-positive" else -1.0
+            per_anchor = contrastive_loss(x, y, neg, tau=0.2, tiling="tiled", block_size=6, reduction="none")
+            loss = (per_anchor * torch.linspace(low, 2.0, 23, dtype=dtype)).sum()
+        loss.backward()
+        return loss.detach(), x.grad, y.grad
+
+    fast = run()
+    _without_shifted_path(monkeypatch)
+    exact = run()
+    tol = {"rtol": 1e-12, "atol": 1e-13} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    for got, want in zip(fast, exact, strict=True):
+        torch.testing.assert_close(got, want, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rows_far_below_their_bound_fall_back_to_the_exact_maxima(monkeypatch, dtype):
+    """Queries of norm 50 whose best candidate is orthogonal, beside a candidate of norm 5: the bound
+    |q_i| max_j |c_j| = 250 lies 250 nats above the row maxima, exp(S - 250) underflows in float32 (and sums
+    below e^-60 in float64), so every block must take the exact path and still give dense's values."""
+    calls = {"untrusted": 0}
+    real = _shifted.trusted_row_totals
+
+    def counting(block):
+        totals = real(block)
+        calls["untrusted"] += totals is None
+        return totals
+
+    monkeypatch.setattr(tiled_module, "trusted_row_totals", counting)
+    g = torch.Generator().manual_seed(7)
+    q = torch.cat([torch.full((12, 1), 50.0), 0.1 * torch.randn(12, 1, generator=g)], 1).double()
+    c = torch.cat([-torch.rand(9, 1, generator=g) - 0.5, torch.randn(9, 1, generator=g)], 1).double()
+    c[4] = torch.tensor([0.0, 5.0])
+    x = q.to(dtype, copy=True).requires_grad_(True)
+    row, col = tiled_module.tiled_logsumexp_both(x, c.to(dtype), block_size=4)
+    (row.sum() + col.sum()).backward()
+    xx = q.clone().requires_grad_(True)
+    logits = xx @ c.T
+    (torch.logsumexp(logits, 1).sum() + torch.logsumexp(logits, 0).sum()).backward()
+    assert calls["untrusted"] > 0
+    torch.testing.assert_close(row.double(), torch.logsumexp(logits, 1).detach(), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(col.double(), torch.logsumexp(logits, 0).detach(), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(x.grad.double(), xx.grad, rtol=1e-5, atol=1e-6)

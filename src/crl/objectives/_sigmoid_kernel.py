@@ -1,7 +1,8 @@
 """SigLIP's sigmoid loss against shared candidates with softplus and sigmoid fused into the blocks.
 
 For anchors a_i, positives p_i and candidates c_j, with q_i = a_i / tau, the logits z_ij = <q_i, c_j> + b come out
-of one GEMM per chunk of anchors (the bias b in the GEMM's accumulator, the 1/tau in q), and
+of one GEMM per chunk of anchors, [q_i, b] . [c_j, 1] (the bias as one more depth of the product, the 1/tau in q:
+no pass over the chunk besides the GEMM's own write), and
 
     v_i = softplus(-(pos_i/tau + b)) + sum_j softplus(z_ij),          pos_i = <a_i, p_i>
 
@@ -33,10 +34,15 @@ _SOFTPLUS_THRESHOLD = {torch.float64: 37.0}
 """Above this, softplus(z) = z to the dtype's rounding (float32 and others: 20)."""
 
 
-def _logits(q: Tensor, c: Tensor, bias: Tensor, r0: int, r1: int, offset: int | None, out: Tensor) -> Tensor:
-    """z[r0:r1] = q[r0:r1] c^T + b into ``out`` (b through the GEMM's beta), the own positives at -inf."""
-    out.copy_(bias.expand_as(out))
-    out.addmm_(q[r0:r1], c.T)
+def _with_bias(q: Tensor, c: Tensor, bias: Tensor) -> tuple[Tensor, Tensor]:
+    """([q, b], [c, 1]): operands whose product is q c^T + b."""
+    return torch.cat([q, bias.expand(q.shape[0], 1)], dim=1), torch.cat([c, c.new_ones(c.shape[0], 1)], dim=1)
+
+
+def _logits(operands: tuple[Tensor, Tensor], r0: int, r1: int, offset: int | None, out: Tensor) -> Tensor:
+    """z[r0:r1] = q[r0:r1] c^T + b into ``out`` from :func:`_with_bias`'s operands, the own positives at -inf."""
+    q, c = operands
+    torch.mm(q[r0:r1], c.T, out=out)
     return LeaveOut(offset).apply(out, r0, r1, 0, c.shape[0])
 
 
@@ -53,8 +59,9 @@ class _SigmoidChunks(torch.autograd.Function):
         values = F.softplus(-(pos + bias))
         work = Workspace(min(n, rows), total, a, True)
         threshold = _SOFTPLUS_THRESHOLD.get(a.dtype, 20.0)
+        operands = _with_bias(q, cand, bias)
         for r0, r1 in spans(n, rows):
-            z = _logits(q, cand, bias, r0, r1, offset, work.first(r1 - r0, total))
+            z = _logits(operands, r0, r1, offset, work.first(r1 - r0, total))
             terms = torch.ops.aten.softplus.out(z, 1.0, threshold, out=work.second(r1 - r0, total))
             values[r0:r1] += terms.sum(dim=1)
         ctx.save_for_backward(a, p, cand, tau, bias)
@@ -75,8 +82,9 @@ class _SigmoidChunks(torch.autograd.Function):
         grad_c = torch.zeros_like(cand)
         scaled = a * (grad / tau)[:, None]
         work = Workspace(min(n, rows), total, a, False)
+        operands = _with_bias(q, cand, bias)
         for r0, r1 in spans(n, rows):
-            sig = _logits(q, cand, bias, r0, r1, offset, work.first(r1 - r0, total)).sigmoid_()
+            sig = _logits(operands, r0, r1, offset, work.first(r1 - r0, total)).sigmoid_()
             torch.mm(sig, cand, out=reduced[r0:r1])
             grad_c.addmm_(sig.T, scaled[r0:r1])
             if ctx.needs_input_grad[4]:

@@ -15,6 +15,7 @@ of the symmetric loss share them.
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -31,6 +32,14 @@ from crl.objectives._blocks import (
     spans,
 )
 from crl.objectives._mask import LeaveOut
+from crl.objectives._shifted import (
+    NEGLIGIBLE_TOTAL,
+    ShiftedOperands,
+    bounded_operands,
+    shifted_path,
+    trusted_row_totals,
+)
+from crl.objectives._tiled_backward import backward_blocks
 
 DEFAULT_BLOCK_ROWS = 2048
 DEFAULT_BLOCK_COLS = 4096
@@ -44,20 +53,27 @@ def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
     torch.logaddexp(lse, total, out=lse)
 
 
-_NEGLIGIBLE_TOTAL = math.exp(-60.0)
-"""Column sums below this (relative to the block's largest row maximum) are recomputed exactly."""
+def _accumulate_columns(exps: Tensor, top: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]) -> None:
+    """col_lse <- logaddexp(col_lse, log sum_i exp(S_ij)) from a block of E_ij = exp(S_ij - top_i).
+
+    With K = max_i top_i, sum_i exp(S_ij) = e^K sum_i E_ij exp(top_i - K): one matrix-vector product instead of a
+    second exp pass. Rows whose top_i lies far below K underflow there; a column whose sum comes out below e^-60
+    (where that could matter) is redone exactly from ``recompute()`` (the block's logits again).
+    """
+    peak = top.max()
+    col_total = torch.mv(exps.T, (top - peak).exp_())
+    if bool((col_total >= NEGLIGIBLE_TOTAL).all()):
+        torch.logaddexp(col_lse, col_total.log_().add_(peak), out=col_lse)
+    else:
+        _accumulate_lse(recompute(), 0, col_lse)
 
 
 def _accumulate_both_lse(
     block: Tensor, row_lse: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]
 ) -> None:
-    """Row and column log-sum-exps of one block from a single exp pass.
+    """Row and column log-sum-exps of one block of logits from a single exp pass (:func:`_accumulate_columns`).
 
-    With E_ij = exp(S_ij - top_i) (top_i the row maximum) and K = max_i top_i, the column sums are
-    sum_i exp(S_ij) = e^K sum_i E_ij exp(top_i - K): one matrix-vector product instead of a second exp pass. Rows
-    whose top_i lies far below K underflow there; a column whose sum comes out below e^-60 (where that could matter)
-    is redone exactly from ``recompute()`` (the block's logits again). Off the CPU (no host synchronisation per
-    block), the columns are always computed exactly from ``recompute()``.
+    Off the CPU (no host synchronisation per block), the columns are always computed exactly from ``recompute()``.
     """
     if block.device.type != "cpu":
         _accumulate_lse(recompute(), 0, col_lse)
@@ -65,22 +81,32 @@ def _accumulate_both_lse(
         return
     top = block.amax(dim=1).nan_to_num_(neginf=0.0)
     block.sub_(top[:, None]).exp_()
-    peak = top.max()
-    col_total = torch.mv(block.T, (top - peak).exp_())
     torch.logaddexp(row_lse, block.sum(dim=1).log_().add_(top), out=row_lse)
-    if bool((col_total >= _NEGLIGIBLE_TOTAL).all()):
-        torch.logaddexp(col_lse, col_total.log_().add_(peak), out=col_lse)
-    else:
-        _accumulate_lse(recompute(), 0, col_lse)
+    _accumulate_columns(block, top, col_lse, recompute)
 
 
-def _fold_gradient(lse: Tensor, grad: Tensor) -> tuple[Tensor, Tensor | None]:
-    """Write g_i exp(S_ij - lse_i) as exp(S_ij - (lse_i - log g_i)) when every g_i > 0 (the usual case: a mean of
-    contrastive losses), saving one pass over each block; otherwise return the scale g to multiply by. Off the CPU
-    the scale is always returned (no host synchronisation)."""
-    if grad.device.type == "cpu" and bool((grad > 0).all()):
-        return lse - grad.log(), None
-    return lse, grad
+def _accumulate_shifted(
+    shifted: ShiftedOperands,
+    span: tuple[int, int, int, int],
+    leave: LeaveOut,
+    out: Tensor,
+    lse: tuple[Tensor, Tensor],
+    recompute: Callable[[], Tensor],
+) -> bool:
+    """One block of the fast path (:mod:`crl.objectives._shifted`): E_ij = exp(S_ij - b_i) from the GEMM, its row
+    sums and (when ``lse`` has columns) column sums. False, with nothing accumulated, when a row sum is too small
+    to trust: the caller then redoes the block from its exact row maxima."""
+    r0, r1, c0, c1 = span
+    row_lse, col_lse = lse
+    exps = shifted.exp_block(r0, r1, c0, c1, leave, out)
+    totals = trusted_row_totals(exps)
+    if totals is None:
+        return False
+    shift = shifted.shift[r0:r1]
+    torch.logaddexp(row_lse[r0:r1], totals.log_().add_(shift), out=row_lse[r0:r1])
+    if col_lse.numel() > 0:
+        _accumulate_columns(exps, shift, col_lse[c0:c1], recompute)
+    return True
 
 
 GradientForecast = Callable[[Tensor, int, int], Tensor]
@@ -96,21 +122,42 @@ def _forward_blocks(
     row_lse = torch.full((n,), -math.inf, dtype=like.dtype, device=q.device)
     col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=like.dtype, device=q.device)
     work = Workspace(min(n, block_rows), min(m, block_cols), like, want_columns)
+    shifted = bounded_operands(q, c) if shifted_path(q) else None
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            block = block_logits(q, c, r0, r1, c0, c1, leave, work.first(r1 - r0, c1 - c0))
-            if not want_columns:
-                _accumulate_lse(block, 1, row_lse[r0:r1])
+            out = work.first(r1 - r0, c1 - c0)
+            spare = (
+                work.second(r1 - r0, c1 - c0) if want_columns else out
+            )  # recompute serves the columns only
+            recompute = partial(block_logits, q, c, r0, r1, c0, c1, leave, spare)
+            span = (r0, r1, c0, c1)
+            if shifted is not None and _accumulate_shifted(
+                shifted, span, leave, out, (row_lse, col_lse), recompute
+            ):
                 continue
-            spare = work.second(r1 - r0, c1 - c0)
-
-            def recompute(
-                r0: int = r0, r1: int = r1, c0: int = c0, c1: int = c1, spare: Tensor = spare
-            ) -> Tensor:
-                return block_logits(q, c, r0, r1, c0, c1, leave, spare)
-
-            _accumulate_both_lse(block, row_lse[r0:r1], col_lse[c0:c1], recompute)
+            block = block_logits(q, c, r0, r1, c0, c1, leave, out)
+            if want_columns:
+                _accumulate_both_lse(block, row_lse[r0:r1], col_lse[c0:c1], recompute)
+            else:
+                _accumulate_lse(block, 1, row_lse[r0:r1])
     return row_lse, col_lse
+
+
+def _stripe_exps(
+    q: Tensor, c: Tensor, shifted: ShiftedOperands | None, rows: tuple[int, int], leave: LeaveOut, out: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """E_ij = exp(S_ij - top_i) for the rows r0:r1 over every column (in ``out``), the row sums z_i and top_i:
+    the fast path's bounds b_i when their sums can be trusted, else the exact row maxima."""
+    r0, r1 = rows
+    m = c.shape[0]
+    if shifted is not None:
+        exps = shifted.exp_block(r0, r1, 0, m, leave, out)
+        totals = trusted_row_totals(exps)
+        if totals is not None:
+            return exps, totals, shifted.shift[r0:r1]
+    block = block_logits(q, c, r0, r1, 0, m, leave, out)
+    top = block.amax(dim=1).nan_to_num_(neginf=0.0)
+    return block, block.sub_(top[:, None]).exp_().sum(dim=1), top
 
 
 def _forward_stripes(
@@ -123,7 +170,7 @@ def _forward_stripes(
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """Row log-sum-exps over stripes of full rows, and the gradients for the forecast row weights g, in 3 GEMMs.
 
-    A stripe holds every column, so its lse_i are final at once: with E_ij = exp(S_ij - max_i) and
+    A stripe holds every column, so its lse_i are final at once: with E_ij = exp(S_ij - top_i) and
     z_i = sum_j E_ij, the weights are W_ij = g_i E_ij / z_i, and dq = W c, dc = W^T q need no second pass.
     """
     n, m = q.shape[0], c.shape[0]
@@ -133,11 +180,10 @@ def _forward_stripes(
     grad_c = torch.zeros(c.shape, dtype=acc, device=c.device) if needs[1] else None
     forecasts = torch.empty(n, dtype=acc, device=q.device)
     work = Workspace(min(n, stripe_rows), m, row_lse, False)
+    shifted = bounded_operands(q, c) if shifted_path(q) else None
     for r0, r1 in spans(n, stripe_rows):
-        block = block_logits(q, c, r0, r1, 0, m, leave, work.first(r1 - r0, m))
-        top = block.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)
-        total = block.sub_(top).exp_().sum(dim=1)
-        torch.add(total.log(), top.squeeze(1), out=row_lse[r0:r1])
+        block, total, top = _stripe_exps(q, c, shifted, (r0, r1), leave, work.first(r1 - r0, m))
+        torch.add(total.log(), top, out=row_lse[r0:r1])
         forecasts[r0:r1] = forecast(row_lse[r0:r1], r0, r1)
         scale = (forecasts[r0:r1] / total)[:, None]
         if grad_q is not None:
@@ -156,75 +202,6 @@ def _proportion(grad: Tensor, forecast: Tensor) -> Tensor | None:
     u = grad.dot(forecast) / norm
     tolerance = 1e-6 * float(grad.abs().max())
     return u if float((grad - u * forecast).abs().max()) <= tolerance else None
-
-
-_RANK_ONE_LIMIT = {torch.float64: 600.0}
-"""Largest rs_i - cs_j for which a block's weights are formed with one exp pass (float32 and others: 30)."""
-
-
-def _rank_one_factors(row_shift: Tensor, col_shift: Tensor) -> tuple[Tensor, Tensor] | None:
-    """u, v with exp(rs_i - cs_j) = u_i v_j for one block, or None when some rs_i - cs_j may exceed the limit.
-
-    The symmetric weights W_ij = exp(S_ij - rs_i) + exp(S_ij - cs_j) are then E_ij (1 + u_i v_j) with
-    E_ij = exp(S_ij - rs_i): one exp pass instead of two. With K = max_i rs_i, u_i = exp(rs_i - K) <= 1 and
-    v_j = exp(K - cs_j) <= e^limit; an E_ij that underflows carries a column term below e^(limit - 87) (float32),
-    negligible, and the limit (30 in float32, 600 in float64) keeps every factor finite.
-    """
-    peak = row_shift.max()
-    spread = float(peak - col_shift.min())
-    if not spread <= _RANK_ONE_LIMIT.get(row_shift.dtype, 30.0):
-        return None
-    return (row_shift - peak).exp(), (peak - col_shift).exp()
-
-
-def _backward_blocks(
-    q: Tensor,
-    c: Tensor,
-    row_lse: Tensor,
-    col_lse: Tensor,
-    grad_row: Tensor,
-    grad_col: Tensor,
-    leave: LeaveOut,
-    blocks: tuple[int, int],
-    needs: tuple[bool, bool],
-) -> tuple[Tensor | None, Tensor | None]:
-    """Recompute each block and accumulate dq = W c and dc = W^T q (see the module docstring)."""
-    block_rows, block_cols = blocks
-    columns = col_lse.numel() > 0
-    n, m = q.shape[0], c.shape[0]
-    acc = row_lse.dtype
-    grad_q = torch.zeros(q.shape, dtype=acc, device=q.device) if needs[0] else None
-    grad_c = torch.zeros(c.shape, dtype=acc, device=c.device) if needs[1] else None
-    work = Workspace(min(n, block_rows), min(m, block_cols), row_lse, columns)
-    row_shift, row_scale = _fold_gradient(row_lse, grad_row)
-    col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
-    rank_one = columns and row_scale is None and col_scale is None and q.device.type == "cpu"
-    for r0, r1 in spans(n, block_rows):
-        for c0, c1 in spans(m, block_cols):
-            weights = block_logits(q, c, r0, r1, c0, c1, leave, work.first(r1 - r0, c1 - c0))
-            factors = _rank_one_factors(row_shift[r0:r1], col_shift[c0:c1]) if rank_one else None
-            by_column = None
-            if factors is not None:
-                weights.sub_(row_shift[r0:r1, None]).exp_()
-                spread = torch.outer(factors[0], factors[1], out=work.second(r1 - r0, c1 - c0))
-                weights.addcmul_(weights, spread)
-            elif columns:
-                by_column = torch.sub(
-                    weights, col_shift[None, c0:c1], out=work.second(r1 - r0, c1 - c0)
-                ).exp_()
-                if col_scale is not None:
-                    by_column.mul_(col_scale[None, c0:c1])
-            if factors is None:
-                weights.sub_(row_shift[r0:r1, None]).exp_()
-            if row_scale is not None:
-                weights.mul_(row_scale[r0:r1, None])
-            if by_column is not None:
-                weights.add_(by_column)
-            if grad_q is not None:
-                accumulate_product(grad_q[r0:r1], weights, c[c0:c1])
-            if grad_c is not None:
-                accumulate_product(grad_c[c0:c1], weights.T, q[r0:r1])
-    return grad_q, grad_c
 
 
 class _TiledLogSumExp(torch.autograd.Function):
@@ -289,7 +266,7 @@ class _TiledLogSumExp(torch.autograd.Function):
                     None,
                     None,
                 )
-        grad_q, grad_c = _backward_blocks(
+        grad_q, grad_c = backward_blocks(
             q, c, row_lse, col_lse, grad_row, grad_col, ctx.leave, ctx.blocks, needs
         )
         return grad_q, grad_c, None, None, None, None, None
