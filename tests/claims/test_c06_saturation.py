@@ -8,7 +8,10 @@ import torch
 from scipy import stats as scipy_stats
 
 from crl.claims._c06_fit import CircleTruth, Sample, draw_sample, fit_in_ball, risk_derivatives
-from crl.claims._c06_mstar import (
+from crl.claims.base import Verdict
+from crl.claims.c06_saturation import _judge
+from crl.objectives import contrastive_loss_from_scores
+from crl.stats.saturation import (
     LEFT,
     RIGHT,
     UNCENSORED,
@@ -19,9 +22,6 @@ from crl.claims._c06_mstar import (
     slope_bounds,
     slope_difference,
 )
-from crl.claims.base import Verdict
-from crl.claims.c06_saturation import _judge
-from crl.objectives import contrastive_loss_from_scores
 
 GRID = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
 TRUTH = CircleTruth(kappa=4.0, kappa0=2.0, tau=0.5)

@@ -8,7 +8,7 @@ tau = 0.5; s_hat minimises [A]'s gcl empirical risk over the ball |theta| <= 6 o
 or SSCRL (m shared). The metric is the exact excess risk L(s_hat) - L*. A cell is one (arm, n, seed): it draws
 the pairs once (shared by SCRL and SSCRL of that seed and n) and fits every grid m with fresh negatives.
 
-Rule (one part, :mod:`crl.claims._c06_mstar`). m*(n) per regime from the seed means (plateau = mean at the two
+Rule (one part, :mod:`crl.stats.saturation`). m*(n) per regime from the seed means (plateau = mean at the two
 largest m, tol = max(Student-t half-width of the plateau at the per-part level, 1% of it)), censored at the
 grid's ends; the least-squares slope of log m* on log n as an interval over the censored values; the CI of
 slope(SSCRL) - slope(SCRL) by a bootstrap over >= 30 seeds; PASS when it lies above 0.
@@ -24,18 +24,6 @@ import numpy as np
 import torch
 
 from crl.claims._c06_fit import CircleTruth, Fit, Regime, draw_sample, fit_in_ball
-from crl.claims._c06_mstar import (
-    CENSOR_NAMES,
-    Difference,
-    Saturations,
-    SlopeBounds,
-    lower_quantile,
-    saturations,
-    seed_weights,
-    slope_bounds,
-    slope_difference,
-    upper_quantile,
-)
 from crl.claims.base import (
     Claim,
     ClaimContext,
@@ -47,6 +35,18 @@ from crl.claims.base import (
     loglog_figure,
     points,
     verdict_above,
+)
+from crl.stats.saturation import (
+    CENSOR_NAMES,
+    Difference,
+    Saturations,
+    SlopeBounds,
+    lower_quantile,
+    saturations,
+    seed_weights,
+    slope_bounds,
+    slope_difference,
+    upper_quantile,
 )
 from crl.sweep import Cell, derive_seed
 

@@ -70,7 +70,7 @@ def render_curves(curves: list[Curve], baseline: dict[str, float], path: Path, *
 def _m_star_text(found: SaturationInterval, n: int) -> tuple[str, str, str]:
     """(m*, its interval, m*/n) as table cells, with the censoring written out."""
     saturation = found.saturation
-    prefix = {"none": "", "left": "<= ", "right": "> "}[saturation.censoring]
+    prefix = {"none": "", "left": "<= ", "right": ">= "}[saturation.censoring]
     high = "inf" if math.isinf(found.high) else f"{found.high:g}"
     return (
         f"{prefix}{saturation.m_star:g}",

@@ -8,8 +8,12 @@ only uses distances):
   mean of the metric at the two largest m), over S - 1 degrees of freedom;
 - m* is the smallest grid m at which the mean, and the mean at every larger grid m, lies within tol of P;
 - censoring: when m* would be one of the two largest grid m (the points that define the plateau) or no grid m
-  qualifies, the grid shows no saturation: m* is right-censored, recorded as m* > m_(K-2); when m* is the
-  smallest grid m it is left-censored, m* <= m_1.
+  qualifies, the grid shows no saturation: m* is right-censored, recorded as the bound m_(K-1) (the
+  second-largest grid m), meaning m* >= m_(K-1), i.e. m* > m_(K-2); when m* is the smallest grid m it is
+  left-censored, m* <= m_1.
+
+This module is the one-curve view of :mod:`crl.stats.saturation` (the implementation the synthetic C6 uses):
+the curve enters as one n, and the seeds as weight rows.
 
 :func:`saturation_interval` adds a percentile interval by resampling seeds (the rule recomputed on every
 resample; right-censored resamples count as +inf). With few seeds such an interval undercovers (docs/theory.md
@@ -24,7 +28,8 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+
+from crl.stats.saturation import LEFT, RIGHT, saturations, seed_weights
 
 __all__ = ["Censoring", "Saturation", "SaturationInterval", "saturation_interval", "saturation_m"]
 
@@ -36,9 +41,9 @@ class Saturation:
     """m* of one curve.
 
     Attributes:
-        m_star: the grid m found; for a right-censored curve the bound m_(K-2) (m* > it), for a left-censored one
-            m_1 (m* <= it).
-        censoring: "none", "left" (m* <= m_1) or "right" (m* > m_(K-2)).
+        m_star: the grid m found; for a right-censored curve the bound m_(K-1), the second-largest grid m
+            (m* >= it, i.e. m* > m_(K-2)), for a left-censored one m_1 (m* <= it).
+        censoring: "none", "left" (m* <= m_1) or "right" (m* >= m_(K-1)).
         plateau: P, the mean of the means at the two largest grid m.
         tol: the tolerance max(h, 0.01 |P|).
         means: the per-m means over seeds.
@@ -76,29 +81,40 @@ def _check(grid: ArrayLike, values: ArrayLike) -> tuple[NDArray[np.float64], NDA
     return m, v
 
 
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level = {level} must lie strictly between 0 and 1")
+
+
+def _censoring(code: int) -> Censoring:
+    return "right" if code == RIGHT else "left" if code == LEFT else "none"
+
+
+def _grid_values(m: NDArray[np.float64], log_m: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The grid m whose logs are ``log_m`` (exactly, not exp(log m))."""
+    return m[np.searchsorted(np.log(m), log_m)]
+
+
 def saturation_m(grid: ArrayLike, values: ArrayLike, *, level: float) -> Saturation:
-    """m* of the curve ``values`` (seeds x grid) over ``grid`` by the rule of the module docstring.
+    """m* of the curve ``values`` (seeds x grid) over ``grid`` by the rule of the module docstring: row 0 (every
+    seed weighted 1/S) of :func:`crl.stats.saturation.saturations` on ``values`` as S x 1 x K.
 
     Raises:
         ValueError: on fewer than 3 grid points or 2 seeds, an unsorted grid, non-finite values, or a level
             outside (0, 1).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level = {level} must lie strictly between 0 and 1")
+    _check_level(level)
     m, v = _check(grid, values)
-    means = v.mean(axis=0)
-    per_seed_plateau = v[:, -2:].mean(axis=1)
-    plateau = float(means[-2:].mean())
-    seeds = v.shape[0]
-    half = float(stats.t.ppf(0.5 + level / 2, seeds - 1) * per_seed_plateau.std(ddof=1) / math.sqrt(seeds))
-    tol = max(half, 0.01 * abs(plateau))
-    inside = np.abs(means - plateau) <= tol
-    outside = np.flatnonzero(~inside)
-    index = 0 if outside.size == 0 else int(outside[-1]) + 1
-    if index >= m.size - 2:
-        return Saturation(float(m[-3]), "right", plateau, tol, tuple(means.tolist()))
-    censoring: Censoring = "left" if index == 0 else "none"
-    return Saturation(float(m[index]), censoring, plateau, tol, tuple(means.tolist()))
+    weights = seed_weights(v.shape[0], None, 0)
+    found = saturations(m, v[:, None, :], weights, level)
+    means = weights[0] @ v
+    return Saturation(
+        m_star=float(_grid_values(m, found.log_m[0, 0])),
+        censoring=_censoring(int(found.censor[0, 0])),
+        plateau=float(found.plateau[0, 0]),
+        tol=float(found.tol[0, 0]),
+        means=tuple(means.tolist()),
+    )
 
 
 def saturation_interval(
@@ -111,15 +127,12 @@ def saturation_interval(
     rng: np.random.Generator,
 ) -> SaturationInterval:
     """:func:`saturation_m` with a percentile interval at ``interval_level`` over ``n_resamples`` resamples of the
-    seeds (rows of ``values``, drawn with replacement; a resample whose seeds are all one seed has no spread, its
-    tol is 1% of its plateau)."""
+    seeds (rows 1..B of :func:`crl.stats.saturation.seed_weights`: seeds drawn with replacement; a resample whose
+    seeds are all one seed has no spread, its tol is 1% of its plateau)."""
     m, v = _check(grid, values)
     found = saturation_m(m, v, level=level)
-    draws = []
-    for _ in range(n_resamples):
-        rows = v[rng.integers(0, v.shape[0], v.shape[0])]
-        one = saturation_m(m, rows, level=level)
-        draws.append(math.inf if one.censoring == "right" else one.m_star)
+    resampled = saturations(m, v[:, None, :], seed_weights(v.shape[0], rng, n_resamples)[1:], level)
+    draws = np.where(resampled.censor[:, 0] == RIGHT, math.inf, _grid_values(m, resampled.log_m[:, 0]))
     tail = (1.0 - interval_level) / 2
-    low, high = np.quantile(np.asarray(draws), [tail, 1.0 - tail], method="inverted_cdf")
+    low, high = np.quantile(draws, [tail, 1.0 - tail], method="inverted_cdf")
     return SaturationInterval(found, float(low), float(high), interval_level, n_resamples)

@@ -1,14 +1,17 @@
-"""C6's statistics: m*(n) with censoring, slope intervals of log m* on log n, and the bootstrap over seeds.
+"""The saturation point m*(n) with censoring (docs/theory.md section 7, row C6), slope intervals of log m* on
+log n, and the bootstrap over seeds: the one implementation of the rule, used by the synthetic claim C6
+(:mod:`crl.claims.c06_saturation`) and by the real-data experiment (:mod:`crl.experiments.mstar`).
 
-The data are one array per arm, ``values[s, i, j]``: the metric (lower is better) of seed s at the i-th n and
-j-th grid m. Everything below is vectorised over bootstrap resamples, which enter as seed weights ``w[b, s]``
-(resample counts / S): the plain analysis is the resample of weight 1/S for every seed.
+The data are one array per arm, ``values[s, i, j]``: the metric of seed s at the i-th n and j-th grid m (higher
+or lower is better: the rule uses only distances). Everything below is vectorised over bootstrap resamples,
+which enter as seed weights ``w[b, s]`` (resample counts / S): the plain analysis is the resample of weight 1/S
+for every seed.
 
 - Plateau P = mean of the means at the two largest grid m; per seed p_s = the seed's mean at those two m.
 - tol = max(t_{S-1, (1+level)/2} sd(p) / sqrt(S), 0.01 |P|) (Student-t half-width at the per-part level).
-- m* = the smallest grid m_j with |mean_l - P| <= tol for every l >= j. Right-censored (m* >= m_(K-1), i.e.
-  m* > m_(K-2)) when that j is one of the two plateau points or none qualifies; left-censored (m* <= m_1)
-  when j is the first grid point.
+- m* = the smallest grid m_j with |mean_l - P| <= tol for every l >= j. Right-censored when that j is one of
+  the two plateau points or none qualifies: the bound recorded is m_(K-1), the second-largest grid m, meaning
+  m* >= m_(K-1), i.e. m* > m_(K-2); left-censored (m* <= m_1) when j is the first grid point.
 - The least-squares slope b = sum_i w_i log m*_i, w_i = (u_i - mean u)/sum (u - mean u)^2 with u = log n, is
   linear in the log m* values, so censored points give an interval [b_min, b_max]: a right-censored y >= c
   adds w c to b_min when w > 0 and -inf when w < 0 (symmetrically for b_max and for left censoring).
