@@ -14,7 +14,6 @@ from crl.stats import (
     loglog_slope,
     loglog_slope_from_replicates,
     mean_se,
-    saturation_point,
 )
 
 GRID = np.geomspace(4.0, 512.0, 8)
@@ -234,36 +233,6 @@ def test_bad_violation_input_raises() -> None:
         bound_violations([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="empty"):
         bound_violations([], [])
-
-
-def test_saturation_point_recovers_the_closed_form_crossing() -> None:
-    """If this fails, m* is not where |y - plateau| = eps for y = 1 - 0.1 log(1000/x) (crossing 1000 e^-0.5)."""
-    grid = np.geomspace(10.0, 1000.0, 7)
-    y = 1.0 - 0.1 * np.log(1000.0 / grid)
-    found = saturation_point(grid, y, eps=0.05)
-    assert found.plateau == pytest.approx(1.0)
-    assert found.x_star == pytest.approx(1000.0 * math.exp(-0.5), rel=1e-9)
-    assert not found.censored
-    on_grid = saturation_point(grid, y, eps=0.05, interpolate=False)
-    assert on_grid.x_star == pytest.approx(grid[grid >= 1000.0 * math.exp(-0.5)][0])
-
-
-def test_saturation_point_ignores_an_early_dip_into_the_band() -> None:
-    """If this fails, a noisy early point within eps would be taken as saturation although later ones leave."""
-    grid = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
-    y = np.array([0.5, 0.99, 0.7, 0.995, 1.0])
-    found = saturation_point(grid, y, eps=0.02, interpolate=False)
-    assert found.index == 3 and found.x_star == 8.0
-
-
-def test_saturation_point_flags_censoring_and_rejects_an_unreached_plateau() -> None:
-    """If this fails, a grid that starts saturated is not flagged, or a plateau never reached passes."""
-    grid = np.array([1.0, 2.0, 4.0])
-    assert saturation_point(grid, [0.99, 1.0, 1.0], eps=0.05).censored
-    with pytest.raises(ValueError, match="not within eps"):
-        saturation_point(grid, [0.1, 0.2, 0.3], eps=0.05, plateau=1.0)
-    with pytest.raises(ValueError, match="strictly increasing"):
-        saturation_point([1.0, 1.0, 2.0], [0.1, 0.2, 0.3], eps=0.05)
 
 
 def test_mean_se_and_t_interval_match_scipy() -> None:

@@ -8,8 +8,8 @@ Every claim of docs/theory.md section 7 reduces its measurements to one of three
   :func:`loglog_slope` and :func:`loglog_slope_from_replicates`);
 - **a bound** (C1, C2, C7, C9): how many measured values exceed their bound by more than their Monte-Carlo
   error (:func:`bound_violations`), e.g. C2's ``E* - E(s) <= sqrt((2/tau)(L(s) - L*))`` ([A] Thm 3.4);
-- **a saturation point** (C6): the smallest m whose metric is within eps of its plateau
-  (:func:`saturation_point`).
+- **a saturation point** (C6 and the Fashion-MNIST m*(n) experiment): the smallest grid m from which on the
+  metric stays within a Student-t tolerance of its plateau, with censoring (:mod:`crl.stats.saturation`).
 
 All randomness comes from a ``numpy.random.Generator`` passed in; every function is float64 and raises
 ``ValueError`` naming the argument on bad input (never a silent NaN).
@@ -19,14 +19,13 @@ from crl._vocab import Estimate
 from crl.stats.bounds import INFORMATIVE_SLACK, ViolationCount, bound_violations
 from crl.stats.rates import MISFIT_TOLERANCE, RateFit, rate_fit
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
-from crl.stats.summary import Saturation, mean_se, saturation_point
+from crl.stats.summary import mean_se
 
 __all__ = [
     "INFORMATIVE_SLACK",
     "MISFIT_TOLERANCE",
     "Estimate",
     "RateFit",
-    "Saturation",
     "SlopeFit",
     "ViolationCount",
     "bound_violations",
@@ -34,5 +33,4 @@ __all__ = [
     "loglog_slope_from_replicates",
     "mean_se",
     "rate_fit",
-    "saturation_point",
 ]
