@@ -15,35 +15,56 @@ shift would be rounded to bf16/fp16, and on CUDA the underflow test would synchr
 """
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from crl.objectives._blocks import block_logits
 from crl.objectives._mask import LeaveOut
 
 NEGLIGIBLE_TOTAL = math.exp(-60.0)
 """A block row (or column) sum below this, relative to its shift, is recomputed from the exact maxima."""
 
 
-@dataclass(frozen=True)
 class ShiftedOperands:
-    """Queries with ``-shift`` appended and candidates with a column of ones: their product is S_ij - shift_i.
+    """Block products S_ij - shift_i, each from a GEMM of ``[q_i, -shift_i]`` (rows) and ``[c_j, 1]`` (columns).
+
+    The augmented rows and columns are written per block into two small buffers (the rows once per row block), so
+    the extra memory is O(block), not another copy of q and c.
 
     Attributes:
-        queries: (n, d + 1) ``[q, -shift]``.
-        candidates: (m, d + 1) ``[c, 1]``.
         shift: (n,) the shift of each row.
     """
 
-    queries: Tensor
-    candidates: Tensor
-    shift: Tensor
+    def __init__(self, q: Tensor, c: Tensor, shift: Tensor, block: tuple[int, int]) -> None:
+        depth = q.shape[1] + 1
+        self._q, self._c, self.shift = q, c, shift
+        self._rows = q.new_empty(min(block[0], q.shape[0]), depth)
+        self._cols = c.new_ones(min(block[1], c.shape[0]), depth)
+        self._rows_span = self._cols_span = (-1, -1)
+
+    def _augmented_rows(self, r0: int, r1: int) -> Tensor:
+        """[q_i, -shift_i] for rows r0:r1 (rewritten only when the row block changes)."""
+        rows = self._rows[: r1 - r0]
+        if self._rows_span != (r0, r1):
+            rows[:, :-1] = self._q[r0:r1]
+            torch.neg(self.shift[r0:r1], out=rows[:, -1])
+            self._rows_span = (r0, r1)
+        return rows
+
+    def _augmented_cols(self, c0: int, c1: int) -> Tensor:
+        """[c_j, 1] for columns c0:c1 (rewritten only when the column block changes: once for full-row stripes)."""
+        cols = self._cols[: c1 - c0]
+        if self._cols_span != (c0, c1):
+            cols[:, :-1] = self._c[c0:c1]
+            self._cols_span = (c0, c1)
+        return cols
 
     def exp_block(self, r0: int, r1: int, c0: int, c1: int, leave: LeaveOut, out: Tensor) -> Tensor:
         """exp(S_ij - shift_i) of rows r0:r1 and columns c0:c1, in ``out`` (left-out entries 0)."""
-        return block_logits(self.queries, self.candidates, r0, r1, c0, c1, leave, out).exp_()
+        cols = self._augmented_cols(c0, c1)
+        with torch.autocast(out.device.type, enabled=False):
+            torch.mm(self._augmented_rows(r0, r1), cols.T, out=out)
+        return leave.apply(out, r0, r1, c0, c1).exp_()
 
 
 def shifted_path(q: Tensor) -> bool:
@@ -51,17 +72,15 @@ def shifted_path(q: Tensor) -> bool:
     return q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64)
 
 
-def shifted_operands(q: Tensor, c: Tensor, shift: Tensor) -> ShiftedOperands:
-    """The operands whose block products are S_ij - shift_i (``shift`` (n,) finite, in q's dtype)."""
-    queries = torch.cat([q, -shift.to(q.dtype)[:, None]], dim=1)
-    candidates = torch.cat([c, c.new_ones(c.shape[0], 1)], dim=1)
-    return ShiftedOperands(queries, candidates, shift)
+def shifted_operands(q: Tensor, c: Tensor, shift: Tensor, block: tuple[int, int]) -> ShiftedOperands:
+    """The operands whose (block rows x block cols) products are S_ij - shift_i (``shift`` (n,) finite, q's dtype)."""
+    return ShiftedOperands(q, c, shift.to(q.dtype), block)
 
 
-def bounded_operands(q: Tensor, c: Tensor) -> ShiftedOperands:
+def bounded_operands(q: Tensor, c: Tensor, block: tuple[int, int]) -> ShiftedOperands:
     """Operands shifted by the Cauchy-Schwarz bound b_i = |q_i| max_j |c_j| >= max_j <q_i, c_j>."""
     bound = torch.linalg.vector_norm(q, dim=1) * torch.linalg.vector_norm(c, dim=1).max()
-    return shifted_operands(q, c, bound)
+    return shifted_operands(q, c, bound, block)
 
 
 def trusted_row_totals(block: Tensor) -> Tensor | None:

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from crl.objectives._blocks import Workspace, spans
+from crl.objectives._blocks import Workspace, accumulate_transposed, spans
 from crl.objectives._mask import LeaveOut
 
 _SOFTPLUS_THRESHOLD = {torch.float64: 37.0}
@@ -79,14 +79,14 @@ class _SigmoidChunks(torch.autograd.Function):
         p_weight = -torch.sigmoid(-(pos / tau + bias)) / tau
         reduced = torch.empty_like(a)
         row_sums = torch.zeros(n, dtype=a.dtype, device=a.device)
-        grad_c = torch.zeros_like(cand)
+        grad_c_t = cand.new_zeros(cand.shape[::-1])
         scaled = a * (grad / tau)[:, None]
         work = Workspace(min(n, rows), total, a, False)
         operands = _with_bias(q, cand, bias)
         for r0, r1 in spans(n, rows):
             sig = _logits(operands, r0, r1, offset, work.first(r1 - r0, total)).sigmoid_()
             torch.mm(sig, cand, out=reduced[r0:r1])
-            grad_c.addmm_(sig.T, scaled[r0:r1])
+            accumulate_transposed(grad_c_t, scaled[r0:r1], sig)
             if ctx.needs_input_grad[4]:
                 torch.sum(sig, dim=1, out=row_sums[r0:r1])
         g_pos = grad * p_weight
@@ -98,7 +98,7 @@ class _SigmoidChunks(torch.autograd.Function):
         grad_bias = None
         if ctx.needs_input_grad[4]:
             grad_bias = (grad * (row_sums + tau * p_weight)).sum()
-        return grad_a, grad_p, grad_c, grad_tau, grad_bias, None, None
+        return grad_a, grad_p, grad_c_t.T.contiguous(), grad_tau, grad_bias, None, None
 
 
 def sigmoid_chunk_values(

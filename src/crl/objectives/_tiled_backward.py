@@ -13,7 +13,7 @@ and dq = W c, dc = W^T q accumulate block by block (:func:`backward_blocks`). Po
 import torch
 from torch import Tensor
 
-from crl.objectives._blocks import Workspace, accumulate_product, block_logits, spans
+from crl.objectives._blocks import Workspace, accumulate_product, accumulate_transposed, block_logits, spans
 from crl.objectives._mask import LeaveOut
 from crl.objectives._shifted import ShiftedOperands, shifted_operands, shifted_path
 
@@ -84,10 +84,12 @@ def _exact_weights(
     return weights if by_column is None else weights.add_(by_column)
 
 
-def _row_shifted(q: Tensor, c: Tensor, row_shift: Tensor, eligible: bool) -> ShiftedOperands | None:
+def _row_shifted(
+    q: Tensor, c: Tensor, row_shift: Tensor, eligible: bool, blocks: tuple[int, int]
+) -> ShiftedOperands | None:
     """The backward pass's fast-path operands (products S_ij - rs_i), where they apply and every rs_i is finite."""
     if eligible and shifted_path(q) and bool(torch.isfinite(row_shift).all()):
-        return shifted_operands(q, c, row_shift)
+        return shifted_operands(q, c, row_shift, blocks)
     return None
 
 
@@ -112,12 +114,12 @@ def backward_blocks(
     n, m = q.shape[0], c.shape[0]
     acc = row_lse.dtype
     grad_q = torch.zeros(q.shape, dtype=acc, device=q.device) if needs[0] else None
-    grad_c = torch.zeros(c.shape, dtype=acc, device=c.device) if needs[1] else None
+    grad_c_t = torch.zeros(c.shape[::-1], dtype=acc, device=c.device) if needs[1] else None
     work = Workspace(min(n, block_rows), min(m, block_cols), row_lse, columns)
     row_shift, row_scale = _fold_gradient(row_lse, grad_row)
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
     rank_one = columns and row_scale is None and col_scale is None and q.device.type == "cpu"
-    shifted = _row_shifted(q, c, row_shift, rank_one or not columns)
+    shifted = _row_shifted(q, c, row_shift, rank_one or not columns, blocks)
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
             out = work.first(r1 - r0, c1 - c0)
@@ -139,6 +141,6 @@ def backward_blocks(
                 )
             if grad_q is not None:
                 accumulate_product(grad_q[r0:r1], weights, c[c0:c1])
-            if grad_c is not None:
-                accumulate_product(grad_c[c0:c1], weights.T, q[r0:r1])
-    return grad_q, grad_c
+            if grad_c_t is not None:
+                accumulate_transposed(grad_c_t[:, c0:c1], q[r0:r1], weights)
+    return grad_q, None if grad_c_t is None else grad_c_t.T.contiguous()

@@ -26,6 +26,7 @@ from crl._vocab import check_count
 from crl.objectives._blocks import (
     Workspace,
     accumulate_product,
+    accumulate_transposed,
     accumulator_dtype,
     block_logits,
     low_precision,
@@ -122,7 +123,7 @@ def _forward_blocks(
     row_lse = torch.full((n,), -math.inf, dtype=like.dtype, device=q.device)
     col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=like.dtype, device=q.device)
     work = Workspace(min(n, block_rows), min(m, block_cols), like, want_columns)
-    shifted = bounded_operands(q, c) if shifted_path(q) else None
+    shifted = bounded_operands(q, c, (block_rows, block_cols)) if shifted_path(q) else None
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
             out = work.first(r1 - r0, c1 - c0)
@@ -177,10 +178,10 @@ def _forward_stripes(
     acc = accumulator_dtype(q)
     row_lse = torch.empty(n, dtype=acc, device=q.device)
     grad_q = torch.zeros(q.shape, dtype=acc, device=q.device) if needs[0] else None
-    grad_c = torch.zeros(c.shape, dtype=acc, device=c.device) if needs[1] else None
+    grad_c_t = torch.zeros(c.shape[::-1], dtype=acc, device=c.device) if needs[1] else None
     forecasts = torch.empty(n, dtype=acc, device=q.device)
     work = Workspace(min(n, stripe_rows), m, row_lse, False)
-    shifted = bounded_operands(q, c) if shifted_path(q) else None
+    shifted = bounded_operands(q, c, (stripe_rows, m)) if shifted_path(q) else None
     for r0, r1 in spans(n, stripe_rows):
         block, total, top = _stripe_exps(q, c, shifted, (r0, r1), leave, work.first(r1 - r0, m))
         torch.add(total.log(), top, out=row_lse[r0:r1])
@@ -189,9 +190,9 @@ def _forward_stripes(
         if grad_q is not None:
             accumulate_product(grad_q[r0:r1], block, c)
             grad_q[r0:r1].mul_(scale)
-        if grad_c is not None:
-            accumulate_product(grad_c, block.T, (q[r0:r1] * scale).to(q.dtype))
-    return row_lse, forecasts, grad_q, grad_c
+        if grad_c_t is not None:
+            accumulate_transposed(grad_c_t, (q[r0:r1] * scale).to(q.dtype), block)
+    return row_lse, forecasts, grad_q, None if grad_c_t is None else grad_c_t.T.contiguous()
 
 
 def _proportion(grad: Tensor, forecast: Tensor) -> Tensor | None:
