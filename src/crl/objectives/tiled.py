@@ -69,96 +69,59 @@ def _accumulate_columns(exps: Tensor, top: Tensor, col_lse: Tensor, recompute: C
         _accumulate_lse(recompute(), 0, col_lse)
 
 
-def _accumulate_both_lse(
-    block: Tensor, row_lse: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]
-) -> None:
-    """Row and column log-sum-exps of one block of logits from a single exp pass (:func:`_accumulate_columns`).
-
-    Off the CPU (no host synchronisation per block), the columns are always computed exactly from ``recompute()``.
-    """
-    if block.device.type != "cpu":
-        _accumulate_lse(recompute(), 0, col_lse)
-        _accumulate_lse(block, 1, row_lse)
-        return
-    top = block.amax(dim=1).nan_to_num_(neginf=0.0)
-    block.sub_(top[:, None]).exp_()
-    torch.logaddexp(row_lse, block.sum(dim=1).log_().add_(top), out=row_lse)
-    _accumulate_columns(block, top, col_lse, recompute)
+GradientForecast = Callable[[Tensor, int, int], Tensor]
+"""Maps (row log-sum-exps of rows r0:r1, r0, r1) to the gradient that the loss will send to them, up to a scalar."""
 
 
-def _accumulate_shifted(
-    shifted: ShiftedOperands,
+def _block_exps(
+    q: Tensor,
+    c: Tensor,
+    shifted: ShiftedOperands | None,
     span: tuple[int, int, int, int],
     leave: LeaveOut,
     out: Tensor,
-    lse: tuple[Tensor, Tensor],
-    recompute: Callable[[], Tensor],
-) -> bool:
-    """One block of the fast path (:mod:`crl.objectives._shifted`): E_ij = exp(S_ij - b_i) from the GEMM, its row
-    sums and (when ``lse`` has columns) column sums. False, with nothing accumulated, when a row sum is too small
-    to trust: the caller then redoes the block from its exact row maxima."""
+) -> tuple[Tensor, Tensor, Tensor]:
+    """E_ij = exp(S_ij - top_i) of one block (in ``out``), its row sums z_i and the shifts top_i: the fast path's
+    bounds b_i (:mod:`crl.objectives._shifted`) when every row sum can be trusted, else the exact row maxima."""
     r0, r1, c0, c1 = span
-    row_lse, col_lse = lse
-    exps = shifted.exp_block(r0, r1, c0, c1, leave, out)
-    totals = trusted_row_totals(exps)
-    if totals is None:
-        return False
-    shift = shifted.shift[r0:r1]
-    torch.logaddexp(row_lse[r0:r1], totals.log_().add_(shift), out=row_lse[r0:r1])
-    if col_lse.numel() > 0:
-        _accumulate_columns(exps, shift, col_lse[c0:c1], recompute)
-    return True
-
-
-GradientForecast = Callable[[Tensor, int, int], Tensor]
-"""Maps (row log-sum-exps of rows r0:r1, r0, r1) to the gradient that the loss will send to them, up to a scalar."""
+    if shifted is not None:
+        exps = shifted.exp_block(r0, r1, c0, c1, leave, out)
+        totals = trusted_row_totals(exps)
+        if totals is not None:
+            return exps, totals, shifted.shift[r0:r1]
+    block = block_logits(q, c, r0, r1, c0, c1, leave, out)
+    top = block.amax(dim=1).nan_to_num_(neginf=0.0)
+    return block, block.sub_(top[:, None]).exp_().sum(dim=1), top
 
 
 def _forward_blocks(
     q: Tensor, c: Tensor, leave: LeaveOut, want_columns: bool, block_rows: int, block_cols: int
 ) -> tuple[Tensor, Tensor]:
-    """Row (and column) log-sum-exps, one (rows x cols) block at a time."""
+    """Row (and column) log-sum-exps, one (rows x cols) block at a time, from one exp pass per block.
+
+    On the CPU the column sums come from the same exp pass (:func:`_accumulate_columns`); off it (no host
+    synchronisation per block) each block's column log-sum-exps are computed exactly from its logits again.
+    """
     n, m = q.shape[0], c.shape[0]
     like = q.new_empty(0, dtype=accumulator_dtype(q))
     row_lse = torch.full((n,), -math.inf, dtype=like.dtype, device=q.device)
     col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=like.dtype, device=q.device)
     work = Workspace(min(n, block_rows), min(m, block_cols), like, want_columns)
     shifted = bounded_operands(q, c, (block_rows, block_cols)) if shifted_path(q) else None
+    on_cpu = q.device.type == "cpu"
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            out = work.first(r1 - r0, c1 - c0)
-            spare = (
-                work.second(r1 - r0, c1 - c0) if want_columns else out
-            )  # recompute serves the columns only
-            recompute = partial(block_logits, q, c, r0, r1, c0, c1, leave, spare)
-            span = (r0, r1, c0, c1)
-            if shifted is not None and _accumulate_shifted(
-                shifted, span, leave, out, (row_lse, col_lse), recompute
-            ):
-                continue
-            block = block_logits(q, c, r0, r1, c0, c1, leave, out)
             if want_columns:
-                _accumulate_both_lse(block, row_lse[r0:r1], col_lse[c0:c1], recompute)
-            else:
-                _accumulate_lse(block, 1, row_lse[r0:r1])
+                recompute = partial(block_logits, q, c, r0, r1, c0, c1, leave, work.second(r1 - r0, c1 - c0))
+                if not on_cpu:
+                    _accumulate_lse(recompute(), 0, col_lse[c0:c1])
+            exps, totals, top = _block_exps(
+                q, c, shifted, (r0, r1, c0, c1), leave, work.first(r1 - r0, c1 - c0)
+            )
+            torch.logaddexp(row_lse[r0:r1], totals.log_().add_(top), out=row_lse[r0:r1])
+            if want_columns and on_cpu:
+                _accumulate_columns(exps, top, col_lse[c0:c1], recompute)
     return row_lse, col_lse
-
-
-def _stripe_exps(
-    q: Tensor, c: Tensor, shifted: ShiftedOperands | None, rows: tuple[int, int], leave: LeaveOut, out: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """E_ij = exp(S_ij - top_i) for the rows r0:r1 over every column (in ``out``), the row sums z_i and top_i:
-    the fast path's bounds b_i when their sums can be trusted, else the exact row maxima."""
-    r0, r1 = rows
-    m = c.shape[0]
-    if shifted is not None:
-        exps = shifted.exp_block(r0, r1, 0, m, leave, out)
-        totals = trusted_row_totals(exps)
-        if totals is not None:
-            return exps, totals, shifted.shift[r0:r1]
-    block = block_logits(q, c, r0, r1, 0, m, leave, out)
-    top = block.amax(dim=1).nan_to_num_(neginf=0.0)
-    return block, block.sub_(top[:, None]).exp_().sum(dim=1), top
 
 
 def _forward_stripes(
@@ -183,7 +146,7 @@ def _forward_stripes(
     work = Workspace(min(n, stripe_rows), m, row_lse, False)
     shifted = bounded_operands(q, c, (stripe_rows, m)) if shifted_path(q) else None
     for r0, r1 in spans(n, stripe_rows):
-        block, total, top = _stripe_exps(q, c, shifted, (r0, r1), leave, work.first(r1 - r0, m))
+        block, total, top = _block_exps(q, c, shifted, (r0, r1, 0, m), leave, work.first(r1 - r0, m))
         torch.add(total.log(), top, out=row_lse[r0:r1])
         forecasts[r0:r1] = forecast(row_lse[r0:r1], r0, r1)
         scale = (forecasts[r0:r1] / total)[:, None]
