@@ -70,10 +70,10 @@ def _exact_weights(
     with rank-one ``factors`` the column term comes from the row term's exp pass (:func:`_rank_one_factors`).
     """
     (row_shift, col_shift), (row_scale, col_scale) = shifts, scales
-    by_column = None
     if factors is not None:
         weights = logits.sub_(row_shift[:, None]).exp_()
         return weights.addcmul_(weights, _outer(factors[0], factors[1], spare))
+    by_column = None
     if col_shift.numel() > 0:
         by_column = torch.sub(logits, col_shift[None, :], out=spare).exp_()
         if col_scale is not None:
