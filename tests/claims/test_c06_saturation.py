@@ -1,6 +1,7 @@
 """C6 (synthetic): the m* rule with its censoring, the slope intervals, the verdict, the fit and the exact metric."""
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from scipy import stats as scipy_stats
 
 from crl.claims._c06_fit import CircleTruth, Sample, draw_sample, fit_in_ball, risk_derivatives
 from crl.claims.base import Verdict
-from crl.claims.c06_saturation import _judge
+from crl.claims.c06_saturation import _cell_params, _judge, claim_and_control
 from crl.objectives import contrastive_loss_from_scores
 from crl.stats.saturation import (
     LEFT,
@@ -94,6 +95,33 @@ def test_every_verdict_is_reachable() -> None:
     a = np.array([1.0] * 41)
     diff = slope_difference(SlopeBounds(a, a, a), SlopeBounds(a * 0, a * 0, a * 0), 0.9)
     assert _judge(diff, 3)[0] is Verdict.INCONCLUSIVE  # unconverged fits block a PASS
+
+
+def test_the_swapped_arms_control_fails_where_the_claim_passes() -> None:
+    """If this fails, the control is not the claim's rule with the arms swapped (an SSCRL' arm in SCRL's role),
+    so it could not show a FAIL where the claim's effect is resolved."""
+    scrl = np.full(41, 0.5)
+    sscrl = np.full(41, 1.0)
+    sscrl[1::2] = 0.9
+    slopes = {
+        arm: SlopeBounds(s, s, s) for arm, s in {"scrl": scrl, "sscrl": sscrl, "control": sscrl}.items()
+    }
+    claim, control = claim_and_control(slopes, 0.9)
+    assert _judge(claim, 0)[0] is Verdict.PASS and _judge(control, 0)[0] is Verdict.FAIL
+    assert control.point == pytest.approx(-claim.point)
+    assert (control.ci_low, control.ci_high) == pytest.approx((-claim.ci_high, -claim.ci_low))
+
+
+def test_the_control_arm_is_sscrl_on_pairs_of_its_own() -> None:
+    """If this fails, the control's SSCRL' arm shares the claim's pairs or is not the shared-negative regime."""
+
+    class Seeds:
+        def seed_for(self, *key: object) -> int:
+            return zlib.crc32(repr(key).encode())
+
+    params = {arm: _cell_params(Seeds(), arm, 64, 3, (2, 4)) for arm in ("scrl", "sscrl", "control")}  # type: ignore[arg-type]
+    assert params["control"]["regime"] == "sscrl" == params["sscrl"]["regime"]
+    assert params["scrl"]["pair_seed"] == params["sscrl"]["pair_seed"] != params["control"]["pair_seed"]
 
 
 def test_excess_risk_is_zero_at_s_star_and_matches_a_quadrature_of_l_minus_l_star() -> None:

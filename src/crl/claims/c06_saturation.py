@@ -13,7 +13,9 @@ largest m, tol = max(Student-t half-width of the plateau at the per-part level, 
 grid's ends; the least-squares slope of log m* on log n as an interval over the censored values; the CI of
 slope(SSCRL) - slope(SCRL) by a bootstrap over >= 30 seeds; PASS when it lies above 0.
 
-Negative control: a second SCRL arm (independent pairs and negatives) in place of SSCRL: true difference 0.
+Negative control: swapped arms. The claim's SCRL arm in SSCRL's role and a second SSCRL arm (SSCRL', on pairs
+and negatives independent of the claim's) in SCRL's: slope(SCRL) - slope(SSCRL') has minus the claim's true
+difference, so where the claim holds the rule must return FAIL.
 """
 
 import math
@@ -54,7 +56,7 @@ TRUTH = CircleTruth(kappa=4.0, kappa0=2.0, tau=0.5)
 RADIUS = 6.0
 """Ball radius: 2 |theta*| (|theta*| = tau sqrt(2 kappa^2 + kappa0^2) = 3)."""
 ARMS = ("scrl", "sscrl", "control")
-REGIME = {"scrl": "scrl", "sscrl": "sscrl", "control": "scrl"}
+REGIME = {"scrl": "scrl", "sscrl": "sscrl", "control": "sscrl"}
 PLANS: dict[Fidelity, dict[str, Any]] = {
     Fidelity.QUICK: {"n": (8, 16, 32, 64, 128), "m": tuple(2**i for i in range(1, 10)), "seeds": 30},
     Fidelity.STANDARD: {"n": (32, 64, 128, 256, 512), "m": tuple(2**i for i in range(1, 12)), "seeds": 32},
@@ -124,12 +126,14 @@ class Saturation(Claim):
         "(slope intervals, never dropped). CI of the difference: bootstrap over >= 30 seeds (2000 resamples), "
         "lower end from the lower bounds, upper end from the upper bounds. PASS if the CI's lower end is > 0, "
         "FAIL if its upper end is < 0, INCONCLUSIVE otherwise. Both slopes are reported against 1/2 and 1. "
-        "Control: a second SCRL arm in place of SSCRL (true difference 0); it must not PASS."
+        "Control: swapped arms, slope(SCRL) - slope(SSCRL') with SSCRL' on independent pairs (true difference "
+        "minus the claim's); expected FAIL where the claim PASSes, never PASS."
     )
     control_description: ClassVar[str] = (
-        "A second SCRL arm (independent pairs and negatives, each anchor its own m) in place of SSCRL, so the "
-        "true slope difference is 0; same fits, metric, m* rule, censoring, bootstrap and level; it must not "
-        "PASS."
+        "Swapped arms: the claim's SCRL arm in SSCRL's role and a second SSCRL arm (SSCRL', independent pairs "
+        "and negatives) in SCRL's, so the true difference slope(SCRL) - slope(SSCRL') is minus the claim's; "
+        "same fits, metric, m* rule, censoring, bootstrap and level; it must not PASS, and where the claim "
+        "PASSes it must FAIL."
     )
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
@@ -151,8 +155,7 @@ class Saturation(Claim):
         m_values = np.asarray(grid_m, dtype=np.float64)
         sats = {arm: saturations(m_values, by_arm[arm], weights, ctx.level) for arm in ARMS}
         slopes = {arm: slope_bounds(log_n, sats[arm]) for arm in ARMS}
-        claim = slope_difference(slopes["sscrl"], slopes["scrl"], ctx.level)
-        control = slope_difference(slopes["control"], slopes["scrl"], ctx.level)
+        claim, control = claim_and_control(slopes, ctx.level)
         verdict, reasons = _judge(claim, unconverged)
         control_verdict, control_reasons = _judge(control, unconverged)
         table = _table(grid_n, grid_m, by_arm, sats, records)
@@ -165,7 +168,7 @@ class Saturation(Claim):
             ],
             control_verdict=control_verdict,
             control_statistics=[
-                _difference_statistic("control: slope(SCRL') - slope(SCRL)", control, ctx.level),
+                _difference_statistic("control: slope(SCRL) - slope(SSCRL')", control, ctx.level),
                 _slope_statistic("control", slopes["control"], ctx.level),
             ],
             figures=[_figure(grid_n, grid_m, sats)],
@@ -176,10 +179,17 @@ class Saturation(Claim):
         )
 
 
+def claim_and_control(slopes: dict[str, SlopeBounds], level: float) -> tuple[Difference, Difference]:
+    """The claim's slope(SSCRL) - slope(SCRL) and the swapped-arms control's slope(SCRL) - slope(SSCRL')."""
+    claim = slope_difference(slopes["sscrl"], slopes["scrl"], level)
+    control = slope_difference(slopes["scrl"], slopes["control"], level)
+    return claim, control
+
+
 def _cell_params(
     ctx: ClaimContext, arm: str, n: int, replicate: int, grid_m: Sequence[int]
 ) -> dict[str, Any]:
-    """A cell's parameters; SCRL and SSCRL share the pairs of (n, replicate), the control has its own."""
+    """A cell's parameters; SCRL and SSCRL share the pairs of (n, replicate), the control's SSCRL' its own."""
     pair_key = "control" if arm == "control" else "claim"
     return {
         "arm": arm,
@@ -310,7 +320,7 @@ def _notes(
 
 def _figure(grid_n: Sequence[int], grid_m: Sequence[int], sats: dict[str, Saturations]) -> FigureSpec:
     """m*(n) per arm on log-log axes (censored points at their bounds), with slopes 1/2 and 1 for reference."""
-    labels = {"scrl": "SCRL", "sscrl": "SSCRL", "control": "control: second SCRL arm"}
+    labels = {"scrl": "SCRL", "sscrl": "SSCRL", "control": "control: SSCRL' (independent pairs)"}
     series = [
         points(
             labels[arm],
