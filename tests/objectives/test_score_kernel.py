@@ -77,3 +77,31 @@ def test_kernel_gradcheck() -> None:
     assert torch.autograd.gradcheck(
         lambda a, p, t: pairwise_loss(a, p, tau=t, psi="logistic", chunk=2), (a, p, tau)
     )
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize("scale", [1.0, -2.5])
+def test_sigmoid_forward_products_serve_a_uniform_gradient_without_recomputing(
+    explicit: bool, scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, the gradient products formed in the forward pass (for a mean or sum of the values) are not
+    exact, a uniform incoming gradient still recomputes the logits, or a weighted one does not."""
+    from crl.objectives import _sigmoid_kernel
+
+    a, p, neg, tau, bias = _leaves(explicit)
+    calls = []
+    logits = _sigmoid_kernel._logits
+    monkeypatch.setattr(_sigmoid_kernel, "_logits", lambda *args: calls.append(1) or logits(*args))
+    got = sigmoid_loss(a, p, neg, tau=tau, bias=bias, chunk=3, reduction="none")
+    forward_calls = len(calls)
+    inputs = [leaf for leaf in (a, p, neg, tau, bias) if leaf is not None]
+    got_grads = torch.autograd.grad(got.sum() * scale, inputs)
+    assert forward_calls == 3 and len(calls) == forward_calls
+    pos, scores = _plain_scores(a, p, neg)
+    want = F.softplus(-(pos / tau + bias)) + F.softplus(scores / tau + bias).sum(dim=1)
+    want_grads = torch.autograd.grad(want.sum() * scale, inputs)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+    weighted = sigmoid_loss(a, p, neg, tau=tau, bias=bias, chunk=3, reduction="none")
+    torch.autograd.grad((weighted * torch.linspace(-1.0, 2.0, N, dtype=torch.float64)).sum(), inputs)
+    assert len(calls) == 3 * forward_calls  # its forward pass, then a weighted backward that recomputes
