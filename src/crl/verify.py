@@ -121,6 +121,7 @@ def run_verify(
                 (out / f"{RESULTS_FILE}{suffix}").unlink(missing_ok=True)
         run_id = new_run_id()
         started, start = datetime.now(UTC), time.perf_counter()
+        commit = _git_commit()  # the code that computes the cells, even if the checkout changes during the run
         check_results_file(out / RESULTS_FILE)  # a damaged or foreign file: named, with --fresh
         with SweepStore(out / RESULTS_FILE) as store:
             store.begin_run(
@@ -138,7 +139,7 @@ def run_verify(
             run_id=run_id,
             date=started.isoformat(timespec="seconds"),
             crl_version=__version__,
-            git_commit=_git_commit(),
+            git_commit=commit,
             fidelity=str(fidelity),
             budget_s=fidelity.budget_s,
             seed=seed,
