@@ -305,3 +305,26 @@ def test_an_output_folder_with_rich_markup_in_its_name_is_printed_as_text(
     result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "quick", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert "a[/]b" in result.output
+
+
+def test_the_report_names_the_commit_the_run_started_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, a checkout changed during a long run would be named as the code that computed its cells."""
+    checkout = {"commit": "startcommit"}
+    run_claims = crl.verify._run_claims
+
+    def run_then_check_out(*args: Any, **kwargs: Any) -> Any:
+        results = run_claims(*args, **kwargs)
+        checkout["commit"] = "latercommit"  # the checkout moves while the run is still going
+        return results
+
+    monkeypatch.setattr(crl.verify, "_git_commit", lambda: checkout["commit"])
+    monkeypatch.setattr(crl.verify, "_run_claims", run_then_check_out)
+    out = tmp_path / "v"
+    assert (
+        _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "quick", "--out", str(out)).exit_code
+        == 0
+    )
+    markdown = (out / "report.md").read_text()
+    assert "git startcommit" in markdown and "latercommit" not in markdown
