@@ -121,7 +121,8 @@ def run_verify(
                 (out / f"{RESULTS_FILE}{suffix}").unlink(missing_ok=True)
         run_id = new_run_id()
         started, start = datetime.now(UTC), time.perf_counter()
-        commit = _git_commit()  # the code that computes the cells, even if the checkout changes during the run
+        # the code that computes the cells, even if the checkout changes during the run
+        commit = _git_commit()
         check_results_file(out / RESULTS_FILE)  # a damaged or foreign file: named, with --fresh
         with SweepStore(out / RESULTS_FILE) as store:
             store.begin_run(
