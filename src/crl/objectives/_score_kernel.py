@@ -30,6 +30,7 @@ from torch.autograd.function import once_differentiable
 
 from crl.objectives._blocks import Workspace, block_logits, spans
 from crl.objectives._mask import LeaveOut
+from crl.objectives._shifted import LOG2_E
 
 
 class ScoreKernel(ABC):
@@ -48,10 +49,18 @@ class ScoreKernel(ABC):
         """Write ``W = dv/ds`` into ``out`` (``scores`` unchanged); return ``P = dv/dpos`` (c,)."""
 
 
+def log1p_exp_neg_abs(x: Tensor, out: Tensor) -> Tensor:
+    """``out <- log1p(e^-|x|) = log1p(2^(-|x| log2 e))``, the part of softplus(x) = relu(x) + log1p(e^-|x|) that
+    is not piecewise linear (0 at x = -inf). exp2 takes about half the time of exp here
+    (:mod:`crl.objectives._shifted`); the product |x| log2 e adds one rounding, relative |x| eps to e^-|x|, as large
+    as that of x itself."""
+    return torch.abs(x, out=out).mul_(-LOG2_E).exp2_().log1p_()
+
+
 def softplus_(x: Tensor, spare: Tensor) -> Tensor:
     """``x <- log(1 + e^x) = relu(x) + log1p(e^-|x|)`` in place, with ``spare`` as the one temporary."""
-    torch.abs(x, out=spare).neg_().exp_().log1p_()
-    return x.relu_().add_(spare)
+    tail = log1p_exp_neg_abs(x, spare)
+    return x.relu_().add_(tail)
 
 
 class PairwiseKernel(ScoreKernel):

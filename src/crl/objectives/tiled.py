@@ -16,7 +16,7 @@ of the symmetric loss share them.
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -42,8 +42,24 @@ from crl.objectives._shifted import (
 )
 from crl.objectives._tiled_backward import backward_blocks
 
-DEFAULT_BLOCK_ROWS = 2048
-DEFAULT_BLOCK_COLS = 4096
+DEFAULT_BLOCK_ROWS = 1024
+DEFAULT_BLOCK_COLS = 1024
+"""A 4 MiB float32 block stays in this CPU's 32 MiB L3 cache between the GEMM that writes it and the passes and
+GEMMs that read it: in one run (n = m = 16384, one thread) the symmetric loss took 1.61x its three GEMMs with
+1024 x 1024 blocks against 1.73x with 2048 x 4096 (docs/benchmarks.md)."""
+DEFAULT_STRIPE_ELEMENTS = 2048 * 4096
+"""Scores per stripe of full rows (the one-sided forecast). Its GEMMs need tall stripes: 64-row stripes of 2^20
+scores took the one-sided loss to 1.59x its three GEMMs, 512-row stripes of 2^23 scores to 1.31x (m = 16384)."""
+CUDA_BLOCK = (4096, 8192)
+"""Rows and columns per block on CUDA, where smaller blocks make too small a GEMM."""
+
+
+class Tiles(NamedTuple):
+    """How the kernel cuts the n x m logits: (rows x cols) blocks, or stripes of full rows of ``stripe`` scores."""
+
+    rows: int
+    cols: int
+    stripe: int
 
 
 def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
@@ -189,15 +205,14 @@ class _TiledLogSumExp(torch.autograd.Function):
         c: Tensor,
         leave: LeaveOut,
         want_columns: bool,
-        block_rows: int,
-        block_cols: int,
+        tiles: Tiles,
         forecast: GradientForecast | None,
     ) -> tuple[Tensor, Tensor]:
         needs = (bool(ctx.needs_input_grad[0]), bool(ctx.needs_input_grad[1]))
         low = low_precision(q)
         if low is not None:
             q, c = q.to(low), c.to(low)
-        stripe_rows = (block_rows * block_cols) // c.shape[0]
+        stripe_rows = tiles.stripe // c.shape[0]
         empty = q.new_empty(0, dtype=accumulator_dtype(q))
         on_cpu = q.device.type == "cpu"
         if forecast is not None and on_cpu and not want_columns and stripe_rows >= 1 and any(needs):
@@ -205,11 +220,11 @@ class _TiledLogSumExp(torch.autograd.Function):
             col_lse = empty
             ctx.forecast = (forecasts, grad_q, grad_c)
         else:
-            row_lse, col_lse = _forward_blocks(q, c, leave, want_columns, block_rows, block_cols)
+            row_lse, col_lse = _forward_blocks(q, c, leave, want_columns, tiles.rows, tiles.cols)
             ctx.forecast = None
         ctx.save_for_backward(q, c, row_lse, col_lse)
         ctx.leave = leave
-        ctx.blocks = (block_rows, block_cols)
+        ctx.blocks = (tiles.rows, tiles.cols)
         return row_lse, col_lse
 
     @staticmethod
@@ -228,22 +243,22 @@ class _TiledLogSumExp(torch.autograd.Function):
                     None,
                     None,
                     None,
-                    None,
                 )
         grad_q, grad_c = backward_blocks(
             q, c, row_lse, col_lse, grad_row, grad_col, ctx.leave, ctx.blocks, needs
         )
-        return grad_q, grad_c, None, None, None, None, None
+        return grad_q, grad_c, None, None, None, None
 
 
-def _block_sizes(block_size: int | None, device: torch.device) -> tuple[int, int]:
-    """(rows, cols) per block: the defaults (4x larger on CUDA, where a 2048 x 4096 block is too small a GEMM), or
-    ``block_size`` (an int >= 1, checked) for both."""
-    if block_size is None:
-        scale = 2 if device.type == "cuda" else 1
-        return DEFAULT_BLOCK_ROWS * scale, DEFAULT_BLOCK_COLS * scale
-    check_count("block_size", block_size, 1)
-    return block_size, block_size
+def _tiles(block_size: int | None, device: torch.device) -> Tiles:
+    """The defaults (CPU: 1024 x 1024 blocks, 2048 x 4096-score stripes; CUDA: 4096 x 8192 for both), or
+    ``block_size`` (an int >= 1, checked) for the rows and columns of both."""
+    if block_size is not None:
+        check_count("block_size", block_size, 1)
+        return Tiles(block_size, block_size, block_size * block_size)
+    if device.type == "cuda":
+        return Tiles(*CUDA_BLOCK, CUDA_BLOCK[0] * CUDA_BLOCK[1])
+    return Tiles(DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_COLS, DEFAULT_STRIPE_ELEMENTS)
 
 
 def tiled_logsumexp(
@@ -265,7 +280,8 @@ def tiled_logsumexp(
             positives from row ``offset`` on (in-batch: 0; a batch gathered from several ranks: this rank's first row).
         row_ids, col_ids: (n,) and (m,) integer ids; leave out every j with ``col_ids[j] == row_ids[i]`` (false
             negatives: the same item as query i's positive). Both or neither (:mod:`crl.objectives._mask`).
-        block_size: rows and columns per block (default 2048 x 4096; 4096 x 8192 on CUDA).
+        block_size: rows and columns per block (default 1024 x 1024, stripes of 2048 x 4096 scores; 4096 x 8192
+            on CUDA).
         forecast: optional ``(lse[r0:r1], r0, r1) -> g[r0:r1]``, the gradient the loss will send to the row
             log-sum-exps up to one scalar factor (a mean of per-anchor losses). With it, the gradients are computed
             in the forward pass over stripes of full rows (3 GEMMs instead of 4); a backward pass that receives
@@ -275,9 +291,9 @@ def tiled_logsumexp(
         (n,) tensor, differentiable in both inputs; equal to ``torch.logsumexp(q @ c.T, 1)`` up to rounding
         (-inf for a row whose every candidate is left out).
     """
-    rows, cols = _block_sizes(block_size, queries.device)
     leave = LeaveOut(exclude_offset, row_ids, col_ids)
-    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, leave, False, rows, cols, forecast)
+    tiles = _tiles(block_size, queries.device)
+    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, leave, False, tiles, forecast)
     return row_lse
 
 
@@ -297,9 +313,9 @@ def tiled_logsumexp_both(
     Returns:
         ``(row_lse (n,), col_lse (m,))`` with ``row_lse_i = log sum_j exp S_ij`` and ``col_lse_j = log sum_i exp S_ij``.
     """
-    rows, cols = _block_sizes(block_size, queries.device)
     leave = LeaveOut(exclude_offset, row_ids, col_ids)
-    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, leave, True, rows, cols, None)
+    tiles = _tiles(block_size, queries.device)
+    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, leave, True, tiles, None)
     return row_lse, col_lse
 
 
