@@ -156,7 +156,7 @@ def bf16_error(n: int, d: int) -> dict[str, float]:
             loss = contrastive_loss(x, y, tau=TAU, symmetric=True, tiling="tiled")
         loss.backward()
         assert x.grad is not None
-        results[name] = (loss.double(), x.grad.double())
+        results[name] = (loss.detach().double(), x.grad.double())
     (ref, ref_grad), (low, low_grad) = results["float64"], results["bf16"]
     return {
         "loss": float((low - ref).abs() / ref.abs()),

@@ -8,9 +8,10 @@ stores only the inputs and the log-sum-exps; the backward pass recomputes each b
 
     dq_i = sum_j W_ij c_j,   dc_j = sum_i W_ij q_i,   W_ij = g_i softmax_row(S)_ij + h_j softmax_col(S)_ij,
 
-with g, h the incoming gradients of the row and column log-sum-exps. Extra memory is O(block) whatever n and m;
-the cost is four GEMMs (one forward, three backward) against three for the dense computation, and both directions
-of the symmetric loss share them.
+with g, h the incoming gradients of the row and column log-sum-exps. Extra memory is O(block) beyond O((n + m) d)
+(the gradients, and on the CPU one copy of c with a column of ones) whatever n and m; the cost is four GEMMs (one
+forward, three backward) against three for the dense computation, and both directions of the symmetric loss share
+them.
 """
 
 import math
@@ -271,7 +272,8 @@ def tiled_logsumexp(
     block_size: int | None = None,
     forecast: GradientForecast | None = None,
 ) -> Tensor:
-    """Row log-sum-exp ``lse_i = log sum_j exp(<q_i, c_j>)`` of the n x m logits, in O(block) extra memory.
+    """Row log-sum-exp ``lse_i = log sum_j exp(<q_i, c_j>)`` of the n x m logits, in O(block) extra memory beyond
+    O((n + m) d).
 
     Args:
         queries: (n, d) queries, already scaled by 1/tau.
