@@ -216,6 +216,7 @@ def _run_claims(
                 _CellProgress(progress, cells),
                 level=part_level(claim.parts),
                 executor=executor,
+                module=type(claim).__module__,
             )
             result = _run_one(claim, ctx)
             store.put_claim_result(
