@@ -13,6 +13,7 @@ Cases (``--cases``):
   - ``sigmoid``: SigLIP's loss over all n^2 pairs (``sigmoid_loss``);
   - ``clip-formula``: open_clip's ClipLoss formula in plain torch (cross_entropy of both directions of a @ p.T);
   - ``bf16-symmetric``: ``symmetric-infonce`` under ``torch.autocast("cpu", torch.bfloat16)``.
+``--crossover`` prints dense against tiled milliseconds for n = m = 64..2048 (where ``tiling="auto"`` switches).
 ``--memory`` runs each case once in a fresh subprocess and prints its peak RSS growth (VmHWM minus the RSS once the
 inputs exist; it includes the inputs' gradients). ``--error`` prints the bf16 error against float64.
 Nothing is asserted: this prints. Peers (open_clip, sentence-transformers, info-nce-pytorch): benchmarks/peers.py.
@@ -164,6 +165,37 @@ def bf16_error(n: int, d: int) -> dict[str, float]:
     }
 
 
+CROSSOVER_SIZES = (64, 128, 256, 512, 1024, 2048)
+
+
+def crossover_ms(n: int, d: int, symmetric: bool, tiling: str) -> float:
+    """Median milliseconds of one forward + backward pass of the symmetric in-batch (or one-sided, m = n shared
+    negatives) InfoNCE with ``tiling`` forced, over enough repeats to last about a second."""
+    case = "symmetric-infonce" if symmetric else "one-sided"
+    tensors = inputs(n, d, case)
+    a, p = tensors[0], tensors[1]
+    negatives = None if symmetric else tensors[2]
+
+    def fn() -> torch.Tensor:
+        return contrastive_loss(a, p, negatives, tau=TAU, symmetric=symmetric, tiling=tiling)  # type: ignore[arg-type]
+
+    time_once(fn, tensors)
+    repeats = max(5, 20000 // n)
+    return 1e3 * statistics.median(time_once(fn, tensors) for _ in range(repeats))
+
+
+def print_crossover(d: int) -> None:
+    """Dense against tiled milliseconds by n = m: where ``tiling="auto"`` should switch on this machine."""
+    print(f"{'n = m':>6} {'symmetric dense':>16} {'tiled':>8} {'one-sided dense':>16} {'tiled':>8}   (ms)")
+    for n in CROSSOVER_SIZES:
+        times = [
+            crossover_ms(n, d, symmetric, tiling)
+            for symmetric in (True, False)
+            for tiling in ("dense", "tiled")
+        ]
+        print(f"{n:>6} {times[0]:>16.2f} {times[1]:>8.2f} {times[2]:>16.2f} {times[3]:>8.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16384])
@@ -179,11 +211,16 @@ def main() -> None:
     )
     parser.add_argument("--memory", action="store_true", help="peak RSS growth per case (subprocesses)")
     parser.add_argument("--error", action="store_true", help="bf16 error against float64 at each size")
+    parser.add_argument("--crossover", action="store_true", help="dense vs tiled time for n = m = 64..2048")
     parser.add_argument("--peak", nargs=3, metavar=("CASE", "N", "D"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.peak:
         print(json.dumps(peak_growth(args.peak[0], int(args.peak[1]), int(args.peak[2]))))
+        return
+    if args.crossover:
+        print(f"torch {torch.__version__}, {args.threads} thread(s), d = {args.d}, load {os.getloadavg()}")
+        print_crossover(args.d)
         return
     print(f"torch {torch.__version__}, {args.threads} thread(s), d = {args.d}, load before {os.getloadavg()}")
     print(

@@ -7,6 +7,7 @@ leaving out the anchor's own positive and, with item ids, its false negatives (:
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from crl._vocab import Form
@@ -21,12 +22,17 @@ from crl.objectives.tiled import (
 )
 
 TILED_ABOVE_ELEMENTS = 1 << 22
-"""``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores."""
+"""``tiling="auto"`` switches from the dense n x m matrix to the tiled kernel above this many scores (CUDA)."""
+CPU_TILED_ABOVE_ELEMENTS = 1 << 17
+"""The same switch on the CPU, where the tiled kernel is the faster from about 512 x 512 scores on (symmetric loss,
+forward + backward, d = 128, one thread: 5.7 against 8.7 ms at n = m = 512, 66 against 126 ms at 2048; dense 2.1
+against 2.4 ms at 256; ``benchmarks/objectives.py --crossover``)."""
 
 
-def use_tiled(tiling: Tiling, n: int, m: int) -> bool:
-    """Whether ``tiling`` ("auto" by the number of scores n m) picks the tiled kernel."""
-    return tiling == "tiled" or (tiling == "auto" and n * m > TILED_ABOVE_ELEMENTS)
+def use_tiled(tiling: Tiling, n: int, m: int, device: torch.device) -> bool:
+    """Whether ``tiling`` ("auto": by the number of scores n m, and the device) picks the tiled kernel."""
+    limit = CPU_TILED_ABOVE_ELEMENTS if device.type == "cpu" else TILED_ABOVE_ELEMENTS
+    return tiling == "tiled" or (tiling == "auto" and n * m > limit)
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class Kernel:
     """How the shared regime computes its log-sum-exps.
 
     Attributes:
-        tiling: "dense", "tiled", or "auto" (tiled above 2^22 scores).
+        tiling: "dense", "tiled", or "auto" (tiled above 2^17 scores on the CPU, 2^22 on CUDA).
         block_size: rows and columns per block of the tiled kernel (None: its default).
         forecast: let the tiled kernel precompute the gradients of a mean over anchors (one-sided directions).
     """
@@ -49,7 +55,7 @@ def row_lse(
 ) -> Tensor:
     """lse_i = log sum_j exp(<q_i, c_j>) over the j not left out (own positive, false negatives), dense or tiled."""
     offset, row_ids, col_ids = leave.offset, leave.row_ids, leave.col_ids
-    if not use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
+    if not use_tiled(kernel.tiling, q.shape[0], c.shape[0], q.device):
         return dense_logsumexp(q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
     return tiled_logsumexp(
         q,
@@ -65,7 +71,7 @@ def row_lse(
 def row_and_column_lse(q: Tensor, c: Tensor, *, leave: LeaveOut, kernel: Kernel) -> tuple[Tensor, Tensor]:
     """Row and column log-sum-exps of one n x n logit matrix (in-batch symmetric loss), dense or tiled."""
     offset, row_ids, col_ids = leave.offset, leave.row_ids, leave.col_ids
-    if not use_tiled(kernel.tiling, q.shape[0], c.shape[0]):
+    if not use_tiled(kernel.tiling, q.shape[0], c.shape[0], q.device):
         return dense_logsumexp_both(q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
     return tiled_logsumexp_both(
         q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids, block_size=kernel.block_size

@@ -177,8 +177,9 @@ def contrastive_loss(
     negative's positive item: (M,), a pair ((M,), (M',)) for a symmetric pair, or (n, m) independent. GCL then
     averages over the m_i negatives each anchor keeps; DCL and GCL refuse an anchor left with none.
 
-    The shared regime computes the n x m scores densely, or, above 2^22 scores or with ``tiling="tiled"``, block by
-    block in O(block) extra memory with the same value and gradients (:mod:`crl.objectives.tiled`). The independent
+    The shared regime computes the n x m scores densely, or, above 2^17 scores on the CPU (2^22 on CUDA) or with
+    ``tiling="tiled"``, block by block in O(block) extra memory with the same value and gradients
+    (:mod:`crl.objectives.tiled`). The independent
     regime is computed in chunks of anchors. fp16/bf16 inputs are accumulated in float32.
 
     Args:
