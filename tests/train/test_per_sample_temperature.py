@@ -4,14 +4,17 @@ If these fail, a run would accept per-sample settings it cannot use, not move th
 across an interrupted run, or train under bf16 without the loss staying finite.
 """
 
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from crl.train import trainer as trainer_module
 from crl.train.config import ConfigError
 from crl.train.loop import TrainingLoop
+from crl.train.trainer import Trainer
 from tests.train.helpers import fit, tiny_config
 
 PER_SAMPLE = {
@@ -71,11 +74,29 @@ def test_an_interrupted_per_sample_run_resumes_bit_for_bit(
     assert resumed.checkpoint.read_bytes() == full.checkpoint.read_bytes()
 
 
-def test_bf16_precision_trains_and_differs_from_fp32(tmp_path: Path) -> None:
+def test_bf16_precision_trains_and_differs_from_fp32(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     optim = {"total_steps": 2, "warmup_steps": 1}
     fp32 = fit(tiny_config(tmp_path, "fp32", optim=optim))
+    monkeypatch.setattr(trainer_module, "cpu_has_native_bf16", lambda: True)
     bf16 = fit(tiny_config(tmp_path, "bf16", optim=optim, run={"precision": "bf16"}))
     a, b = load_file(str(fp32.checkpoint)), load_file(str(bf16.checkpoint))
     weights = [key for key in a if key.startswith("model.") and a[key].is_floating_point()]
     assert all(bool(torch.isfinite(b[key]).all()) for key in weights)
     assert any(not torch.equal(a[key], b[key]) for key in weights)
+
+
+def test_bf16_on_a_cpu_without_native_bf16_warns_and_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, a user of an AVX2 CPU would train 14x slower under bf16 without being told why."""
+    threads = torch.get_num_threads()
+    try:
+        monkeypatch.setattr(trainer_module, "cpu_has_native_bf16", lambda: False)
+        with pytest.warns(UserWarning, match='precision = "fp32"'):
+            Trainer(tiny_config(tmp_path, "bf16", run={"precision": "bf16"}))
+        monkeypatch.setattr(trainer_module, "cpu_has_native_bf16", lambda: True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            Trainer(tiny_config(tmp_path, "bf16-native", run={"precision": "bf16"}))
+    finally:
+        torch.set_num_threads(threads)

@@ -226,7 +226,8 @@ class RunConfig(Section):
     precision: Literal["fp32", "bf16"] = Field(
         default="fp32",
         description="bf16: the forward pass and the loss run under torch.autocast(bfloat16) (GEMMs in bf16, the "
-        "loss's log-sum-exps and accumulators in float32); fp32: no autocast.",
+        "loss's log-sum-exps and accumulators in float32; on a CPU without AVX-512 BF16 or AMX they are emulated "
+        "and much slower, and the trainer warns); fp32: no autocast.",
     )
     progress: bool = Field(default=True, description="Show a rich progress bar on rank 0.")
     tensorboard: bool = Field(default=True, description="Write TensorBoard event files into the run folder.")

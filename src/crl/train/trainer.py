@@ -111,6 +111,7 @@ class Trainer:
         if config.run.num_threads > 0:
             torch.set_num_threads(config.run.num_threads)
         self.context = init_distributed(config.run.device)
+        _warn_if_bf16_is_emulated(config.run.precision, self.context.device)
         if source is None:
             from crl.train.data import build_source
 
@@ -325,6 +326,23 @@ class Trainer:
             state = replace(self.loop.state(streams), log_window=window)
             return save_train_state(directory, state, keep=self.config.run.keep_checkpoints)
         return directory / f"step-{self.loop.step:08d}.safetensors"
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 GEMMs natively (AVX-512 BF16 or AMX); elsewhere oneDNN/MKL emulate them."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def _warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
+    """Warn that ``[run] precision = "bf16"`` slows training down on a CPU without native bf16 (about 14x for the
+    symmetric loss's GEMMs on this project's AVX2 machine, docs/benchmarks.md)."""
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
+        warnings.warn(
+            f'[run] precision = "bf16" on a CPU without native bf16 ({torch.backends.cpu.get_cpu_capability()}: '
+            "no AVX-512 BF16 or AMX): its bf16 GEMMs are emulated and markedly slower than float32 (about 14x "
+            'for the contrastive loss on an AVX2 CPU); set precision = "fp32" unless you need bf16 numerics.',
+            stacklevel=3,
+        )
 
 
 def _newest_intact_state(directory: Path) -> tuple[Path, TrainState] | None:
