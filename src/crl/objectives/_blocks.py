@@ -5,10 +5,15 @@
 ``torch.autocast`` the GEMM operands are in the autocast dtype and the blocks and accumulators in float32.
 """
 
+import math
+
 import torch
 from torch import Tensor
 
 from crl.objectives._mask import LeaveOut
+
+LOG2_E = 1.0 / math.log(2.0)
+"""log2(e): e^x = 2^(x log2 e), exponentiated by exp2, which takes about half the time of exp on this CPU."""
 
 
 def spans(size: int, step: int) -> list[tuple[int, int]]:

@@ -28,9 +28,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from crl.objectives._blocks import Workspace, block_logits, spans
+from crl.objectives._blocks import LOG2_E, Workspace, block_logits, spans
 from crl.objectives._mask import LeaveOut
-from crl.objectives._shifted import LOG2_E
 
 
 class ScoreKernel(ABC):

@@ -25,13 +25,11 @@ import math
 import torch
 from torch import Tensor
 
+from crl.objectives._blocks import LOG2_E
 from crl.objectives._mask import LeaveOut
 
 NEGLIGIBLE_TOTAL = math.exp(-60.0)
 """A block row (or column) sum below this, relative to its shift, is recomputed from the exact maxima."""
-
-LOG2_E = 1.0 / math.log(2.0)
-"""log2(e): e^x = 2^(x log2 e)."""
 
 
 class ShiftedOperands:
@@ -45,10 +43,10 @@ class ShiftedOperands:
         shift: (n,) the shift of each row.
     """
 
-    def __init__(self, q: Tensor, c: Tensor, shift: Tensor, block: tuple[int, int]) -> None:
+    def __init__(self, q: Tensor, c: Tensor, shift: Tensor, block_rows: int) -> None:
         depth = q.shape[1] + 1
         self._q, self.shift = q, shift
-        self._rows = q.new_empty(min(block[0], q.shape[0]), depth)
+        self._rows = q.new_empty(min(block_rows, q.shape[0]), depth)
         self._cols = c.new_ones(c.shape[0], depth)
         self._cols[:, :-1] = c
         self._rows_span = (-1, -1)
@@ -75,15 +73,15 @@ def shifted_path(q: Tensor) -> bool:
     return q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64)
 
 
-def shifted_operands(q: Tensor, c: Tensor, shift: Tensor, block: tuple[int, int]) -> ShiftedOperands:
-    """The operands whose (block rows x block cols) products are S_ij - shift_i (``shift`` (n,) finite, q's dtype)."""
-    return ShiftedOperands(q, c, shift.to(q.dtype), block)
+def shifted_operands(q: Tensor, c: Tensor, shift: Tensor, block_rows: int) -> ShiftedOperands:
+    """The operands whose block products (``block_rows`` rows at most) are S_ij - shift_i (``shift`` (n,) finite)."""
+    return ShiftedOperands(q, c, shift.to(q.dtype), block_rows)
 
 
-def bounded_operands(q: Tensor, c: Tensor, block: tuple[int, int]) -> ShiftedOperands:
+def bounded_operands(q: Tensor, c: Tensor, block_rows: int) -> ShiftedOperands:
     """Operands shifted by the Cauchy-Schwarz bound b_i = |q_i| max_j |c_j| >= max_j <q_i, c_j>."""
     bound = torch.linalg.vector_norm(q, dim=1) * torch.linalg.vector_norm(c, dim=1).max()
-    return shifted_operands(q, c, bound, block)
+    return shifted_operands(q, c, bound, block_rows)
 
 
 def trusted_row_totals(block: Tensor) -> Tensor | None:

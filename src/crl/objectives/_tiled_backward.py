@@ -89,7 +89,7 @@ def _row_shifted(
 ) -> ShiftedOperands | None:
     """The backward pass's fast-path operands (products S_ij - rs_i), where they apply and every rs_i is finite."""
     if eligible and shifted_path(q) and bool(torch.isfinite(row_shift).all()):
-        return shifted_operands(q, c, row_shift, blocks)
+        return shifted_operands(q, c, row_shift, blocks[0])
     return None
 
 

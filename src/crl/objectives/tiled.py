@@ -124,7 +124,7 @@ def _forward_blocks(
     row_lse = torch.full((n,), -math.inf, dtype=like.dtype, device=q.device)
     col_lse = torch.full((m if want_columns else 0,), -math.inf, dtype=like.dtype, device=q.device)
     work = Workspace(min(n, block_rows), min(m, block_cols), like, want_columns)
-    shifted = bounded_operands(q, c, (block_rows, block_cols)) if shifted_path(q) else None
+    shifted = bounded_operands(q, c, block_rows) if shifted_path(q) else None
     on_cpu = q.device.type == "cpu"
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
@@ -161,7 +161,7 @@ def _forward_stripes(
     grad_c_t = torch.zeros(c.shape[::-1], dtype=acc, device=c.device) if needs[1] else None
     forecasts = torch.empty(n, dtype=acc, device=q.device)
     work = Workspace(min(n, stripe_rows), m, row_lse, False)
-    shifted = bounded_operands(q, c, (stripe_rows, m)) if shifted_path(q) else None
+    shifted = bounded_operands(q, c, stripe_rows) if shifted_path(q) else None
     for r0, r1 in spans(n, stripe_rows):
         block, total, top = _block_exps(q, c, shifted, (r0, r1, 0, m), leave, work.first(r1 - r0, m))
         torch.add(total.log(), top, out=row_lse[r0:r1])
