@@ -223,23 +223,26 @@ def test_symmetric_is_mean_of_two_directions(n, d, seed, form):
     symmetric=st.booleans(),
 )
 def test_tiled_equals_dense_float32(n, m, block, seed, form, symmetric):
-    """Tiled value and gradients equal the dense computation to relative error 1e-5 in float32 (any block size)."""
+    """Tiled value and gradients in float32 (any block size) equal the dense computation in float64 to 1e-5 of
+    their scale: the float32 tiled kernel is compared with the exact value, since it rounds differently from the
+    float32 dense one (base-2 logits, shifts inside the GEMM)."""
     g = torch.Generator().manual_seed(seed)
     a, p = unit(n, 8, g, torch.float32), unit(n, 8, g, torch.float32)
     neg = None if symmetric else unit(m, 8, g, torch.float32)
     results = []
-    for tiling in ("dense", "tiled"):
-        leaves = [x.clone().requires_grad_(True) for x in (a, p)]
-        extra = None if neg is None else neg.clone().requires_grad_(True)
+    for tiling, dtype in (("dense", torch.float64), ("tiled", torch.float32)):
+        leaves = [x.to(dtype).requires_grad_(True) for x in (a, p)]
+        extra = None if neg is None else neg.to(dtype).requires_grad_(True)
         loss = contrastive_loss(
             *leaves, extra, tau=0.1, form=form, symmetric=symmetric, tiling=tiling, block_size=block
         )
         grads = torch.autograd.grad(loss, [*leaves] + ([] if extra is None else [extra]))
         results.append((loss, grads))
     (l1, g1), (l2, g2) = results
-    torch.testing.assert_close(l2, l1, rtol=1e-5, atol=1e-6)
+    assert l2.dtype == torch.float32
+    torch.testing.assert_close(l2.double(), l1, rtol=1e-5, atol=1e-6)
     for x, y in zip(g1, g2, strict=True):
-        torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(y.double(), x, rtol=1e-5, atol=1e-5 * float(x.abs().max()))
 
 
 @pytest.mark.parametrize("form", FORMS)
