@@ -1,12 +1,15 @@
 """The tiled kernel's fast paths against its exact paths and float64: one-exp symmetric weights, the row shift
 inside the GEMM (with its fallback for untrusted row sums), bf16 autocast."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from crl.objectives import _shifted, _tiled_backward, contrastive_loss
 from crl.objectives import tiled as tiled_module
+from crl.objectives._blocks import LOG2_E
 
 
 def _pair(n, d, seed, dtype=torch.float32, scale=1.0):
@@ -56,9 +59,10 @@ def test_bf16_autocast_runs_the_gemms_in_bf16_with_float32_accumulation():
         row, col = tiled_module.tiled_logsumexp_both(q, p, exclude_offset=0, block_size=16)
     (row.sum() + col.sum()).backward()
     assert row.dtype == torch.float32 and q.grad is not None and q.grad.dtype == torch.float32
-    logits = (
-        q.detach().bfloat16() @ p.bfloat16().T
-    ).double()  # the CPU's bf16 GEMM rounds its output to bf16
+    base2 = tiled_module.base2_queries(q.detach(), None)  # log2(e) q, the kernel's base-2 queries
+    logits = (base2.bfloat16() @ p.bfloat16().T).double() * math.log(
+        2.0
+    )  # the CPU's bf16 GEMM rounds to bf16
     logits.fill_diagonal_(float("-inf"))
     torch.testing.assert_close(row.double(), torch.logsumexp(logits, 1), rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(col.double(), torch.logsumexp(logits, 0), rtol=1e-6, atol=1e-5)
@@ -176,3 +180,52 @@ def test_base2_exponent_keeps_float32_gradients_as_accurate_as_dense_at_small_ta
         tiled = _gradient_error("tiled", torch.float32, 0.01, seed)
         dense = _gradient_error("dense", torch.float32, 0.01, seed)
         assert tiled <= 2.5 * dense, (seed, tiled, dense)
+
+
+@pytest.mark.parametrize("kind", ["float", "scalar tensor", "per query"])
+def test_base2_queries_round_log2e_a_over_tau_once(kind):
+    """The kernel's queries log2(e) a_i / tau_i equal the float64 value rounded once to float32."""
+    a = _pair(300, 7, 8)[0] * 3.0
+    taus = torch.linspace(0.01, 2.0, 300, dtype=torch.float64)
+    tau = {"float": 0.013, "scalar tensor": torch.tensor(0.013), "per query": taus.float()}[kind]
+    wide = torch.as_tensor(tau, dtype=torch.float64)
+    want = (a.double() * (LOG2_E / (wide[:, None] if wide.ndim else wide))).float()
+    assert torch.equal(tiled_module.base2_queries(a, tau), want)
+
+
+@pytest.mark.parametrize("per_query", [False, True])
+def test_tau_argument_matches_dense_and_passes_gradcheck(per_query):
+    """tiled_logsumexp_both(a, c, tau=...) is logsumexp(a c^T / tau) in both directions, differentiable in a, c and
+    tau (a learned temperature, or per-query temperatures)."""
+    a, c = _pair(9, 3, 9, torch.float64)
+    tau = (torch.linspace(0.2, 0.9, 9) if per_query else torch.tensor(0.3)).double().requires_grad_(True)
+    a, c = a.requires_grad_(True), c.requires_grad_(True)
+
+    def tiled(a, c, tau):
+        row, col = tiled_module.tiled_logsumexp_both(a, c, tau=tau, exclude_offset=0, block_size=4)
+        return row, col
+
+    def dense(a, c, tau):
+        return tiled_module.dense_logsumexp_both(a, c, tau=tau, exclude_offset=0)
+
+    for got, want in zip(tiled(a, c, tau), dense(a, c, tau), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(tiled, (a, c, tau))
+
+
+@pytest.mark.parametrize("factor", [0.7, 1.0 / 3.0, 1e-5 * math.log(2.0)])
+def test_proportional_gradient_is_recognised_whatever_the_factor_and_threads(factor):
+    """The forecast's proportionality test on 2^20 rows near 1 with one thread, where float32 dot products err by
+    more than its 1e-6 tolerance: it must still accept factor * forecast (else every one-sided step of the base-2
+    kernel, whose gradients carry ln 2, recomputes: 2.4x instead of 1.35x), and still reject a perturbed one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        forecast = 1.0 - 1e-2 * torch.rand(1 << 20, generator=torch.Generator().manual_seed(0))
+        u = tiled_module._proportion(forecast * factor, forecast)
+        assert u is not None and abs(float(u) / factor - 1.0) < 1e-6
+        perturbed = forecast * factor
+        perturbed[5] *= 1.001
+        assert tiled_module._proportion(perturbed, forecast) is None
+    finally:
+        torch.set_num_threads(threads)

@@ -14,6 +14,8 @@ from crl.objectives._mask import LeaveOut
 
 LOG2_E = 1.0 / math.log(2.0)
 """log2(e): e^x = 2^(x log2 e), exponentiated by exp2, which takes about half the time of exp on this CPU."""
+LN_2 = math.log(2.0)
+"""ln(2): log sum_j e^(x_j) = ln 2 * log2 sum_j 2^(x_j log2 e) (the tiled kernel's base-2 log-sum-exps)."""
 
 
 def spans(size: int, step: int) -> list[tuple[int, int]]:
@@ -83,6 +85,30 @@ def accumulate_transposed(out_t: Tensor, x: Tensor, weights: Tensor) -> None:
             out_t.addmm_(x.T, weights)
         else:
             out_t.add_(torch.mm(x.T, weights.to(x.dtype)))
+
+
+class TransposedBlocks:
+    """A candidates' gradient dc (m, d) kept transposed per block of ``cols`` columns: the block of columns c0:c1 is
+    one contiguous (d, c1 - c0) matrix, so that :func:`accumulate_transposed` writes it with unit strides.
+
+    A strided (d, cols) view of one (d, m) matrix instead made each block's GEMM about 8% slower (1024 x 1024
+    blocks, d = 128, one thread: 3.74 against 3.44 ms).
+    """
+
+    def __init__(self, m: int, d: int, cols: int, like: Tensor) -> None:
+        self._flat = torch.zeros(m * d, dtype=like.dtype, device=like.device)
+        self._m, self._d, self._cols = m, d, cols
+
+    def block(self, c0: int, c1: int) -> Tensor:
+        """The (d, c1 - c0) transposed gradient of columns c0:c1, one of ``spans(m, cols)``."""
+        return self._flat[c0 * self._d : c1 * self._d].view(self._d, c1 - c0)
+
+    def gradient(self) -> Tensor:
+        """dc (m, d), untransposed."""
+        out = self._flat.new_empty(self._m, self._d)
+        for c0, c1 in spans(self._m, self._cols):
+            out[c0:c1] = self.block(c0, c1).T
+        return out
 
 
 def accumulator_dtype(x: Tensor) -> torch.dtype:

@@ -15,6 +15,7 @@ from crl.objectives._checks import Tiling
 from crl.objectives._mask import LeaveOut
 from crl.objectives.tiled import (
     GradientForecast,
+    Temperature,
     dense_logsumexp,
     dense_logsumexp_both,
     tiled_logsumexp,
@@ -51,15 +52,23 @@ class Kernel:
 
 
 def row_lse(
-    q: Tensor, c: Tensor, *, leave: LeaveOut, kernel: Kernel, forecast: GradientForecast | None
+    q: Tensor,
+    c: Tensor,
+    *,
+    tau: Temperature,
+    leave: LeaveOut,
+    kernel: Kernel,
+    forecast: GradientForecast | None,
 ) -> Tensor:
-    """lse_i = log sum_j exp(<q_i, c_j>) over the j not left out (own positive, false negatives), dense or tiled."""
+    """lse_i = log sum_j exp(<q_i, c_j> / tau_i) over the j not left out (own positive, false negatives), dense or
+    tiled."""
     offset, row_ids, col_ids = leave.offset, leave.row_ids, leave.col_ids
     if not use_tiled(kernel.tiling, q.shape[0], c.shape[0], q.device):
-        return dense_logsumexp(q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
+        return dense_logsumexp(q, c, tau=tau, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
     return tiled_logsumexp(
         q,
         c,
+        tau=tau,
         exclude_offset=offset,
         row_ids=row_ids,
         col_ids=col_ids,
@@ -68,13 +77,22 @@ def row_lse(
     )
 
 
-def row_and_column_lse(q: Tensor, c: Tensor, *, leave: LeaveOut, kernel: Kernel) -> tuple[Tensor, Tensor]:
-    """Row and column log-sum-exps of one n x n logit matrix (in-batch symmetric loss), dense or tiled."""
+def row_and_column_lse(
+    q: Tensor, c: Tensor, *, tau: Temperature, leave: LeaveOut, kernel: Kernel
+) -> tuple[Tensor, Tensor]:
+    """Row and column log-sum-exps of one n x n logit matrix <q_i, c_j> / tau (in-batch symmetric loss), dense or
+    tiled."""
     offset, row_ids, col_ids = leave.offset, leave.row_ids, leave.col_ids
     if not use_tiled(kernel.tiling, q.shape[0], c.shape[0], q.device):
-        return dense_logsumexp_both(q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
+        return dense_logsumexp_both(q, c, tau=tau, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids)
     return tiled_logsumexp_both(
-        q, c, exclude_offset=offset, row_ids=row_ids, col_ids=col_ids, block_size=kernel.block_size
+        q,
+        c,
+        tau=tau,
+        exclude_offset=offset,
+        row_ids=row_ids,
+        col_ids=col_ids,
+        block_size=kernel.block_size,
     )
 
 

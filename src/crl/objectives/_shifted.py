@@ -1,20 +1,18 @@
 """The tiled kernel's CPU fast path: each block's row shift computed inside its GEMM.
 
 Every block of :mod:`crl.objectives.tiled` is exponentiated after a per-row shift: the row maximum in the forward
-pass (so that exp never overflows), the row log-sum-exp (less log g_i) in the backward pass. Appending the column
+pass (so that exp2 never overflows), the row log-sum-exp (less log2 g_i) in the backward pass. Appending the column
 ``-shift_i`` to the queries and a column of ones to the candidates makes the block GEMM write the shifted logits
 
     [q_i, -shift_i] . [c_j, 1] = S_ij - shift_i
 
 directly: one GEMM of depth d + 1 (about 1/d more FLOPs) replaces a max pass and a subtraction pass over the block,
-which on a CPU are memory-bound. The block is then exponentiated as e^x = 2^(x log2 e): a multiplication pass and
-torch's exp2 take about 0.6 ms per 2^20 float32 on this CPU, its exp 1.0 ms, and exp is the costliest pass per block.
-The factor log2 e multiplies the shifted logit x (one rounding, relative to x, which is small for the terms that
-matter), not q: folding it into q instead would round every q_i once more, which doubled the float32 gradient
-error at tau = 0.01 (tests/objectives/test_tiled_fast_paths.py).
+which on a CPU are memory-bound. The kernel works in base 2 (:mod:`crl.objectives.tiled`: its queries carry the
+factor log2 e), so the block is exponentiated by exp2 alone: torch's exp2 takes about 0.55 ms per 2^20 float32 on
+this CPU, its exp 1.0 ms, and the exponential is the costliest pass per block.
 
 The forward pass cannot know the row maxima before the GEMM, so it shifts by the Cauchy-Schwarz bound
-b_i = |q_i| max_j |c_j| >= max_j S_ij: exp(S_ij - b_i) <= 1 never overflows. A row whose block sum falls below
+b_i = |q_i| max_j |c_j| >= max_j S_ij: 2^(S_ij - b_i) <= 1 never overflows. A row whose block sum falls below
 e^-60 (its maximum far below the bound, where float32 terms could underflow) is not trusted: the caller redoes that
 block with the exact row maxima. Float32 and float64 on the CPU only: under autocast the appended shift would be
 rounded to bf16/fp16, and on CUDA the underflow test would synchronise with the host per block.
@@ -25,7 +23,6 @@ import math
 import torch
 from torch import Tensor
 
-from crl.objectives._blocks import LOG2_E
 from crl.objectives._mask import LeaveOut
 
 NEGLIGIBLE_TOTAL = math.exp(-60.0)
@@ -61,11 +58,10 @@ class ShiftedOperands:
         return rows
 
     def exp_block(self, r0: int, r1: int, c0: int, c1: int, leave: LeaveOut, out: Tensor) -> Tensor:
-        """exp(S_ij - shift_i) = 2^((S_ij - shift_i) log2 e) of rows r0:r1 and columns c0:c1, in ``out`` (left-out
-        entries 0)."""
+        """2^(S_ij - shift_i) of rows r0:r1 and columns c0:c1, in ``out`` (left-out entries 0)."""
         with torch.autocast(out.device.type, enabled=False):
             torch.mm(self._augmented_rows(r0, r1), self._cols[c0:c1].T, out=out)
-        return leave.apply(out, r0, r1, c0, c1).mul_(LOG2_E).exp2_()
+        return leave.apply(out, r0, r1, c0, c1).exp2_()
 
 
 def shifted_path(q: Tensor) -> bool:
@@ -85,6 +81,6 @@ def bounded_operands(q: Tensor, c: Tensor, block_rows: int) -> ShiftedOperands:
 
 
 def trusted_row_totals(block: Tensor) -> Tensor | None:
-    """Row sums of a block of exp(S_ij - b_i), or None when one is below e^-60 (redo the block exactly)."""
+    """Row sums of a block of 2^(S_ij - b_i), or None when one is below e^-60 (redo the block exactly)."""
     totals = block.sum(dim=1)
     return totals if bool((totals >= NEGLIGIBLE_TOTAL).all()) else None

@@ -1,11 +1,12 @@
 """The tiled kernel's backward pass: each block recomputed once, feeding both input gradients.
 
-For row (and column) log-sum-exps of S = q c^T with incoming gradients g (and h), the block weights are
+For base-2 row (and column) log-sum-exps of S = q c^T (:mod:`crl.objectives.tiled`) with incoming gradients g
+(and h), the block weights are
 
-    W_ij = g_i exp(S_ij - lse_i) + h_j exp(S_ij - lse'_j),
+    W_ij = g_i 2^(S_ij - lse_i) + h_j 2^(S_ij - lse'_j),
 
 and dq = W c, dc = W^T q accumulate block by block (:func:`backward_blocks`). Positive g_i fold into the shift
-(exp(S_ij - (lse_i - log g_i))), saving a pass; the symmetric weights come from one exp pass in rank-one form
+(2^(S_ij - (lse_i - log2 g_i))), saving a pass; the symmetric weights come from one exp2 pass in rank-one form
 (:func:`_rank_one_factors`); on the CPU fast path the block GEMM writes S_ij - rs_i itself
 (:mod:`crl.objectives._shifted`).
 """
@@ -13,37 +14,45 @@ and dq = W c, dc = W^T q accumulate block by block (:func:`backward_blocks`). Po
 import torch
 from torch import Tensor
 
-from crl.objectives._blocks import Workspace, accumulate_product, accumulate_transposed, block_logits, spans
+from crl.objectives._blocks import (
+    TransposedBlocks,
+    Workspace,
+    accumulate_product,
+    accumulate_transposed,
+    block_logits,
+    spans,
+)
 from crl.objectives._mask import LeaveOut
 from crl.objectives._shifted import ShiftedOperands, shifted_operands, shifted_path
 
 
 def _fold_gradient(lse: Tensor, grad: Tensor) -> tuple[Tensor, Tensor | None]:
-    """Write g_i exp(S_ij - lse_i) as exp(S_ij - (lse_i - log g_i)) when every g_i > 0 (the usual case: a mean of
+    """Write g_i 2^(S_ij - lse_i) as 2^(S_ij - (lse_i - log2 g_i)) when every g_i > 0 (the usual case: a mean of
     contrastive losses), saving one pass over each block; otherwise return the scale g to multiply by. Off the CPU
     the scale is always returned (no host synchronisation)."""
     if grad.device.type == "cpu" and bool((grad > 0).all()):
-        return lse - grad.log(), None
+        return lse - grad.log2(), None
     return lse, grad
 
 
-_RANK_ONE_LIMIT = {torch.float64: 600.0}
-"""Largest rs_i - cs_j for which a block's weights are formed with one exp pass (float32 and others: 30)."""
+_RANK_ONE_LIMIT = {torch.float64: 865.0}
+"""Largest rs_i - cs_j (base 2) for which a block's weights are formed with one exp2 pass (float32 and others: 43;
+in nats 600 and 30)."""
 
 
 def _rank_one_factors(row_shift: Tensor, col_shift: Tensor) -> tuple[Tensor, Tensor] | None:
-    """u, v with exp(rs_i - cs_j) = u_i v_j for one block, or None when some rs_i - cs_j may exceed the limit.
+    """u, v with 2^(rs_i - cs_j) = u_i v_j for one block, or None when some rs_i - cs_j may exceed the limit.
 
-    The symmetric weights W_ij = exp(S_ij - rs_i) + exp(S_ij - cs_j) are then E_ij (1 + u_i v_j) with
-    E_ij = exp(S_ij - rs_i): one exp pass instead of two. With K = max_i rs_i, u_i = exp(rs_i - K) <= 1 and
-    v_j = exp(K - cs_j) <= e^limit; an E_ij that underflows carries a column term below e^(limit - 87) (float32),
-    negligible, and the limit (30 in float32, 600 in float64) keeps every factor finite.
+    The symmetric weights W_ij = 2^(S_ij - rs_i) + 2^(S_ij - cs_j) are then E_ij (1 + u_i v_j) with
+    E_ij = 2^(S_ij - rs_i): one exp2 pass instead of two. With K = max_i rs_i, u_i = 2^(rs_i - K) <= 1 and
+    v_j = 2^(K - cs_j) <= 2^limit; an E_ij that underflows carries a column term below 2^(limit - 126) (float32),
+    negligible, and the limit (43 in float32, 865 in float64) keeps every factor finite.
     """
     peak = row_shift.max()
     spread = float(peak - col_shift.min())
-    if not spread <= _RANK_ONE_LIMIT.get(row_shift.dtype, 30.0):
+    if not spread <= _RANK_ONE_LIMIT.get(row_shift.dtype, 43.0):
         return None
-    return (row_shift - peak).exp(), (peak - col_shift).exp()
+    return (row_shift - peak).exp2(), (peak - col_shift).exp2()
 
 
 def _rows(values: Tensor | None, start: int, stop: int) -> Tensor | None:
@@ -64,21 +73,21 @@ def _exact_weights(
     factors: tuple[Tensor, Tensor] | None,
     spare: Tensor,
 ) -> Tensor:
-    """W_ij = g_i exp(S_ij - lse_i) (+ h_j exp(S_ij - lse'_j) with columns) of one block, from its logits S (in place).
+    """W_ij = g_i 2^(S_ij - lse_i) (+ h_j 2^(S_ij - lse'_j) with columns) of one block, from its logits S (in place).
 
     ``shifts`` are the block's row and column shifts (the gradients folded in when positive, else ``scales``);
-    with rank-one ``factors`` the column term comes from the row term's exp pass (:func:`_rank_one_factors`).
+    with rank-one ``factors`` the column term comes from the row term's exp2 pass (:func:`_rank_one_factors`).
     """
     (row_shift, col_shift), (row_scale, col_scale) = shifts, scales
     if factors is not None:
-        weights = logits.sub_(row_shift[:, None]).exp_()
+        weights = logits.sub_(row_shift[:, None]).exp2_()
         return weights.addcmul_(weights, _outer(factors[0], factors[1], spare))
     by_column = None
     if col_shift.numel() > 0:
-        by_column = torch.sub(logits, col_shift[None, :], out=spare).exp_()
+        by_column = torch.sub(logits, col_shift[None, :], out=spare).exp2_()
         if col_scale is not None:
             by_column.mul_(col_scale[None, :])
-    weights = logits.sub_(row_shift[:, None]).exp_()
+    weights = logits.sub_(row_shift[:, None]).exp2_()
     if row_scale is not None:
         weights.mul_(row_scale[:, None])
     return weights if by_column is None else weights.add_(by_column)
@@ -114,7 +123,7 @@ def backward_blocks(
     n, m = q.shape[0], c.shape[0]
     acc = row_lse.dtype
     grad_q = torch.zeros(q.shape, dtype=acc, device=q.device) if needs[0] else None
-    grad_c_t = torch.zeros(c.shape[::-1], dtype=acc, device=c.device) if needs[1] else None
+    grad_c_t = TransposedBlocks(m, c.shape[1], block_cols, row_lse) if needs[1] else None
     work = Workspace(min(n, block_rows), min(m, block_cols), row_lse, columns)
     row_shift, row_scale = _fold_gradient(row_lse, grad_row)
     col_shift, col_scale = _fold_gradient(col_lse, grad_col) if columns else (col_lse, None)
@@ -142,5 +151,5 @@ def backward_blocks(
             if grad_q is not None:
                 accumulate_product(grad_q[r0:r1], weights, c[c0:c1])
             if grad_c_t is not None:
-                accumulate_transposed(grad_c_t[:, c0:c1], q[r0:r1], weights)
-    return grad_q, None if grad_c_t is None else grad_c_t.T.contiguous()
+                accumulate_transposed(grad_c_t.block(c0, c1), q[r0:r1], weights)
+    return grad_q, None if grad_c_t is None else grad_c_t.gradient()

@@ -223,7 +223,7 @@ def individual_temperature_loss(
     if update:
         _update_temperature(state, ids, log_s, ratio * mean_delta.double(), rule)
     kernel = Kernel(tiling, None, forecast=True)
-    lse_w = row_lse(q, c, leave=leave, kernel=kernel, forecast=lambda _lse, r0, r1: weights[r0:r1])
+    lse_w = row_lse(a, c, tau=tau, leave=leave, kernel=kernel, forecast=lambda _lse, r0, r1: weights[r0:r1])
     surrogate = (weights * (lse_w - pos)).sum()
     value = (tau.double() * log_s).mean().to(a.dtype)
     return value + (surrogate - surrogate.detach())

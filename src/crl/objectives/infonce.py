@@ -254,7 +254,7 @@ def _one_direction(
     """Per-query loss against shared candidates, those ``leave`` names (own positive, false negatives) left out."""
     kept = negatives_kept(leave, candidates.shape[0], m, form)
     hint = _mean_gradient_forecast(positive_logits, kept, t, form) if kernel.forecast else None
-    lse = row_lse(queries / t, candidates, leave=leave, kernel=kernel, forecast=hint)
+    lse = row_lse(queries, candidates, tau=t, leave=leave, kernel=kernel, forecast=hint)
     return contrastive_form(positive_logits, lse, n_negatives=kept, tau=t, form=form)
 
 
@@ -270,7 +270,7 @@ def _shared_per_anchor(
     row_ids = None if ids is None else ids.positive
     leave_y = LeaveOut(negs.offset, row_ids, None if ids is None else ids.y)
     if negs.kind == "in_batch" and negs.m_x is not None:
-        row, col = row_and_column_lse(a / t, p, leave=leave_y, kernel=kernel)
+        row, col = row_and_column_lse(a, p, tau=t, leave=leave_y, kernel=kernel)
         kept = negatives_kept(leave_y, p.shape[0], negs.m, form)
         forward = contrastive_form(positive_logits, row, n_negatives=kept, tau=t, form=form)
         backward = contrastive_form(positive_logits, col, n_negatives=kept, tau=t, form=form)

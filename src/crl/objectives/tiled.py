@@ -1,14 +1,19 @@
 """Exact log-sum-exp over m candidates without holding the n x m score matrix.
 
-For queries q_i (already divided by tau) and candidates c_j, the logits are S_ij = <q_i, c_j>. The contrastive
-forms of [A] and [B] need, per anchor, only the row log-sum-exp ``lse_i = log sum_j exp(S_ij)`` (and, for the
-symmetric CLIP loss, the column log-sum-exp ``lse_j = log sum_i exp(S_ij)`` of the same matrix). This module computes
-both block by block in a custom autograd function: the forward pass keeps one (rows x cols) block at a time and
-stores only the inputs and the log-sum-exps; the backward pass recomputes each block and forms
+For queries a_i, candidates c_j and temperature tau, the logits are <a_i, c_j> / tau. The contrastive forms of [A]
+and [B] need, per anchor, only the row log-sum-exp ``lse_i = log sum_j exp(<a_i, c_j> / tau)`` (and, for the
+symmetric CLIP loss, the column log-sum-exp ``lse_j = log sum_i exp(<a_i, c_j> / tau)`` of the same matrix). This
+module computes both block by block in a custom autograd function: the forward pass keeps one (rows x cols) block
+at a time and stores only the inputs and the log-sum-exps; the backward pass recomputes each block and forms
 
     dq_i = sum_j W_ij c_j,   dc_j = sum_i W_ij q_i,   W_ij = g_i softmax_row(S)_ij + h_j softmax_col(S)_ij,
 
-with g, h the incoming gradients of the row and column log-sum-exps. Extra memory is O(block) beyond O((n + m) d)
+with g, h the incoming gradients of the row and column log-sum-exps.
+
+The kernel works in base 2: its queries are q_i = log2(e) a_i / tau, formed in float64 and rounded once (as a_i / tau
+alone would be), so that S_ij = <q_i, c_j> and e^(<a_i, c_j> / tau) = 2^S_ij. Every block is then exponentiated by
+exp2, about half the time of exp on this CPU, with no pass to change the base; its log-sum-exps are log2 sum 2^S,
+and the public functions return them times ln 2. Extra memory is O(block) beyond O((n + m) d)
 (the gradients, and on the CPU one copy of c with a column of ones) whatever n and m; the cost is four GEMMs (one
 forward, three backward) against three for the dense computation, and both directions of the symmetric loss share
 them.
@@ -25,6 +30,8 @@ from torch.autograd.function import once_differentiable
 
 from crl._vocab import check_count
 from crl.objectives._blocks import (
+    LN_2,
+    LOG2_E,
     Workspace,
     accumulate_product,
     accumulate_transposed,
@@ -64,30 +71,31 @@ class Tiles(NamedTuple):
 
 
 def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
-    """lse <- logaddexp(lse, log sum exp(block) along ``dim``), overwriting ``block`` (one max, sub, exp, sum pass)."""
+    """lse <- logaddexp2(lse, log2 sum 2^block along ``dim``), overwriting ``block`` (one max, sub, exp2, sum pass)."""
     top = block.amax(dim=dim, keepdim=True).nan_to_num_(neginf=0.0)
-    block.sub_(top).exp_()
-    total = block.sum(dim=dim).log_().add_(top.squeeze(dim))
-    torch.logaddexp(lse, total, out=lse)
+    block.sub_(top).exp2_()
+    total = block.sum(dim=dim).log2_().add_(top.squeeze(dim))
+    torch.logaddexp2(lse, total, out=lse)
 
 
 def _accumulate_columns(exps: Tensor, top: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]) -> None:
-    """col_lse <- logaddexp(col_lse, log sum_i exp(S_ij)) from a block of E_ij = exp(S_ij - top_i).
+    """col_lse <- logaddexp2(col_lse, log2 sum_i 2^S_ij) from a block of E_ij = 2^(S_ij - top_i).
 
-    With K = max_i top_i, sum_i exp(S_ij) = e^K sum_i E_ij exp(top_i - K): one matrix-vector product instead of a
-    second exp pass. Rows whose top_i lies far below K underflow there; a column whose sum comes out below e^-60
+    With K = max_i top_i, sum_i 2^S_ij = 2^K sum_i E_ij 2^(top_i - K): one matrix-vector product instead of a
+    second exp2 pass. Rows whose top_i lies far below K underflow there; a column whose sum comes out below e^-60
     (where that could matter) is redone exactly from ``recompute()`` (the block's logits again).
     """
     peak = top.max()
-    col_total = torch.mv(exps.T, (top - peak).exp_())
+    col_total = torch.mv(exps.T, (top - peak).exp2_())
     if bool((col_total >= NEGLIGIBLE_TOTAL).all()):
-        torch.logaddexp(col_lse, col_total.log_().add_(peak), out=col_lse)
+        torch.logaddexp2(col_lse, col_total.log2_().add_(peak), out=col_lse)
     else:
         _accumulate_lse(recompute(), 0, col_lse)
 
 
 GradientForecast = Callable[[Tensor, int, int], Tensor]
-"""Maps (row log-sum-exps of rows r0:r1, r0, r1) to the gradient that the loss will send to them, up to a scalar."""
+"""Maps (row log-sum-exps of rows r0:r1, in nats, r0, r1) to the gradient that the loss will send to them, up to a
+scalar."""
 
 
 def _block_exps(
@@ -98,7 +106,7 @@ def _block_exps(
     leave: LeaveOut,
     out: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """E_ij = exp(S_ij - top_i) of one block (in ``out``), its row sums z_i and the shifts top_i: the fast path's
+    """E_ij = 2^(S_ij - top_i) of one block (in ``out``), its row sums z_i and the shifts top_i: the fast path's
     bounds b_i (:mod:`crl.objectives._shifted`) when every row sum can be trusted, else the exact row maxima."""
     r0, r1, c0, c1 = span
     if shifted is not None:
@@ -108,15 +116,15 @@ def _block_exps(
             return exps, totals, shifted.shift[r0:r1]
     block = block_logits(q, c, r0, r1, c0, c1, leave, out)
     top = block.amax(dim=1).nan_to_num_(neginf=0.0)
-    return block, block.sub_(top[:, None]).exp_().sum(dim=1), top
+    return block, block.sub_(top[:, None]).exp2_().sum(dim=1), top
 
 
 def _forward_blocks(
     q: Tensor, c: Tensor, leave: LeaveOut, want_columns: bool, block_rows: int, block_cols: int
 ) -> tuple[Tensor, Tensor]:
-    """Row (and column) log-sum-exps, one (rows x cols) block at a time, from one exp pass per block.
+    """Base-2 row (and column) log-sum-exps, one (rows x cols) block at a time, from one exp2 pass per block.
 
-    On the CPU the column sums come from the same exp pass (:func:`_accumulate_columns`); off it (no host
+    On the CPU the column sums come from the same exp2 pass (:func:`_accumulate_columns`); off it (no host
     synchronisation per block) each block's column log-sum-exps are computed exactly from its logits again.
     """
     n, m = q.shape[0], c.shape[0]
@@ -135,7 +143,7 @@ def _forward_blocks(
             exps, totals, top = _block_exps(
                 q, c, shifted, (r0, r1, c0, c1), leave, work.first(r1 - r0, c1 - c0)
             )
-            torch.logaddexp(row_lse[r0:r1], totals.log_().add_(top), out=row_lse[r0:r1])
+            torch.logaddexp2(row_lse[r0:r1], totals.log2_().add_(top), out=row_lse[r0:r1])
             if want_columns and on_cpu:
                 _accumulate_columns(exps, top, col_lse[c0:c1], recompute)
     return row_lse, col_lse
@@ -149,9 +157,9 @@ def _forward_stripes(
     forecast: GradientForecast,
     needs: tuple[bool, bool],
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-    """Row log-sum-exps over stripes of full rows, and the gradients for the forecast row weights g, in 3 GEMMs.
+    """Base-2 row log-sum-exps over stripes of full rows, and the gradients for the forecast row weights g, in 3 GEMMs.
 
-    A stripe holds every column, so its lse_i are final at once: with E_ij = exp(S_ij - top_i) and
+    A stripe holds every column, so its lse_i are final at once: with E_ij = 2^(S_ij - top_i) and
     z_i = sum_j E_ij, the weights are W_ij = g_i E_ij / z_i, and dq = W c, dc = W^T q need no second pass.
     """
     n, m = q.shape[0], c.shape[0]
@@ -164,8 +172,8 @@ def _forward_stripes(
     shifted = bounded_operands(q, c, stripe_rows) if shifted_path(q) else None
     for r0, r1 in spans(n, stripe_rows):
         block, total, top = _block_exps(q, c, shifted, (r0, r1, 0, m), leave, work.first(r1 - r0, m))
-        torch.add(total.log(), top, out=row_lse[r0:r1])
-        forecasts[r0:r1] = forecast(row_lse[r0:r1], r0, r1)
+        torch.add(total.log2(), top, out=row_lse[r0:r1])
+        forecasts[r0:r1] = forecast(row_lse[r0:r1] * LN_2, r0, r1)
         scale = (forecasts[r0:r1] / total)[:, None]
         if grad_q is not None:
             accumulate_product(grad_q[r0:r1], block, c)
@@ -176,17 +184,22 @@ def _forward_stripes(
 
 
 def _proportion(grad: Tensor, forecast: Tensor) -> Tensor | None:
-    """The scalar u with grad = u * forecast (to 1e-6 of max|grad|), or None when the loss sent something else."""
-    norm = forecast.dot(forecast)
+    """The scalar u with grad = u * forecast (to 1e-6 of max|grad|), or None when the loss sent something else.
+
+    u = <grad, forecast> / <forecast, forecast> is formed in float64: float32 dot products of n ~ 10^4 terms carry
+    relative errors of order 1e-6 (summation order varies with the thread count), which rejected an exactly
+    proportional gradient whenever the factor was not a power of two (the base-2 kernel's ln 2 is not)."""
+    wide = forecast.double()
+    norm = wide.dot(wide)
     if not bool(norm > 0):
         return None
-    u = grad.dot(forecast) / norm
+    u = (grad.double().dot(wide) / norm).to(grad.dtype)
     tolerance = 1e-6 * float(grad.abs().max())
     return u if float((grad - u * forecast).abs().max()) <= tolerance else None
 
 
 class _TiledLogSumExp(torch.autograd.Function):
-    """Row and (optionally) column log-sum-exp of q c^T computed in blocks; see the module docstring.
+    """Base-2 row and (optionally) column log-sum-exp of q c^T computed in blocks; see the module docstring.
 
     With a gradient ``forecast`` (one-sided losses reduced by a mean), the forward pass runs over stripes of full rows
     and also computes the gradients for the forecast weights (3 GEMMs in all). The backward pass uses them, scaled,
@@ -195,7 +208,7 @@ class _TiledLogSumExp(torch.autograd.Function):
     recomputes (4 GEMMs, no host synchronisation).
 
     Mixed precision: inside ``torch.autocast`` (bf16 on the CPU, bf16/fp16 on CUDA) the inputs are cast once to the
-    autocast dtype and every GEMM runs in it, while the blocks' exp/sum passes, the log-sum-exps and the gradient
+    autocast dtype and every GEMM runs in it, while the blocks' exp2/sum passes, the log-sum-exps and the gradient
     accumulators stay in float32; the gradients are returned in float32.
     """
 
@@ -262,22 +275,55 @@ def _tiles(block_size: int | None, device: torch.device) -> Tiles:
     return Tiles(DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_COLS, DEFAULT_STRIPE_ELEMENTS)
 
 
+Temperature = Tensor | float | None
+"""tau: a float, a 0-d tensor, or an (n,) tensor of per-query temperatures; None for queries already divided by it."""
+
+
+def _per_query(tau: Tensor | float, dtype: torch.dtype) -> Tensor | float:
+    """tau as a float, or a tensor in ``dtype`` shaped to divide (n, d) queries (a column for per-query tau_i)."""
+    if not isinstance(tau, Tensor):
+        return float(tau)
+    tau = tau.to(dtype)
+    return tau[:, None] if tau.ndim == 1 else tau
+
+
+def base2_queries(queries: Tensor, tau: Temperature) -> Tensor:
+    """q_i = log2(e) a_i / tau_i, the kernel's base-2 queries, in ``queries``' dtype.
+
+    The product is formed in float64 (O(n d)) and rounded once, as a_i / tau alone would be: rounding a_i / tau
+    first and then multiplying by log2 e would round every query twice, which doubled the float32 gradient error at
+    tau = 0.01 (tests/objectives/test_tiled_fast_paths.py). Differentiable in ``queries`` and ``tau``.
+    """
+    wide = queries.to(torch.float64)
+    scale = LOG2_E if tau is None else LOG2_E / _per_query(tau, torch.float64)
+    return (wide * scale).to(queries.dtype)
+
+
+def divided_queries(queries: Tensor, tau: Temperature) -> Tensor:
+    """a_i / tau_i (``queries`` unchanged when tau is None): the dense path's queries."""
+    return queries if tau is None else queries / _per_query(tau, queries.dtype)
+
+
 def tiled_logsumexp(
     queries: Tensor,
     candidates: Tensor,
     *,
+    tau: Temperature = None,
     exclude_offset: int | None = None,
     row_ids: Tensor | None = None,
     col_ids: Tensor | None = None,
     block_size: int | None = None,
     forecast: GradientForecast | None = None,
 ) -> Tensor:
-    """Row log-sum-exp ``lse_i = log sum_j exp(<q_i, c_j>)`` of the n x m logits, in O(block) extra memory beyond
-    O((n + m) d).
+    """Row log-sum-exp ``lse_i = log sum_j exp(<a_i, c_j> / tau_i)`` of the n x m logits, in O(block) extra memory
+    beyond O((n + m) d).
 
     Args:
-        queries: (n, d) queries, already scaled by 1/tau.
+        queries: (n, d) queries a_i.
         candidates: (m, d) candidates (negatives, or the batch's positives).
+        tau: the temperature (a float, 0-d or (n,) tensor), or None for queries already divided by it. Passing it
+            is the more accurate in float32: the kernel's base-2 queries log2(e) a_i / tau are then rounded once
+            (:func:`base2_queries`).
         exclude_offset: leave out j = i + offset: the positive of query i when the candidates hold the batch's
             positives from row ``offset`` on (in-batch: 0; a batch gathered from several ranks: this rank's first row).
         row_ids, col_ids: (n,) and (m,) integer ids; leave out every j with ``col_ids[j] == row_ids[i]`` (false
@@ -290,25 +336,27 @@ def tiled_logsumexp(
             anything else falls back to the exact recomputation.
 
     Returns:
-        (n,) tensor, differentiable in both inputs; equal to ``torch.logsumexp(q @ c.T, 1)`` up to rounding
-        (-inf for a row whose every candidate is left out).
+        (n,) tensor, differentiable in the queries, candidates and tau; equal to
+        ``torch.logsumexp(a @ c.T / tau, 1)`` up to rounding (-inf for a row whose every candidate is left out).
     """
     leave = LeaveOut(exclude_offset, row_ids, col_ids)
     tiles = _tiles(block_size, queries.device)
-    row_lse, _ = _TiledLogSumExp.apply(queries, candidates, leave, False, tiles, forecast)
-    return row_lse
+    q = base2_queries(queries, tau)
+    row_lse, _ = _TiledLogSumExp.apply(q, candidates, leave, False, tiles, forecast)
+    return row_lse * LN_2
 
 
 def tiled_logsumexp_both(
     queries: Tensor,
     candidates: Tensor,
     *,
+    tau: Temperature = None,
     exclude_offset: int | None = None,
     row_ids: Tensor | None = None,
     col_ids: Tensor | None = None,
     block_size: int | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Row and column log-sum-exps of the same logits S = q c^T, sharing every block (symmetric CLIP loss).
+    """Row and column log-sum-exps of the same logits S = a c^T / tau, sharing every block (symmetric CLIP loss).
 
     Arguments as :func:`tiled_logsumexp`; the left-out entries are left out of both.
 
@@ -317,20 +365,24 @@ def tiled_logsumexp_both(
     """
     leave = LeaveOut(exclude_offset, row_ids, col_ids)
     tiles = _tiles(block_size, queries.device)
-    row_lse, col_lse = _TiledLogSumExp.apply(queries, candidates, leave, True, tiles, None)
-    return row_lse, col_lse
+    q = base2_queries(queries, tau)
+    row_lse, col_lse = _TiledLogSumExp.apply(q, candidates, leave, True, tiles, None)
+    return row_lse * LN_2, col_lse * LN_2
 
 
 def dense_logsumexp(
     queries: Tensor,
     candidates: Tensor,
     *,
+    tau: Temperature = None,
     exclude_offset: int | None = None,
     row_ids: Tensor | None = None,
     col_ids: Tensor | None = None,
 ) -> Tensor:
-    """The plain reference of :func:`tiled_logsumexp`: ``logsumexp(q @ c.T, 1)`` with the n x m matrix in memory."""
-    logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(queries @ candidates.T)
+    """The plain reference of :func:`tiled_logsumexp`: ``logsumexp(a @ c.T / tau, 1)`` with the n x m matrix in
+    memory."""
+    logits = divided_queries(queries, tau) @ candidates.T
+    logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(logits)
     return torch.logsumexp(logits.to(accumulator_dtype(logits)), dim=1)
 
 
@@ -338,11 +390,12 @@ def dense_logsumexp_both(
     queries: Tensor,
     candidates: Tensor,
     *,
+    tau: Temperature = None,
     exclude_offset: int | None = None,
     row_ids: Tensor | None = None,
     col_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The plain reference of :func:`tiled_logsumexp_both`: ``(row_lse (n,), col_lse (m,))`` of S = q c^T."""
-    logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(queries @ candidates.T)
-    logits = logits.to(accumulator_dtype(logits))
+    """The plain reference of :func:`tiled_logsumexp_both`: ``(row_lse (n,), col_lse (m,))`` of S = a c^T / tau."""
+    logits = divided_queries(queries, tau) @ candidates.T
+    logits = LeaveOut(exclude_offset, row_ids, col_ids).dense(logits).to(accumulator_dtype(logits))
     return torch.logsumexp(logits, dim=1), torch.logsumexp(logits, dim=0)
