@@ -279,12 +279,35 @@ Temperature = Tensor | float | None
 """tau: a float, a 0-d tensor, or an (n,) tensor of per-query temperatures; None for queries already divided by it."""
 
 
-def _per_query(tau: Tensor | float, dtype: torch.dtype) -> Tensor | float:
-    """tau as a float, or a tensor in ``dtype`` shaped to divide (n, d) queries (a column for per-query tau_i)."""
-    if not isinstance(tau, Tensor):
-        return float(tau)
+def _per_query(tau: Tensor, dtype: torch.dtype) -> Tensor:
+    """tau in ``dtype``, shaped to divide (n, d) queries (a column for per-query tau_i)."""
     tau = tau.to(dtype)
     return tau[:, None] if tau.ndim == 1 else tau
+
+
+class _Base2Queries(torch.autograd.Function):
+    """q = log2(e) a / tau (tau a tensor: 0-d, or an (n, 1) column), rounded once from float64.
+
+    Autograd's own product would keep the float64 copy of a for tau's gradient (8 n d bytes, 64 MiB at n = 65536,
+    d = 128); here the backward pass uses q, which the kernel keeps anyway: da = g log2(e) / tau, dtau = -sum g q / tau.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, queries: Tensor, tau: Tensor) -> Tensor:
+        q = (queries.to(torch.float64) * (LOG2_E / tau.to(torch.float64))).to(queries.dtype)
+        ctx.save_for_backward(q, tau)
+        return q
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        q, tau = ctx.saved_tensors
+        grad_queries = grad * (LOG2_E / tau) if ctx.needs_input_grad[0] else None
+        grad_tau = None
+        if ctx.needs_input_grad[1]:
+            per_entry = -(grad * q) / tau
+            grad_tau = per_entry.sum() if tau.ndim == 0 else per_entry.sum(dim=1, keepdim=True)
+        return grad_queries, grad_tau
 
 
 def base2_queries(queries: Tensor, tau: Temperature) -> Tensor:
@@ -294,14 +317,17 @@ def base2_queries(queries: Tensor, tau: Temperature) -> Tensor:
     first and then multiplying by log2 e would round every query twice, which doubled the float32 gradient error at
     tau = 0.01 (tests/objectives/test_tiled_fast_paths.py). Differentiable in ``queries`` and ``tau``.
     """
-    wide = queries.to(torch.float64)
-    scale = LOG2_E if tau is None else LOG2_E / _per_query(tau, torch.float64)
-    return (wide * scale).to(queries.dtype)
+    if isinstance(tau, Tensor):
+        return _Base2Queries.apply(queries, _per_query(tau, queries.dtype))
+    scale = LOG2_E if tau is None else LOG2_E / float(tau)
+    return (queries.to(torch.float64) * scale).to(queries.dtype)
 
 
 def divided_queries(queries: Tensor, tau: Temperature) -> Tensor:
     """a_i / tau_i (``queries`` unchanged when tau is None): the dense path's queries."""
-    return queries if tau is None else queries / _per_query(tau, queries.dtype)
+    if tau is None:
+        return queries
+    return queries / (_per_query(tau, queries.dtype) if isinstance(tau, Tensor) else float(tau))
 
 
 def tiled_logsumexp(
