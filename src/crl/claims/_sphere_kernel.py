@@ -12,7 +12,7 @@ boundary by ``to_dict`` / ``from_dict``.
 """
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -105,6 +105,31 @@ def quadrature_log_partition(embed: Embedding, anchor_embeddings: Tensor, tau: f
     return learned_log_partition(anchor_embeddings, embed(nodes), tau=tau, support_weights=weights)
 
 
+def kernel_score_chunks(
+    model: VMFUniform,
+    embed: Embedding,
+    *,
+    tau: float,
+    n_draws: int,
+    n_negatives: int,
+    generator: torch.Generator,
+    with_kernel_ratio: bool = False,
+) -> Iterator[KernelDraws]:
+    """The draws of :func:`draw_kernel_scores`, chunk by chunk of at most 2^18 negatives, in the same order and from
+    the same stream: a consumer that reduces each chunk to per-draw values holds O(2^18) scores whatever R and k."""
+    rows = max(1, _MAX_POINTS_PER_CHUNK // n_negatives)
+    for start in range(0, n_draws, rows):
+        size = min(rows, n_draws - start)
+        z = model.sample_anchors(size, generator)
+        y = model.sample_positives(z, generator)
+        xi = model.sample_negatives((size, n_negatives), generator)
+        ez = embed(z)
+        positive = (ez * embed(y)).sum(dim=-1)
+        negative = torch.einsum("rp,rkp->rk", ez, embed(xi.reshape(-1, DIM)).reshape(size, n_negatives, -1))
+        kernel = model.log_positive_density(z[:, None, :], xi) if with_kernel_ratio else None
+        yield KernelDraws(positive, negative, quadrature_log_partition(embed, ez, tau), kernel)
+
+
 def draw_kernel_scores(
     model: VMFUniform,
     embed: Embedding,
@@ -117,25 +142,24 @@ def draw_kernel_scores(
 ) -> KernelDraws:
     """Draw R = ``n_draws`` (anchor, positive, k negatives) triples from ``model`` and embed them with phi.
 
-    Drawn in chunks of at most 2^18 negatives, so memory stays O(2^18) whatever k is.
+    Drawn in chunks of at most 2^18 negatives (:func:`kernel_score_chunks`) and returned whole: R k scores.
     """
-    rows = max(1, _MAX_POINTS_PER_CHUNK // n_negatives)
-    parts: list[tuple[Tensor, Tensor, Tensor, Tensor | None]] = []
-    for start in range(0, n_draws, rows):
-        size = min(rows, n_draws - start)
-        z = model.sample_anchors(size, generator)
-        y = model.sample_positives(z, generator)
-        xi = model.sample_negatives((size, n_negatives), generator)
-        ez = embed(z)
-        positive = (ez * embed(y)).sum(dim=-1)
-        negative = torch.einsum("rp,rkp->rk", ez, embed(xi.reshape(-1, DIM)).reshape(size, n_negatives, -1))
-        kernel = model.log_positive_density(z[:, None, :], xi) if with_kernel_ratio else None
-        parts.append((positive, negative, quadrature_log_partition(embed, ez, tau), kernel))
-    kernels = [part[3] for part in parts]
+    parts = list(
+        kernel_score_chunks(
+            model,
+            embed,
+            tau=tau,
+            n_draws=n_draws,
+            n_negatives=n_negatives,
+            generator=generator,
+            with_kernel_ratio=with_kernel_ratio,
+        )
+    )
+    kernels = [part.log_kernel_ratio for part in parts]
     return KernelDraws(
-        positive_scores=torch.cat([part[0] for part in parts]),
-        negative_scores=torch.cat([part[1] for part in parts]),
-        log_partition=torch.cat([part[2] for part in parts]),
+        positive_scores=torch.cat([part.positive_scores for part in parts]),
+        negative_scores=torch.cat([part.negative_scores for part in parts]),
+        log_partition=torch.cat([part.log_partition for part in parts]),
         log_kernel_ratio=None if not with_kernel_ratio else torch.cat([k for k in kernels if k is not None]),
     )
 

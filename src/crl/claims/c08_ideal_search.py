@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import torch
+from torch import Tensor
 
 from crl._vocab import KernelForm
 from crl.claims._c08_control import run_control
@@ -41,8 +42,8 @@ from crl.claims._sphere_kernel import (
     DrawSummary,
     FormGap,
     GapCell,
-    draw_kernel_scores,
     gap_coefficients_by_quadrature,
+    kernel_score_chunks,
     sphere_embedding,
 )
 from crl.claims.base import (
@@ -103,46 +104,55 @@ class IdealSearchCell(GapCell):
         )
 
 
-def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
-    """One C8 cell: both forms' ideal-search gaps, CE[M_hat_k||Q_hat_k] and the counting-measure variant's gaps."""
+def _per_draw_values(cell: Cell) -> dict[str, Tensor]:
+    """Every per-draw series of one C8 cell, reduced chunk by chunk of draws (:func:`kernel_score_chunks`).
+
+    Keys: ``"<form>"`` and ``"<form>_naive"`` (the ideal-search gap's estimate and plain difference),
+    ``"counting_<form>"``, ``"search_ce"``. Whole (R, k) matrices at the full grid (R = 24000, k = 16384, with the
+    kernel ratios and their temporaries) took about 13 GB per process, so ``--workers 2`` ran out of 24 GiB.
+    """
     p = cell.params
     model = VMFUniform(int(p["dim"]), float(p["kappa"]))
     embed = sphere_embedding(str(p["phi"]), int(p["phi_seed"]))
-    generator = torch.Generator().manual_seed(cell.seed)
     tau = float(p["tau"])
-    draws = draw_kernel_scores(
+    series: dict[str, list[Tensor]] = {}
+    chunks = kernel_score_chunks(
         model,
         embed,
         tau=tau,
         n_draws=int(p["n_draws"]),
         n_negatives=int(p["k"]),
-        generator=generator,
+        generator=torch.Generator().manual_seed(cell.seed),
         with_kernel_ratio=True,
     )
-    log_w = draws.log_kernel_ratio
-    if log_w is None:
-        raise RuntimeError("draw_kernel_scores returned no dM/dpi although with_kernel_ratio=True.")
+    for chunk in chunks:
+        log_w = chunk.log_kernel_ratio
+        if log_w is None:
+            raise RuntimeError("kernel_score_chunks returned no dM/dpi although with_kernel_ratio=True.")
+        pos, neg = chunk.positive_scores, chunk.negative_scores
+        values = {"search_ce": ideal_search_cross_entropy(neg, log_w, tau=tau)}
+        for form in FORM_ORDER:
+            gap = ideal_search_gap(pos, neg, log_w, chunk.log_partition, tau=tau, form=form)
+            values |= {form: gap.estimate, f"{form}_naive": gap.naive}
+            values[f"counting_{form}"] = counting_search_gap(pos, neg, tau=tau, form=form)
+        for key, value in values.items():
+            series.setdefault(key, []).append(value)
+    return {key: torch.cat(parts) for key, parts in series.items()}
+
+
+def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
+    """One C8 cell: both forms' ideal-search gaps, CE[M_hat_k||Q_hat_k] and the counting-measure variant's gaps."""
+    values = _per_draw_values(cell)
     gaps = {
-        form: FormGap.of(
-            ideal_search_gap(
-                draws.positive_scores, draws.negative_scores, log_w, draws.log_partition, tau=tau, form=form
-            )
-        )
-        for form in FORM_ORDER
-    }
-    search = DrawSummary.of(ideal_search_cross_entropy(draws.negative_scores, log_w, tau=tau))
-    counting = {
-        form: DrawSummary.of(
-            counting_search_gap(draws.positive_scores, draws.negative_scores, tau=tau, form=form)
-        )
+        form: FormGap(DrawSummary.of(values[form]), DrawSummary.of(values[f"{form}_naive"]))
         for form in FORM_ORDER
     }
     return IdealSearchCell(
         dcl=gaps["dcl"],
         infonce=gaps["infonce"],
-        search_ce=search,
-        counting_dcl=counting["dcl"],
-        counting_infonce=counting["infonce"],
+        search_ce=DrawSummary.of(values["search_ce"]),
+        counting_dcl=DrawSummary.of(values["counting_dcl"]),
+        counting_infonce=DrawSummary.of(values["counting_infonce"]),
     ).to_dict()
 
 
