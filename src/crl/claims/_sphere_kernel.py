@@ -12,7 +12,7 @@ boundary by ``to_dict`` / ``from_dict``.
 """
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -115,8 +115,9 @@ def kernel_score_chunks(
     generator: torch.Generator,
     with_kernel_ratio: bool = False,
 ) -> Iterator[KernelDraws]:
-    """The draws of :func:`draw_kernel_scores`, chunk by chunk of at most 2^18 negatives, in the same order and from
-    the same stream: a consumer that reduces each chunk to per-draw values holds O(2^18) scores whatever R and k."""
+    """R = ``n_draws`` (anchor, positive, k negatives) triples from ``model``, embedded with phi, in chunks of at most
+    2^18 negatives: a consumer that reduces each chunk to per-draw values holds O(2^18) scores whatever R and k
+    (:func:`joined_draws` joins them)."""
     rows = max(1, _MAX_POINTS_PER_CHUNK // n_negatives)
     for start in range(0, n_draws, rows):
         size = min(rows, n_draws - start)
@@ -130,37 +131,15 @@ def kernel_score_chunks(
         yield KernelDraws(positive, negative, quadrature_log_partition(embed, ez, tau), kernel)
 
 
-def draw_kernel_scores(
-    model: VMFUniform,
-    embed: Embedding,
-    *,
-    tau: float,
-    n_draws: int,
-    n_negatives: int,
-    generator: torch.Generator,
-    with_kernel_ratio: bool = False,
-) -> KernelDraws:
-    """Draw R = ``n_draws`` (anchor, positive, k negatives) triples from ``model`` and embed them with phi.
-
-    Drawn in chunks of at most 2^18 negatives (:func:`kernel_score_chunks`) and returned whole: R k scores.
-    """
-    parts = list(
-        kernel_score_chunks(
-            model,
-            embed,
-            tau=tau,
-            n_draws=n_draws,
-            n_negatives=n_negatives,
-            generator=generator,
-            with_kernel_ratio=with_kernel_ratio,
-        )
-    )
+def joined_draws(chunks: Iterable[KernelDraws]) -> KernelDraws:
+    """The draws of :func:`kernel_score_chunks` joined into one set of R draws (R k scores in memory)."""
+    parts = list(chunks)
     kernels = [part.log_kernel_ratio for part in parts]
     return KernelDraws(
         positive_scores=torch.cat([part.positive_scores for part in parts]),
         negative_scores=torch.cat([part.negative_scores for part in parts]),
         log_partition=torch.cat([part.log_partition for part in parts]),
-        log_kernel_ratio=None if not with_kernel_ratio else torch.cat([k for k in kernels if k is not None]),
+        log_kernel_ratio=None if kernels[0] is None else torch.cat([k for k in kernels if k is not None]),
     )
 
 

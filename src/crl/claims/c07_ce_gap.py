@@ -34,8 +34,9 @@ from crl.claims._sphere_kernel import (
     DIM,
     FormGap,
     GapCell,
-    draw_kernel_scores,
     gap_coefficients_by_quadrature,
+    joined_draws,
+    kernel_score_chunks,
     sphere_embedding,
 )
 from crl.claims.base import (
@@ -64,8 +65,10 @@ def measure_cross_entropy_gap(cell: Cell) -> dict[str, float]:
     embed = sphere_embedding(str(p["phi"]), int(p["phi_seed"]))
     generator = torch.Generator().manual_seed(cell.seed)
     tau = float(p["tau"])
-    draws = draw_kernel_scores(
-        model, embed, tau=tau, n_draws=int(p["n_draws"]), n_negatives=int(p["k"]), generator=generator
+    draws = joined_draws(
+        kernel_score_chunks(
+            model, embed, tau=tau, n_draws=int(p["n_draws"]), n_negatives=int(p["k"]), generator=generator
+        )
     )
     gaps = {
         form: FormGap.of(
