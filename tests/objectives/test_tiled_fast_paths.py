@@ -136,14 +136,14 @@ def test_rows_far_below_their_bound_fall_back_to_the_exact_maxima(monkeypatch, d
     |q_i| max_j |c_j| = 250 lies 250 nats above the row maxima, exp(S - 250) underflows in float32 (and sums
     below e^-60 in float64), so every block must take the exact path and still give dense's values."""
     calls = {"untrusted": 0}
-    real = _shifted.trusted_row_totals
+    real = _shifted.trusted
 
-    def counting(block):
-        totals = real(block)
-        calls["untrusted"] += totals is None
-        return totals
+    def counting(totals):
+        verdict = real(totals)
+        calls["untrusted"] += not verdict
+        return verdict
 
-    monkeypatch.setattr(tiled_module, "trusted_row_totals", counting)
+    monkeypatch.setattr(tiled_module, "trusted", counting)
     g = torch.Generator().manual_seed(7)
     q = torch.cat([torch.full((12, 1), 50.0), 0.1 * torch.randn(12, 1, generator=g)], 1).double()
     c = torch.cat([-torch.rand(9, 1, generator=g) - 0.5, torch.randn(9, 1, generator=g)], 1).double()

@@ -65,6 +65,12 @@ def block_logits(
     return leave.apply(out, r0, r1, c0, c1)
 
 
+def outer_into(u: Tensor, v: Tensor, out: Tensor) -> Tensor:
+    """u v^T in ``out``, as a depth-1 GEMM (faster here than ``torch.outer``'s broadcast multiply), in float32."""
+    with torch.autocast(u.device.type, enabled=False):
+        return torch.mm(u[:, None], v[None, :], out=out)
+
+
 def accumulate_product(out: Tensor, weights: Tensor, x: Tensor) -> None:
     """out += weights @ x, with the GEMM in ``x``'s dtype (lower than ``out``'s under autocast)."""
     with torch.autocast(out.device.type, enabled=False):

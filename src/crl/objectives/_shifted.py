@@ -16,6 +16,10 @@ b_i = |q_i| max_j |c_j| >= max_j S_ij: 2^(S_ij - b_i) <= 1 never overflows. A ro
 e^-60 (its maximum far below the bound, where float32 terms could underflow) is not trusted: the caller redoes that
 block with the exact row maxima. Float32 and float64 on the CPU only: under autocast the appended shift would be
 rounded to bf16/fp16, and on CUDA the underflow test would synchronise with the host per block.
+
+In float32 the passes after each GEMM are the fused ones of :mod:`crl.objectives._native` where they are built
+(exp2 and its row sums, the symmetric weights, the forward pass's row and column sums, each in one pass), else
+torch's operators.
 """
 
 import math
@@ -23,7 +27,9 @@ import math
 import torch
 from torch import Tensor
 
+from crl.objectives._blocks import outer_into
 from crl.objectives._mask import LeaveOut
+from crl.objectives._native import fused_passes
 
 NEGLIGIBLE_TOTAL = math.exp(-60.0)
 """A block row (or column) sum below this, relative to its shift, is recomputed from the exact maxima."""
@@ -47,6 +53,7 @@ class ShiftedOperands:
         self._cols = c.new_ones(c.shape[0], depth)
         self._cols[:, :-1] = c
         self._rows_span = (-1, -1)
+        self._fused = fused_passes() if q.dtype == torch.float32 else None
 
     def _augmented_rows(self, r0: int, r1: int) -> Tensor:
         """[q_i, -shift_i] for rows r0:r1 (rewritten only when the row block changes)."""
@@ -57,11 +64,54 @@ class ShiftedOperands:
             self._rows_span = (r0, r1)
         return rows
 
-    def exp_block(self, r0: int, r1: int, c0: int, c1: int, leave: LeaveOut, out: Tensor) -> Tensor:
-        """2^(S_ij - shift_i) of rows r0:r1 and columns c0:c1, in ``out`` (left-out entries 0)."""
+    def _shifted_block(self, span: tuple[int, int, int, int], leave: LeaveOut, out: Tensor) -> Tensor:
+        """S_ij - shift_i of the block ``span`` = (r0, r1, c0, c1), in ``out`` (left-out entries -inf)."""
+        r0, r1, c0, c1 = span
         with torch.autocast(out.device.type, enabled=False):
             torch.mm(self._augmented_rows(r0, r1), self._cols[c0:c1].T, out=out)
-        return leave.apply(out, r0, r1, c0, c1).exp2_()
+        return leave.apply(out, r0, r1, c0, c1)
+
+    def exp_block(self, span: tuple[int, int, int, int], leave: LeaveOut, out: Tensor) -> Tensor:
+        """E_ij = 2^(S_ij - shift_i) of the block ``span`` = (r0, r1, c0, c1), in ``out`` (left-out entries 0)."""
+        block = self._shifted_block(span, leave, out)
+        return block.exp2_() if self._fused is None else self._fused.exp2_rows(block)
+
+    def exp_row_sums(
+        self, span: tuple[int, int, int, int], leave: LeaveOut, out: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """E_ij = 2^(S_ij - shift_i) in ``out`` and its row sums z_i = sum_j E_ij."""
+        block = self._shifted_block(span, leave, out)
+        if self._fused is None:
+            return block.exp2_(), block.sum(dim=1)
+        totals = block.new_empty(block.shape[0])
+        return self._fused.exp2_rows(block, totals), totals
+
+    def weighted_exp_block(
+        self,
+        span: tuple[int, int, int, int],
+        leave: LeaveOut,
+        factors: tuple[Tensor, Tensor],
+        out: Tensor,
+        spare: Tensor,
+    ) -> Tensor:
+        """W_ij = E_ij (1 + u_i v_j) with E_ij = 2^(S_ij - shift_i) and ``factors`` (u, v), in ``out`` (torch's
+        operators form u v^T in ``spare``, a buffer of the same shape)."""
+        block = self._shifted_block(span, leave, out)
+        if self._fused is not None:
+            return self._fused.exp2_rank_one(block, *factors)
+        weights = block.exp2_()
+        return weights.addcmul_(weights, outer_into(*factors, spare))
+
+    def exp_sums(
+        self, span: tuple[int, int, int, int], leave: LeaveOut, weights: Tensor, out: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Row sums z_i = sum_j E_ij and weighted column sums sum_i w_i E_ij of E_ij = 2^(S_ij - shift_i), the
+        block computed in ``out`` (which the fused pass leaves holding S_ij - shift_i, torch's operators E_ij)."""
+        block = self._shifted_block(span, leave, out)
+        if self._fused is not None:
+            return self._fused.exp2_sums(block, weights)
+        exps = block.exp2_()
+        return exps.sum(dim=1), torch.mv(exps.T, weights)
 
 
 def shifted_path(q: Tensor) -> bool:
@@ -80,7 +130,6 @@ def bounded_operands(q: Tensor, c: Tensor, block_rows: int) -> ShiftedOperands:
     return shifted_operands(q, c, bound, block_rows)
 
 
-def trusted_row_totals(block: Tensor) -> Tensor | None:
-    """Row sums of a block of 2^(S_ij - b_i), or None when one is below e^-60 (redo the block exactly)."""
-    totals = block.sum(dim=1)
-    return totals if bool((totals >= NEGLIGIBLE_TOTAL).all()) else None
+def trusted(totals: Tensor) -> bool:
+    """Whether every block row (or column) sum relative to its shift is at least e^-60 (else redo it exactly)."""
+    return bool((totals >= NEGLIGIBLE_TOTAL).all())

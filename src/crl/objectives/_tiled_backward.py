@@ -7,8 +7,8 @@ For base-2 row (and column) log-sum-exps of S = q c^T (:mod:`crl.objectives.tile
 
 and dq = W c, dc = W^T q accumulate block by block (:func:`backward_blocks`). Positive g_i fold into the shift
 (2^(S_ij - (lse_i - log2 g_i))), saving a pass; the symmetric weights come from one exp2 pass in rank-one form
-(:func:`_rank_one_factors`); on the CPU fast path the block GEMM writes S_ij - rs_i itself
-(:mod:`crl.objectives._shifted`).
+(:func:`_rank_one_factors`); on the CPU fast path the block GEMM writes S_ij - rs_i itself and one fused pass
+forms the weights (:mod:`crl.objectives._shifted`).
 """
 
 import torch
@@ -20,6 +20,7 @@ from crl.objectives._blocks import (
     accumulate_product,
     accumulate_transposed,
     block_logits,
+    outer_into,
     spans,
 )
 from crl.objectives._mask import LeaveOut
@@ -60,12 +61,6 @@ def _rows(values: Tensor | None, start: int, stop: int) -> Tensor | None:
     return None if values is None else values[start:stop]
 
 
-def _outer(u: Tensor, v: Tensor, out: Tensor) -> Tensor:
-    """u v^T in ``out``, as a depth-1 GEMM (faster here than ``torch.outer``'s broadcast multiply), in float32."""
-    with torch.autocast(u.device.type, enabled=False):
-        return torch.mm(u[:, None], v[None, :], out=out)
-
-
 def _exact_weights(
     logits: Tensor,
     shifts: tuple[Tensor, Tensor],
@@ -81,7 +76,7 @@ def _exact_weights(
     (row_shift, col_shift), (row_scale, col_scale) = shifts, scales
     if factors is not None:
         weights = logits.sub_(row_shift[:, None]).exp2_()
-        return weights.addcmul_(weights, _outer(factors[0], factors[1], spare))
+        return weights.addcmul_(weights, outer_into(*factors, spare))
     by_column = None
     if col_shift.numel() > 0:
         by_column = torch.sub(logits, col_shift[None, :], out=spare).exp2_()
@@ -134,11 +129,11 @@ def backward_blocks(
             out = work.first(r1 - r0, c1 - c0)
             spare = work.second(r1 - r0, c1 - c0) if columns else out  # the column term's buffer
             factors = _rank_one_factors(row_shift[r0:r1], col_shift[c0:c1]) if rank_one else None
-            if shifted is not None and (factors is not None or not columns):
-                weights = shifted.exp_block(r0, r1, c0, c1, leave, out)
-                if factors is not None:
-                    weights.addcmul_(weights, _outer(factors[0], factors[1], spare))
-                elif row_scale is not None:
+            if shifted is not None and factors is not None:
+                weights = shifted.weighted_exp_block((r0, r1, c0, c1), leave, factors, out, spare)
+            elif shifted is not None and not columns:
+                weights = shifted.exp_block((r0, r1, c0, c1), leave, out)
+                if row_scale is not None:
                     weights.mul_(row_scale[r0:r1, None])
             else:
                 weights = _exact_weights(

@@ -42,11 +42,10 @@ from crl.objectives._blocks import (
 )
 from crl.objectives._mask import LeaveOut
 from crl.objectives._shifted import (
-    NEGLIGIBLE_TOTAL,
     ShiftedOperands,
     bounded_operands,
     shifted_path,
-    trusted_row_totals,
+    trusted,
 )
 from crl.objectives._tiled_backward import backward_blocks
 
@@ -78,19 +77,30 @@ def _accumulate_lse(block: Tensor, dim: int, lse: Tensor) -> None:
     torch.logaddexp2(lse, total, out=lse)
 
 
-def _accumulate_columns(exps: Tensor, top: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]) -> None:
-    """col_lse <- logaddexp2(col_lse, log2 sum_i 2^S_ij) from a block of E_ij = 2^(S_ij - top_i).
+def _merge_rows(totals: Tensor, top: Tensor, row_lse: Tensor) -> None:
+    """row_lse <- logaddexp2(row_lse, log2 z_i + top_i) from a block's row sums z_i = sum_j 2^(S_ij - top_i)."""
+    torch.logaddexp2(row_lse, totals.log2_().add_(top), out=row_lse)
 
-    With K = max_i top_i, sum_i 2^S_ij = 2^K sum_i E_ij 2^(top_i - K): one matrix-vector product instead of a
-    second exp2 pass. Rows whose top_i lies far below K underflow there; a column whose sum comes out below e^-60
-    (where that could matter) is redone exactly from ``recompute()`` (the block's logits again).
+
+def _merge_columns(col_total: Tensor, peak: Tensor, col_lse: Tensor, recompute: Callable[[], Tensor]) -> None:
+    """col_lse <- logaddexp2(col_lse, log2 sum_i 2^S_ij) from a block's sums col_total_j = sum_i 2^(S_ij - peak).
+
+    The sums come from the rows' exp2 pass, E_ij = 2^(S_ij - top_i), as sum_i E_ij 2^(top_i - peak) with
+    peak = max_i top_i: one matrix-vector product (or one fused pass) instead of a second exp2 pass. Rows whose
+    top_i lies far below the peak underflow there; a column whose sum comes out below e^-60 (where that could
+    matter) is redone exactly from ``recompute()`` (the block's logits again).
     """
-    peak = top.max()
-    col_total = torch.mv(exps.T, (top - peak).exp2_())
-    if bool((col_total >= NEGLIGIBLE_TOTAL).all()):
+    if trusted(col_total):
         torch.logaddexp2(col_lse, col_total.log2_().add_(peak), out=col_lse)
     else:
         _accumulate_lse(recompute(), 0, col_lse)
+
+
+def _column_weights(top: Tensor) -> tuple[Tensor, Tensor]:
+    """(2^(top_i - peak), peak) with peak = max_i top_i: the weights that turn a block's row-shifted exps into
+    column sums relative to the peak (:func:`_merge_columns`)."""
+    peak = top.max()
+    return (top - peak).exp2_(), peak
 
 
 GradientForecast = Callable[[Tensor, int, int], Tensor]
@@ -108,15 +118,43 @@ def _block_exps(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """E_ij = 2^(S_ij - top_i) of one block (in ``out``), its row sums z_i and the shifts top_i: the fast path's
     bounds b_i (:mod:`crl.objectives._shifted`) when every row sum can be trusted, else the exact row maxima."""
-    r0, r1, c0, c1 = span
     if shifted is not None:
-        exps = shifted.exp_block(r0, r1, c0, c1, leave, out)
-        totals = trusted_row_totals(exps)
-        if totals is not None:
-            return exps, totals, shifted.shift[r0:r1]
-    block = block_logits(q, c, r0, r1, c0, c1, leave, out)
+        exps, totals = shifted.exp_row_sums(span, leave, out)
+        if trusted(totals):
+            return exps, totals, shifted.shift[span[0] : span[1]]
+    return _exact_block_exps(q, c, span, leave, out)
+
+
+def _exact_block_exps(
+    q: Tensor, c: Tensor, span: tuple[int, int, int, int], leave: LeaveOut, out: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """E_ij = 2^(S_ij - top_i) of one block (in ``out``), its row sums and top_i = max_j S_ij (0 for empty rows)."""
+    block = block_logits(q, c, *span, leave, out)
     top = block.amax(dim=1).nan_to_num_(neginf=0.0)
     return block, block.sub_(top[:, None]).exp2_().sum(dim=1), top
+
+
+def _shifted_block_both(
+    shifted: ShiftedOperands,
+    span: tuple[int, int, int, int],
+    leave: LeaveOut,
+    out: Tensor,
+    lse: tuple[Tensor, Tensor],
+    recompute: Callable[[], Tensor],
+) -> bool:
+    """Accumulate one block's row and column log-sum-exps ``lse`` from the fast path's single pass of row and
+    weighted column sums (:meth:`ShiftedOperands.exp_sums`); False (nothing accumulated) when a row sum cannot be
+    trusted, and the caller takes the exact path."""
+    r0, r1, c0, c1 = span
+    top = shifted.shift[r0:r1]
+    weights, peak = _column_weights(top)
+    totals, col_total = shifted.exp_sums(span, leave, weights, out)
+    if not trusted(totals):
+        return False
+    row_lse, col_lse = lse
+    _merge_rows(totals, top, row_lse[r0:r1])
+    _merge_columns(col_total, peak, col_lse[c0:c1], recompute)
+    return True
 
 
 def _forward_blocks(
@@ -124,8 +162,9 @@ def _forward_blocks(
 ) -> tuple[Tensor, Tensor]:
     """Base-2 row (and column) log-sum-exps, one (rows x cols) block at a time, from one exp2 pass per block.
 
-    On the CPU the column sums come from the same exp2 pass (:func:`_accumulate_columns`); off it (no host
-    synchronisation per block) each block's column log-sum-exps are computed exactly from its logits again.
+    On the CPU the column sums come from the same exp2 pass (:func:`_merge_columns`), on the fast path from the
+    same fused pass as the row sums (:func:`_shifted_block_both`); off the CPU (no host synchronisation per block)
+    each block's column log-sum-exps are computed exactly from its logits again.
     """
     n, m = q.shape[0], c.shape[0]
     like = q.new_empty(0, dtype=accumulator_dtype(q))
@@ -136,16 +175,23 @@ def _forward_blocks(
     on_cpu = q.device.type == "cpu"
     for r0, r1 in spans(n, block_rows):
         for c0, c1 in spans(m, block_cols):
-            if want_columns:
-                recompute = partial(block_logits, q, c, r0, r1, c0, c1, leave, work.second(r1 - r0, c1 - c0))
-                if not on_cpu:
-                    _accumulate_lse(recompute(), 0, col_lse[c0:c1])
-            exps, totals, top = _block_exps(
-                q, c, shifted, (r0, r1, c0, c1), leave, work.first(r1 - r0, c1 - c0)
-            )
-            torch.logaddexp2(row_lse[r0:r1], totals.log2_().add_(top), out=row_lse[r0:r1])
-            if want_columns and on_cpu:
-                _accumulate_columns(exps, top, col_lse[c0:c1], recompute)
+            span, out = (r0, r1, c0, c1), work.first(r1 - r0, c1 - c0)
+            if not want_columns:
+                _, totals, top = _block_exps(q, c, shifted, span, leave, out)
+                _merge_rows(totals, top, row_lse[r0:r1])
+                continue
+            recompute = partial(block_logits, q, c, *span, leave, work.second(r1 - r0, c1 - c0))
+            if shifted is not None and _shifted_block_both(
+                shifted, span, leave, out, (row_lse, col_lse), recompute
+            ):
+                continue
+            if not on_cpu:
+                _accumulate_lse(recompute(), 0, col_lse[c0:c1])
+            exps, totals, top = _exact_block_exps(q, c, span, leave, out)
+            _merge_rows(totals, top, row_lse[r0:r1])
+            if on_cpu:
+                weights, peak = _column_weights(top)
+                _merge_columns(torch.mv(exps.T, weights), peak, col_lse[c0:c1], recompute)
     return row_lse, col_lse
 
 

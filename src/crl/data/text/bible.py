@@ -13,11 +13,11 @@ tags dropped, whitespace joined.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
 
+from crl._cache import default_cache_dir
 from crl.data.text.pairs import TextPair
 
 __all__ = ["SWORD_MODULES", "bible_pairs", "default_cache_dir", "export_bible", "strip_osis"]
@@ -29,11 +29,6 @@ _NOTES = re.compile(r"<note\b.*?</note>|<title\b.*?</title>", re.S)
 _TAGS = re.compile(r"<[^>]+>")
 _APPENDIX = re.compile(r'<div\b[^>]*type="glossary".*', re.S)
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+([,.;:!?])")
-
-
-def default_cache_dir() -> Path:
-    """``$CRL_CACHE_DIR``, else ``~/.cache/crl``."""
-    return Path(os.environ.get("CRL_CACHE_DIR", Path.home() / ".cache" / "crl"))
 
 
 def strip_osis(raw: str) -> str:
