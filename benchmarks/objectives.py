@@ -13,7 +13,12 @@ Cases (``--cases``):
   - ``sigmoid``: SigLIP's loss over all n^2 pairs (``sigmoid_loss``);
   - ``clip-formula``: open_clip's ClipLoss formula in plain torch (cross_entropy of both directions of a @ p.T);
   - ``bf16-symmetric``: ``symmetric-infonce`` under ``torch.autocast("cpu", torch.bfloat16)``.
+``--passes`` prints the milliseconds per 1024 x 1024 block of the passes after each GEMM, by torch's operators and
+by the fused C passes (:mod:`crl.objectives._native`), timed inside a loop of GEMMs as the kernel runs them.
 ``--crossover`` prints dense against tiled milliseconds for n = m = 64..2048 (where ``tiling="auto"`` switches).
+Each line gives the median time, the median and range of the per-repeat ratios, and min/min: the fastest repeat of
+the loss over the fastest repeat of the bound. Load from other tenants only ever adds time, so on a noisy machine the
+two minima estimate the uncontended costs, where a per-repeat ratio whose bound happened to be slowed reads low.
 ``--memory`` runs each case once in a fresh subprocess and prints its peak RSS growth (VmHWM minus the RSS once the
 inputs exist; it includes the inputs' gradients). ``--error`` prints the bf16 error against float64.
 Nothing is asserted: this prints. Peers (open_clip, sentence-transformers, info-nce-pytorch): benchmarks/peers.py.
@@ -35,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from crl.objectives import contrastive_loss, sigmoid_loss
+from crl.objectives._native import fused_passes
 
 TAU = 0.07
 MIB = 1 << 20
@@ -110,18 +116,16 @@ def time_once(fn: Callable[[], torch.Tensor], tensors: tuple[torch.Tensor, ...])
     return elapsed
 
 
-def ratios(case: str, n: int, d: int, repeats: int) -> tuple[list[float], list[float]]:
-    """(seconds, seconds / bound) per repeat, the GEMM rate re-measured before each repeat."""
+def timings(case: str, n: int, d: int, repeats: int) -> tuple[list[float], list[float]]:
+    """(seconds of the loss, seconds of its three-GEMM bound) per repeat, the bound re-measured before each."""
     tensors = inputs(n, d, case)
     fn = loss_fn(case, tensors)
     time_once(fn, tensors)
-    seconds, over_bound = [], []
+    seconds, bounds = [], []
     for _ in range(repeats):
-        bound = three_gemms_seconds(n, d)
-        elapsed = time_once(fn, tensors)
-        seconds.append(elapsed)
-        over_bound.append(elapsed / bound)
-    return seconds, over_bound
+        bounds.append(three_gemms_seconds(n, d))
+        seconds.append(time_once(fn, tensors))
+    return seconds, bounds
 
 
 def rss_bytes() -> int:
@@ -163,6 +167,54 @@ def bf16_error(n: int, d: int) -> dict[str, float]:
         "loss": float((low - ref).abs() / ref.abs()),
         "grad": float((low_grad - ref_grad).norm() / ref_grad.norm()),
     }
+
+
+PASS_KINDS = ("gemm", "torch backward", "fused backward", "torch forward", "fused forward")
+
+
+def block_pass(kind: str, out: torch.Tensor, spare: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> None:
+    """The elementwise work after one block's GEMM: the symmetric backward's weights 2^x (1 + u_i v_j), or the
+    forward's row sums and v-weighted column sums of 2^x, by torch's operators or by the fused pass."""
+    fused = fused_passes()
+    if kind == "torch backward":
+        out.exp2_().addcmul_(out, torch.mm(u[:, None], v[None, :], out=spare))
+    elif kind == "fused backward" and fused is not None:
+        fused.exp2_rank_one(out, u, v)
+    elif kind == "torch forward":
+        out.exp2_().sum(dim=1)
+        torch.mv(out.T, v)
+    elif kind == "fused forward" and fused is not None:
+        fused.exp2_sums(out, v)
+
+
+def print_passes(d: int, repeats: int) -> None:
+    """Milliseconds per 1024 x 1024 block of each pass group, timed inside a loop of 16 block GEMMs (1024 x (d + 1)
+    products of disjoint row and column blocks, as the kernel runs them): the GEMM alone, then the GEMM followed by
+    each pass group; a pass costs the difference of medians over ``repeats`` interleaved rounds."""
+    block, count = 1024, 16
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(count * block, d + 1, generator=g) * 0.05
+    c = torch.randn(count * block, d + 1, generator=g) * 0.05
+    out, spare = torch.empty(block, block), torch.empty(block, block)
+    u, v = torch.rand(block, generator=g), torch.rand(block, generator=g)
+    per_kind: dict[str, list[float]] = {kind: [] for kind in PASS_KINDS}
+    for _ in range(repeats):
+        for kind in PASS_KINDS:
+            start = time.perf_counter()
+            for i in range(count):
+                rows, cols = (
+                    slice(i * block, (i + 1) * block),
+                    slice((count - 1 - i) * block, (count - i) * block),
+                )
+                torch.mm(q[rows], c[cols].T, out=out)
+                block_pass(kind, out, spare, u, v)
+            per_kind[kind].append((time.perf_counter() - start) / count * 1e3)
+    gemm = statistics.median(per_kind["gemm"])
+    built = "built" if fused_passes() is not None else "NOT built (rows show the GEMM alone)"
+    print(f"ms per {block} x {block} block, d + 1 = {d + 1}, median of {repeats}; fused passes {built}")
+    for kind in PASS_KINDS:
+        total = statistics.median(per_kind[kind])
+        print(f"{kind:<16} {total:>7.3f}  pass {total - gemm:>6.3f}")
 
 
 CROSSOVER_SIZES = (64, 128, 256, 512, 1024, 2048)
@@ -212,11 +264,18 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="peak RSS growth per case (subprocesses)")
     parser.add_argument("--error", action="store_true", help="bf16 error against float64 at each size")
     parser.add_argument("--crossover", action="store_true", help="dense vs tiled time for n = m = 64..2048")
+    parser.add_argument(
+        "--passes", action="store_true", help="ms per block of each pass group, torch vs fused"
+    )
     parser.add_argument("--peak", nargs=3, metavar=("CASE", "N", "D"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.peak:
         print(json.dumps(peak_growth(args.peak[0], int(args.peak[1]), int(args.peak[2]))))
+        return
+    if args.passes:
+        print(f"torch {torch.__version__}, {args.threads} thread(s), load {os.getloadavg()}")
+        print_passes(args.d, max(args.repeats, 9))
         return
     if args.crossover:
         print(f"torch {torch.__version__}, {args.threads} thread(s), d = {args.d}, load {os.getloadavg()}")
@@ -224,17 +283,21 @@ def main() -> None:
         return
     print(f"torch {torch.__version__}, {args.threads} thread(s), d = {args.d}, load before {os.getloadavg()}")
     print(
-        "x bound = time / time of 3 GEMMs of 2 n m d FLOPs (as 4096 x d x 4096 blocks) run before each repeat\n"
+        "x bound = time / time of 3 GEMMs of 2 n m d FLOPs (as 4096 x d x 4096 blocks) run before each repeat;\n"
+        "min/min = the fastest repeat of the loss over the fastest of its bounds\n"
     )
-    header = f"{'case':<18} {'n = m':>6} {'median s':>9} {'x bound':>8} {'min..max x bound':>17}"
+    header = (
+        f"{'case':<18} {'n = m':>6} {'median s':>9} {'x bound':>8} {'min..max x bound':>17} {'min/min':>9}"
+    )
     print(header + (f" {'peak MiB':>9}" if args.memory else ""))
     print("-" * (len(header) + (10 if args.memory else 0)))
     for n in args.sizes:
         for case in args.cases:
-            seconds, over = ratios(case, n, args.d, args.repeats)
+            seconds, bounds = timings(case, n, args.d, args.repeats)
+            over = [s / b for s, b in zip(seconds, bounds, strict=True)]
             line = (
                 f"{case:<18} {n:>6} {statistics.median(seconds):>9.2f} {statistics.median(over):>8.2f} "
-                f"{min(over):>8.2f}..{max(over):<7.2f}"
+                f"{min(over):>8.2f}..{max(over):<7.2f} {min(seconds) / min(bounds):>9.2f}"
             )
             if args.memory:
                 cmd = [
