@@ -57,6 +57,7 @@ from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_conf
 from crl.train.distributed import (
     all_gather_equal,
     init_distributed,
+    leave_together,
     mean_over_ranks,
     shutdown,
     wrap_model,
@@ -143,7 +144,9 @@ class Trainer:
         started = time.perf_counter()
         try:
             with self._writer_lock():
-                return self._fit(started)
+                result = self._fit(started)
+            leave_together(self.context)
+            return result
         finally:
             shutdown(self.context)
 
@@ -335,7 +338,7 @@ def cpu_has_native_bf16() -> bool:
 
 def _warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
     """Warn that ``[run] precision = "bf16"`` slows training down on a CPU without native bf16 (about 14x for the
-    symmetric loss's GEMMs on this project's AVX2 machine, docs/benchmarks.md)."""
+    symmetric loss on the AVX2 machine of docs/benchmarks.md's runs C-G)."""
     if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
         warnings.warn(
             f'[run] precision = "bf16" on a CPU without native bf16 ({torch.backends.cpu.get_cpu_capability()}: '
