@@ -28,22 +28,17 @@ class _FakeGroup:
         self.calls.append("destroy")
 
 
-def test_two_ranks_meet_at_a_barrier_before_leaving(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("world_size", "expected"), [(2, ["barrier", "destroy"]), (1, [])])
+def test_ranks_meet_at_a_barrier_before_leaving(
+    monkeypatch: pytest.MonkeyPatch, world_size: int, expected: list[str]
+) -> None:
+    """Two ranks: a barrier, then the group is destroyed; one process: no collective at all."""
     group = _FakeGroup()
     monkeypatch.setattr(distributed, "dist", group)
-    context = DistContext(rank=1, world_size=2, local_rank=1, device=torch.device("cpu"))
+    context = DistContext(rank=0, world_size=world_size, local_rank=0, device=torch.device("cpu"))
     leave_together(context)
     shutdown(context)
-    assert group.calls == ["barrier", "destroy"]
-
-
-def test_one_process_makes_no_collective(monkeypatch: pytest.MonkeyPatch) -> None:
-    group = _FakeGroup()
-    monkeypatch.setattr(distributed, "dist", group)
-    context = DistContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
-    leave_together(context)
-    shutdown(context)
-    assert group.calls == []
+    assert group.calls == expected
 
 
 @pytest.mark.parametrize("fails", [False, True])
