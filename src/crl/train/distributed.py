@@ -68,17 +68,16 @@ def init_distributed(device: Literal["auto", "cpu", "cuda"] = "auto") -> DistCon
     return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=chosen)
 
 
-def leave_together(context: DistContext) -> None:
-    """Wait at a barrier until every rank has finished its work (the normal end of a run), so that no rank leaves
-    the process group, and exits, while a peer still has a collective or its gloo connections in flight; called
-    before :func:`shutdown` on success only (after an error on one rank its peers would wait for it in vain)."""
-    if context.distributed and dist.is_initialized():
-        dist.barrier()
+def shutdown(context: DistContext, *, wait_for_peers: bool) -> None:
+    """Leave the process group (if this context joined one).
 
-
-def shutdown(context: DistContext) -> None:
-    """Leave the process group (if this context joined one)."""
+    With ``wait_for_peers`` (the normal end of a run) every rank first waits at a barrier, so that none leaves the
+    group, and exits, while a peer still has a collective or its gloo connections in flight; after an error on one
+    rank its peers would wait for it in vain, so the caller passes False then.
+    """
     if context.distributed and dist.is_initialized():
+        if wait_for_peers:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -57,7 +57,6 @@ from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_conf
 from crl.train.distributed import (
     all_gather_equal,
     init_distributed,
-    leave_together,
     mean_over_ranks,
     shutdown,
     wrap_model,
@@ -142,13 +141,14 @@ class Trainer:
             FolderLockedError: if another process writes into the run folder (naming its pid and host).
         """
         started = time.perf_counter()
+        succeeded = False
         try:
             with self._writer_lock():
                 result = self._fit(started)
-            leave_together(self.context)
+            succeeded = True
             return result
         finally:
-            shutdown(self.context)
+            shutdown(self.context, wait_for_peers=succeeded)
 
     @contextmanager
     def _writer_lock(self) -> Iterator[None]:
