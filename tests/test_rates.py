@@ -7,6 +7,7 @@ two-term interval would not cover the true leading exponent at its nominal rate.
 
 import numpy as np
 import pytest
+from scipy.optimize import curve_fit
 
 from crl.claims.verdict import Verdict, verdict_rate
 from crl.stats import MISFIT_TOLERANCE, rate_fit
@@ -84,3 +85,108 @@ def test_bad_arguments_name_the_fix(kwargs: dict[str, object], message: str) -> 
 def test_too_few_points_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 4"):
         rate_fit(GRID[:3], 1.0 / GRID[:3], rng=np.random.default_rng(0), ci=0.9)
+
+
+def _curve_fit_exponent(
+    x: np.ndarray, y: np.ndarray, se: np.ndarray, start: tuple[float, float, float]
+) -> float:
+    """The leading exponent of y = a x^r + b x^(r-1) by scipy's curve_fit (Levenberg-Marquardt, weighted by
+    se), started at the truth: an optimiser independent of rate_fit's profile grid."""
+    (a, _b, r), _ = curve_fit(
+        lambda t, a, b, r: a * t**r + b * t ** (r - 1.0), x, y, p0=start, sigma=se, maxfev=20000
+    )
+    assert a > 0.0
+    return float(r)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_two_term_exponent_equals_curve_fits_on_random_series(seed: int) -> None:
+    """Random leading exponents, corrections and 0.5% noise: rate_fit's exponent is scipy's within 2e-3."""
+    rng = np.random.default_rng(1000 + seed)
+    r, a, b = rng.uniform(-2.0, -0.3), rng.uniform(0.5, 2.0), rng.uniform(2.0, 8.0)
+    truth = a * GRID**r + b * GRID ** (r - 1.0)
+    y, se = _noisy(truth, 0.005, seed)
+    fit = rate_fit(GRID, y, se, rng=np.random.default_rng(seed), ci=0.95, n_boot=200)
+    assert fit.model == "two-term" and not fit.reason
+    assert fit.exponent == pytest.approx(_curve_fit_exponent(GRID, y, se, (a, b, r)), abs=2e-3)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_power_slope_equals_least_squares_on_the_logs(seed: int) -> None:
+    """The power-law path's exponent is numpy's weighted straight line through (log x, log y)."""
+    rng = np.random.default_rng(2000 + seed)
+    r = rng.uniform(-2.0, 0.5)
+    y, se = _noisy(rng.uniform(0.1, 10.0) * GRID**r, 0.003, seed)
+    fit = rate_fit(GRID, y, se, rng=np.random.default_rng(seed), ci=0.95, n_boot=200)
+    slope = np.polyfit(np.log(GRID), np.log(y), 1, w=y / se)[0]
+    assert fit.model == "power" and fit.exponent == pytest.approx(slope, abs=1e-10)
+
+
+def test_a_falling_line_is_not_a_rising_rate() -> None:
+    """5, 4, 3, 2, 1 is fitted exactly by a x + b with a = -1, inadmissible: the best admissible two-term fit
+    falls and leaves a residual far above 5%, so the window misfits."""
+    fit = rate_fit([1, 2, 3, 4, 5], [5.0, 4.0, 3.0, 2.0, 1.0], rng=np.random.default_rng(0), ci=0.95)
+    assert fit.misfit and fit.exponent < 0.0 and fit.max_relative_residual > MISFIT_TOLERANCE
+    assert verdict_rate(fit, 1.0)[0] is Verdict.INCONCLUSIVE
+    assert verdict_rate(fit, -1.0)[0] is Verdict.INCONCLUSIVE
+
+
+def test_four_points_leave_the_two_term_model_no_room_to_misfit() -> None:
+    fit = rate_fit([1, 2, 3, 4], [4.0, 3.0, 2.0, 1.0], rng=np.random.default_rng(0), ci=0.95)
+    assert fit.misfit and "degree of freedom" in fit.reason
+    assert verdict_rate(fit, 1.0)[0] is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize(
+    "y",
+    [
+        [1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0],
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0],
+        [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 1e6],
+    ],
+)
+def test_degenerate_series_get_no_confident_rate(y: list[float]) -> None:
+    """A zigzag, a lone jump and an explosion are no rate: misfit, never a tight CI on a wrong exponent."""
+    fit = rate_fit(GRID, y, rng=np.random.default_rng(0), ci=0.95, n_boot=400)
+    assert fit.misfit
+    assert verdict_rate(fit, -1.0)[0] is Verdict.INCONCLUSIVE
+
+
+def test_the_exponent_does_not_depend_on_the_scale_of_y() -> None:
+    """y and y x 1e-200 (weights 1/y^2 would overflow) give the same fit."""
+    y, se = _noisy(1.0 / GRID + 5.0 / GRID**2, 0.002, 2)
+    fits = [
+        rate_fit(GRID, c * y, c * se, rng=np.random.default_rng(3), ci=0.99, n_boot=300)
+        for c in (1.0, 1e-200)
+    ]
+    assert fits[0].model == fits[1].model == "two-term"
+    assert fits[1].exponent == pytest.approx(fits[0].exponent, abs=1e-12)
+    assert fits[1].ci_low == pytest.approx(fits[0].ci_low, abs=1e-9)
+
+
+def test_a_noise_free_exact_two_term_series_is_recovered() -> None:
+    truth = 2.0 * GRID**-0.7 + 3.0 * GRID**-1.7
+    fit = rate_fit(GRID, truth, rng=np.random.default_rng(0), ci=0.95)
+    assert fit.model == "two-term" and not fit.misfit
+    assert fit.exponent == pytest.approx(-0.7, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tolerance": -1.0}, "tolerance"),
+        ({"tolerance": 0.0}, "tolerance"),
+        ({"tolerance": 1.5}, "tolerance"),
+        ({"tolerance": float("nan")}, "tolerance"),
+    ],
+)
+def test_a_tolerance_outside_the_unit_interval_is_refused(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rate_fit(GRID, 1.0 / GRID, rng=np.random.default_rng(0), ci=0.9, **kwargs)
+
+
+def test_unsorted_or_repeated_x_is_refused() -> None:
+    with pytest.raises(ValueError, match="strictly increasing"):
+        rate_fit(GRID[::-1], 1.0 / GRID[::-1], rng=np.random.default_rng(0), ci=0.9)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        rate_fit([1, 2, 2, 3, 4], [1.0, 0.5, 0.5, 0.3, 0.25], rng=np.random.default_rng(0), ci=0.9)

@@ -1,6 +1,7 @@
 """Tests of the claim contract: statistics, verdict rules, results, figure specs and the claim context."""
 
 import json
+import math
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -147,7 +148,10 @@ def test_result_to_dict_is_plain_json_with_nested_fits() -> None:
         level=0.995,
         fidelity=Fidelity.FULL,
         verdict=Verdict.PASS,
-        statistics=(Statistic.from_slope("slope", fit),),
+        statistics=(
+            Statistic.from_slope("slope", fit),
+            Statistic("unidentified", float("nan"), -math.inf, math.inf, 0.995, "no rate"),
+        ),
         control=ControlResult("c", Verdict.FAIL),
         figures=(figure,),
         table=({"m": 2, "y": 0.5},),
@@ -157,6 +161,8 @@ def test_result_to_dict_is_plain_json_with_nested_fits() -> None:
     assert data["figures"][0]["points"][0]["fit"]["slope"] == pytest.approx(-1.0)
     assert data["figures"][0]["reference_slopes"] == [-1.0]
     assert (data["parts"], data["level"], data["evidence"], data["reasons"]) == (1, 0.995, "e", [])
+    unbounded = data["statistics"][1]
+    assert (unbounded["value"], unbounded["ci_low"], unbounded["ci_high"]) == ("nan", "-inf", "inf")
 
 
 def test_points_turn_errors_into_interval_ends_and_reject_bad_input() -> None:

@@ -1,6 +1,7 @@
 """A claim and what its run returns: :class:`Claim`, :class:`ClaimResult` and the control's :class:`ControlResult`."""
 
 import enum
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -108,7 +109,8 @@ class ClaimResult:
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict of every field (enums as their values, tuples as lists)."""
+        """A JSON-able dict of every field (enums as their values, tuples as lists, an infinite or NaN float as
+        the string ``"inf"``, ``"-inf"`` or ``"nan"``: an unbounded interval end stays unbounded in the store)."""
         return _jsonable(asdict(self))
 
 
@@ -214,7 +216,10 @@ def _with_reasons(what: str, reasons: Sequence[str]) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    """``value`` with enums replaced by their values and tuples by lists (recursively)."""
+    """``value`` with enums replaced by their values, tuples by lists and non-finite floats by their names
+    (recursively)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Mapping):

@@ -13,6 +13,14 @@ precision grows. The protocol, fixed before data:
    test its leading exponent r; its CI comes from the same kind of bootstrap as the power law's.
 4. If the two-term model's largest relative residual also exceeds 5%, the window is not described by either
    model: :attr:`RateFit.misfit` is set and the verdict is INCONCLUSIVE. No interval is widened.
+
+The two-term model describes a rate only where its leading term leads: a > 0 and the model positive at every
+x of the window (y > 0 there). An r whose least-squares (a, b) break this is not a candidate: 4, 3, 2, 1 over
+x = 1..4 is fitted exactly by a x + b with a = -1, whose "rate" +1 describes a curve that falls. The exponent
+is not identified, and the window misfits (with the reason in :attr:`RateFit.reason`), when no candidate r
+remains, when the best one lies on the edge of the searched range, when fewer than 5 points leave the model
+less than 2 degrees of freedom to show misfit, or when more than 1% of the bootstrap resamples are not
+identified either.
 """
 
 import math
@@ -32,6 +40,15 @@ MISFIT_TOLERANCE = 0.05
 _GRID_STEP = 0.002
 """Spacing of the profile grid over the leading exponent r (refined by a parabola through the minimum)."""
 
+TWO_TERM_PARAMETERS = 3
+"""Free parameters of the two-term model: a, b and r."""
+
+MIN_MISFIT_DOF = 2
+"""Fewest degrees of freedom a model must leave for its residuals to show misfit."""
+
+MAX_UNIDENTIFIED_SHARE = 0.01
+"""Largest share of bootstrap resamples whose exponent may be unidentified before the window misfits."""
+
 
 @dataclass(frozen=True)
 class RateFit:
@@ -47,9 +64,11 @@ class RateFit:
         max_relative_residual: ``max_i |y_i / yhat_i - 1|`` of the model used.
         chi2_per_dof: weighted residual sum of squares per degree of freedom of the model used (``None``
             without standard errors or degrees of freedom).
-        misfit: True when even the model used leaves a relative residual above :data:`MISFIT_TOLERANCE`
-            (the verdict is then INCONCLUSIVE).
+        misfit: True when even the model used leaves a relative residual above :data:`MISFIT_TOLERANCE`,
+            or its exponent is not identified (the verdict is then INCONCLUSIVE).
         n_points: number of x values.
+        reason: why the two-term model could not describe the window (``""`` when it could or was not
+            needed).
     """
 
     exponent: float
@@ -62,17 +81,21 @@ class RateFit:
     chi2_per_dof: float | None
     misfit: bool
     n_points: int
+    reason: str = ""
 
     def describe(self) -> str:
         """One line for a report: model, misfit effect sizes, and the power law's slope when it was not used."""
+        power_misfit = (
+            f"power law misfit (max relative residual {self.power.max_relative_residual:.3g} > "
+            f"{MISFIT_TOLERANCE:g}, slope {self.power.slope:.4g})"
+        )
+        if self.reason:
+            return f"{power_misfit}; two-term exponent not identified: {self.reason}: INCONCLUSIVE"
         text = f"{self.model} model, max relative residual {self.max_relative_residual:.3g}"
         if self.chi2_per_dof is not None:
             text += f", chi2/dof {self.chi2_per_dof:.3g}"
         if self.model == "two-term":
-            text += (
-                f"; power law misfit (max relative residual {self.power.max_relative_residual:.3g} > "
-                f"{MISFIT_TOLERANCE:g}, slope {self.power.slope:.4g})"
-            )
+            text += f"; {power_misfit}"
         if self.misfit:
             text += f"; neither model fits within {MISFIT_TOLERANCE:g}: INCONCLUSIVE"
         return text
@@ -96,24 +119,34 @@ def rate_fit(
     each x).
 
     Args:
-        x: the x values (e.g. m or k), at least 4 (the two-term model has 3 parameters), > 0, increasing.
+        x: the x values (e.g. m or k), at least 4, > 0, strictly increasing. The two-term fallback needs
+            at least 5 (2 degrees of freedom beside its 3 parameters); with 4 a misfitting power law leaves
+            the window misfit.
         y: the measured values (> 0), or ``None`` with ``replicates``.
         y_se: standard errors of ``y`` (> 0), or ``None``.
         replicates: one 1-D array of at least 2 replicates per x, or ``None`` with ``y``.
         rng: the generator of the bootstrap resamples.
         ci: confidence level of the interval, in (0, 1) (a claim passes its per-part level).
         n_boot: bootstrap resamples (>= 100).
-        tolerance: largest relative residual a model may leave (docs/theory.md: 5%).
+        tolerance: largest relative residual a model may leave, in (0, 1) (docs/theory.md: 5%).
 
     Raises:
-        ValueError: on fewer than 4 points, both or neither of ``y`` and ``replicates``, or the errors of
-            :func:`crl.stats.loglog_slope` / :func:`crl.stats.loglog_slope_from_replicates`.
+        ValueError: on fewer than 4 points, x not strictly increasing, a tolerance outside (0, 1), both or
+            neither of ``y`` and ``replicates``, or the errors of :func:`crl.stats.loglog_slope` /
+            :func:`crl.stats.loglog_slope_from_replicates`.
     """
     if (y is None) == (replicates is None):
         raise ValueError("pass either y (with optional y_se) or replicates, not both and not neither.")
     gx = as_finite_1d("x", x)
     if gx.size < 4:
         raise ValueError(f"x has {gx.size} points; a rate with its two-term fallback needs at least 4.")
+    if np.any(np.diff(gx) <= 0.0):
+        raise ValueError(f"x must be strictly increasing (got {gx[:6].tolist()}...); sort the points by x.")
+    if not 0.0 < tolerance < 1.0:
+        raise ValueError(
+            f"tolerance={tolerance!r} must be a relative residual in (0, 1); the protocol's is "
+            f"{MISFIT_TOLERANCE:g}."
+        )
     check_boot(n_boot, ci)
     groups: list[FloatArray] | None = None
     se: FloatArray | None = None
@@ -140,9 +173,7 @@ def rate_fit(
             misfit=False,
             n_points=int(gx.size),
         )
-    return _two_term_rate(
-        gx, means, se, groups if replicates is not None else None, power, rng, ci, n_boot, tolerance
-    )
+    return _two_term_rate(gx, means, se, groups, power, rng, ci, n_boot, tolerance)
 
 
 def _two_term_rate(
@@ -156,18 +187,39 @@ def _two_term_rate(
     n_boot: int,
     tolerance: float,
 ) -> RateFit:
-    """The two-term fallback: fit y = a x^r + b x^(r-1), bootstrap r, report the model's misfit."""
+    """The two-term fallback: fit y = a x^r + b x^(r-1) with a > 0 and a positive model, bootstrap r, report
+    the model's misfit; a window whose r is not identified (module docstring) misfits with its reason."""
+    scale = math.exp(float(np.mean(np.log(y))))
+    y, se = y / scale, None if se is None else se / scale
+    groups = None if groups is None else [g / scale for g in groups]
+    dof = x.size - TWO_TERM_PARAMETERS
+    if dof < MIN_MISFIT_DOF:
+        reason = (
+            f"{x.size} points leave the two-term model {dof} degree of freedom; its misfit needs at least "
+            f"{MIN_MISFIT_DOF} (at least {TWO_TERM_PARAMETERS + MIN_MISFIT_DOF} points)"
+        )
+        return _unidentified(power, ci, x.size, reason)
     weights = 1.0 / (se**2 if se is not None else y**2)
     grid = _exponent_grid(power.slope)
     u = x / math.exp(float(np.mean(np.log(x))))
     exponent = float(_profile_minimisers(u, y[:, None], weights, grid)[0])
+    if math.isnan(exponent):
+        reason = (
+            f"no exponent in [{grid[0]:.3g}, {grid[-1]:.3g}] has an interior best fit with a leading term "
+            "a > 0 and a positive model over the window"
+        )
+        return _unidentified(power, ci, x.size, reason)
     fitted = _two_term_fitted(u, y, weights, exponent)
+    residual = float(np.max(np.abs(y / fitted - 1.0)))
     boot = _bootstrap_samples(y, fitted, se, groups, rng, n_boot)
     boot_exponents = _profile_minimisers(u, boot, weights, grid)
-    low, high = np.quantile(boot_exponents, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
-    residual = float(np.max(np.abs(y / fitted - 1.0)))
-    dof = x.size - 3
-    chi2 = float(np.sum((y - fitted) ** 2 / se**2)) / dof if se is not None and dof > 0 else None
+    identified = boot_exponents[~np.isnan(boot_exponents)]
+    unidentified = n_boot - identified.size
+    if unidentified > MAX_UNIDENTIFIED_SHARE * n_boot:
+        reason = f"{unidentified} of {n_boot} bootstrap resamples have no identified exponent"
+        return _unidentified(power, ci, x.size, reason, exponent, residual)
+    low, high = np.quantile(identified, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
+    chi2 = float(np.sum((y - fitted) ** 2 / se**2)) / dof if se is not None else None
     return RateFit(
         exponent=exponent,
         ci_low=float(low),
@@ -179,6 +231,30 @@ def _two_term_rate(
         chi2_per_dof=chi2,
         misfit=residual > tolerance,
         n_points=int(x.size),
+    )
+
+
+def _unidentified(
+    power: SlopeFit,
+    ci: float,
+    n_points: int,
+    reason: str,
+    exponent: float = math.nan,
+    residual: float = math.inf,
+) -> RateFit:
+    """A two-term fit whose exponent is not identified: misfit, with an unbounded interval and the reason."""
+    return RateFit(
+        exponent=exponent,
+        ci_low=-math.inf,
+        ci_high=math.inf,
+        ci_level=ci,
+        model="two-term",
+        power=power,
+        max_relative_residual=residual,
+        chi2_per_dof=None,
+        misfit=True,
+        n_points=n_points,
+        reason=reason,
     )
 
 
@@ -195,26 +271,40 @@ def _design(u: FloatArray, exponent: float) -> FloatArray:
 
 def _profile_minimisers(u: FloatArray, ys: FloatArray, weights: FloatArray, grid: FloatArray) -> FloatArray:
     """For each column of ``ys`` (n, B), the r minimising the weighted residual sum of squares of
-    y = a u^r + b u^(r-1), with (a, b) profiled out by weighted least squares.
+    y = a u^r + b u^(r-1) over the admissible r, with (a, b) profiled out by weighted least squares; NaN where
+    the exponent is not identified (no admissible r, or the best one on the grid's edge).
 
-    For every grid r at once: with c1 = sqrt(w) u^r and c2 = sqrt(w) u^(r-1) made orthogonal to c1
-    (Gram-Schmidt), RSS(r) = |sqrt(w) y|^2 - (c1.sqrt(w)y)^2/|c1|^2 - (c2'.sqrt(w)y)^2/|c2'|^2. A parabola
-    through the grid minimum and its neighbours refines r below the grid step.
+    For every grid r at once: with c1 = sqrt(w) u^r and c2 = sqrt(w) u^(r-1), g = c1.c2/|c1|^2 and
+    c2' = c2 - g c1 (Gram-Schmidt), alpha = c1.sqrt(w)y/|c1|^2 and beta = c2'.sqrt(w)y/|c2'|^2 give
+    RSS(r) = |sqrt(w) y|^2 - alpha^2 |c1|^2 - beta^2 |c2'|^2 and the coefficients b = beta, a = alpha - beta g.
+    r is admissible when a > 0 and a u_i + b > 0 at every u_i (the model u^(r-1) (a u + b) is then positive).
+    A parabola through the grid minimum and its neighbours refines r below the grid step.
     """
     sqrt_w = np.sqrt(weights)
     wy = sqrt_w[:, None] * ys
     c1 = sqrt_w * u ** grid[:, None]
     c2 = c1 / u
-    c2 = c2 - (np.sum(c1 * c2, axis=1) / np.sum(c1 * c1, axis=1))[:, None] * c1
-    p1, p2 = c1 @ wy, c2 @ wy
-    explained = p1**2 / np.sum(c1 * c1, axis=1)[:, None] + p2**2 / np.sum(c2 * c2, axis=1)[:, None]
-    rss = np.sum(wy * wy, axis=0)[None, :] - explained
-    best = np.clip(np.argmin(rss, axis=0), 1, grid.size - 2)
+    c1c1 = np.sum(c1 * c1, axis=1)
+    g = np.sum(c1 * c2, axis=1) / c1c1
+    c2 = c2 - g[:, None] * c1
+    c2c2 = np.sum(c2 * c2, axis=1)
+    alpha, beta = (c1 @ wy) / c1c1[:, None], (c2 @ wy) / c2c2[:, None]
+    a = alpha - beta * g[:, None]
+    admissible = (a > 0.0) & (a * np.min(u) + beta > 0.0)
+    rss = np.sum(wy * wy, axis=0)[None, :] - alpha**2 * c1c1[:, None] - beta**2 * c2c2[:, None]
+    rss = np.where(admissible, rss, np.inf)
+    best = np.argmin(rss, axis=0)
     cols = np.arange(ys.shape[1])
-    left, mid, right = rss[best - 1, cols], rss[best, cols], rss[best + 1, cols]
+    interior = (best > 0) & (best < grid.size - 1) & np.isfinite(rss[best, cols])
+    inner = np.clip(best, 1, grid.size - 2)
+    left, mid, right = rss[inner - 1, cols], rss[inner, cols], rss[inner + 1, cols]
+    finite = np.isfinite(left) & np.isfinite(mid) & np.isfinite(right)
+    left, mid, right = (np.where(finite, v, 0.0) for v in (left, mid, right))
     curvature = left - 2.0 * mid + right
-    shift = np.where(curvature > 0.0, 0.5 * (left - right) / np.where(curvature > 0.0, curvature, 1.0), 0.0)
-    return np.asarray(grid[best] + np.clip(shift, -1.0, 1.0) * _GRID_STEP)
+    smooth = finite & (curvature > 0.0)
+    shift = np.where(smooth, 0.5 * (left - right) / np.where(smooth, curvature, 1.0), 0.0)
+    refined = grid[inner] + np.clip(shift, -1.0, 1.0) * _GRID_STEP
+    return np.asarray(np.where(interior, refined, np.nan))
 
 
 def _two_term_fitted(u: FloatArray, y: FloatArray, weights: FloatArray, exponent: float) -> FloatArray:
@@ -234,10 +324,11 @@ def _bootstrap_samples(
     n_boot: int,
 ) -> FloatArray:
     """(n, B) resampled data: replicate means resampled within each x; else the fit plus normal errors of
-    the given se; else the fit times resampled relative residuals (a residual bootstrap)."""
+    the given se; else the fit times resampled relative residuals, rescaled by sqrt(n / (n - 3)) for the
+    three fitted parameters (a residual bootstrap)."""
     if groups is not None:
         return np.vstack([g[rng.integers(0, g.size, size=(n_boot, g.size))].mean(axis=1) for g in groups])
     if se is not None:
         return fitted[:, None] + se[:, None] * rng.standard_normal((y.size, n_boot))
-    relative = y / fitted - 1.0
+    relative = (y / fitted - 1.0) * math.sqrt(y.size / (y.size - TWO_TERM_PARAMETERS))
     return fitted[:, None] * (1.0 + relative[rng.integers(0, y.size, size=(y.size, n_boot))])
