@@ -188,7 +188,15 @@ def test_load_corrupted_ids_and_missing_manifest(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "message"), [("dimension", 9, "dimension 8 vs 9"), ("count", 7, "count 7")]
+    ("field", "value", "message"),
+    [
+        (
+            "dimension",
+            9,
+            r"manifest\.json: field 'dimension' = 9 disagrees with .*index\.faiss \(dimension 8\)",
+        ),
+        ("count", 7, r"manifest\.json: field 'count' = 7 disagrees with .*index\.faiss \(count 100\)"),
+    ],
 )
 def test_load_mismatched_manifest(tmp_path: Path, field: str, value: int, message: str) -> None:
     folder = saved(tmp_path)

@@ -2,7 +2,9 @@
 
 A query that is an integer is an item id of the index (its stored vector is the query); any other query is a
 string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.search.encoded`; a text
-encoder provides one). ``--json`` prints one JSON object per query instead of a table.
+encoder provides one). ``--json`` prints one JSON object per query instead of a table: ``query``, ``results``
+(``id``, ``score``, ``metadata``), ``k``, ``found`` (how many results it holds) and ``shortfall`` (why found < k,
+else null). The table is followed by ``found N of k: why`` when the index found fewer than k items.
 """
 
 from __future__ import annotations
@@ -53,15 +55,23 @@ def search_command(
         index = Index.load(index_dir)
         found = index.search(query_vectors(index, queries), k, ef_search=ef_search, nprobe=nprobe)
         console = Console(soft_wrap=True)
-        for query, ids, scores in zip(queries, found.ids, found.scores, strict=True):
+        for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
             metadata = index.metadata([i for i, _ in kept])
+            shortfall = found.shortfall if count < k else None
             if as_json:
                 hits = [
                     {"id": i, "score": s, "metadata": meta}
                     for (i, s), meta in zip(kept, metadata, strict=True)
                 ]
-                typer.echo(json.dumps({"query": query, "results": hits}))
+                answer = {
+                    "query": query,
+                    "results": hits,
+                    "k": k,
+                    "found": int(count),
+                    "shortfall": shortfall,
+                }
+                typer.echo(json.dumps(answer, allow_nan=False))
                 continue
             table = Table(title=f"query {query}")
             for column in ("rank", "id", "score", "metadata"):
@@ -69,6 +79,8 @@ def search_command(
             for rank, ((item, score), meta) in enumerate(zip(kept, metadata, strict=True), start=1):
                 table.add_row(str(rank), str(item), f"{score:.4f}", "" if meta is None else json.dumps(meta))
             console.print(table)
+            if shortfall is not None:
+                console.print(f"found {count} of {k}: {shortfall}", markup=False, highlight=False)
         return EXIT_OK
 
     return run_reporting_errors(body)

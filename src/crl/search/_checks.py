@@ -9,11 +9,19 @@ from typing import Any
 import numpy as np
 import torch
 
+MAX_IP_NORM = 1e18
+"""The largest vector norm an inner-product index takes: inner products of two such vectors are at most 1e36, and
+the squared distances IVF-PQ takes between them at most 4e36, below float32's maximum 3.4e38."""
+
 
 def as_matrix(x: Any, name: str, dim: int | None = None) -> np.ndarray:
-    """``x`` as a C-contiguous float32 (n, d) array of finite numbers, d = ``dim`` when given."""
+    """``x`` as a C-contiguous float32 (n, d) array of finite numbers, d = ``dim`` when given.
+
+    A torch tensor of a floating type numpy lacks (bfloat16, float8) is converted to float32 first.
+    """
     if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        x = (x.float() if x.is_floating_point() and x.dtype != torch.float64 else x).numpy()
     arr = np.asarray(x)
     if arr.ndim != 2:
         raise ValueError(
@@ -39,14 +47,30 @@ def as_matrix(x: Any, name: str, dim: int | None = None) -> np.ndarray:
 
 
 def normalise(x: np.ndarray, name: str) -> np.ndarray:
-    """The rows of ``x`` scaled to unit L2 norm; a zero row is an error (its cosine is undefined)."""
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    """The rows of ``x`` scaled to unit L2 norm, computed in float64 (a float32 norm of coordinates near
+    float32's limits overflows or underflows); a zero row is an error (its cosine is undefined)."""
+    wide = x.astype(np.float64)
+    norms = np.linalg.norm(wide, axis=1, keepdims=True)
     if x.shape[0] and not (norms > 0).all():
         row = int(np.flatnonzero(norms[:, 0] <= 0)[0])
         raise ValueError(
             f"{name} row {row} is the zero vector, whose cosine is undefined; drop it or use metric='ip'"
         )
-    return np.ascontiguousarray(x / norms, dtype=np.float32)
+    return np.ascontiguousarray(wide / norms, dtype=np.float32)
+
+
+def check_ip_norms(x: np.ndarray, name: str) -> np.ndarray:
+    """``x`` unchanged when every row's norm is at most :data:`MAX_IP_NORM`, so its inner products fit
+    float32; otherwise a ``ValueError`` naming the first row beyond it."""
+    norms = np.linalg.norm(x.astype(np.float64), axis=1)
+    beyond = norms > MAX_IP_NORM
+    if beyond.any():
+        row = int(np.flatnonzero(beyond)[0])
+        raise ValueError(
+            f"{name} row {row} has norm {norms[row]:.3g}, above {MAX_IP_NORM:.0e}: its inner products could"
+            " overflow float32; scale the vectors down (e.g. normalise them) or use metric='cosine'"
+        )
+    return x
 
 
 def as_ids(ids: Any, n: int, name: str = "ids") -> np.ndarray:

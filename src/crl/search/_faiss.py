@@ -123,6 +123,36 @@ def expected_type(kind: Kind) -> tuple[type, type | None]:
     }[kind]
 
 
+def file_params(index: Any, kind: Kind) -> dict[str, int]:
+    """The parameters of ``kind`` (:data:`PARAMS`) as the faiss ``index`` itself holds them."""
+    if kind == "hnsw":
+        hnsw = faiss.downcast_index(index.index).hnsw  # type: ignore[attr-defined]
+        return {"M": hnsw.nb_neighbors(1), "efConstruction": hnsw.efConstruction, "efSearch": hnsw.efSearch}
+    if kind in ("ivf", "ivfpq"):
+        params = {"nlist": index.nlist, "nprobe": index.nprobe}
+        if kind == "ivfpq":
+            params |= {"M": index.pq.M, "nbits": index.pq.nbits}
+        return params
+    return {}
+
+
+def stored_sample(index: Any, kind: Kind, count: int) -> np.ndarray:
+    """Up to ``count`` of the vectors ``index`` stores (IVF-PQ: their lossy reconstruction), (m, d) float32,
+    read without changing the index (an IVF is read cell by cell, with no direct map built)."""
+    if kind in ("flat", "hnsw"):
+        inner = faiss.downcast_index(index.index)
+        return inner.reconstruct_n(0, min(count, inner.ntotal))
+    rows: list[np.ndarray] = []
+    for cell in range(index.nlist):
+        for offset in range(min(index.invlists.list_size(cell), count - len(rows))):
+            row = np.empty(index.d, dtype=np.float32)
+            index.reconstruct_from_offset(cell, offset, faiss.swig_ptr(row))
+            rows.append(row)
+        if len(rows) == count:
+            break
+    return np.stack(rows) if rows else np.empty((0, index.d), dtype=np.float32)
+
+
 def search_parameters(
     kind: Kind, params: Mapping[str, int], ef_search: int | None, nprobe: int | None
 ) -> faiss.SearchParameters | None:

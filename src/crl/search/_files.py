@@ -89,6 +89,10 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     missing = [key for key in MANIFEST_KEYS if key not in manifest]
     if missing:
         raise ValueError(f"{path} lacks the field {missing[0]!r}; save the index again")
+    if not isinstance(manifest["sha256"], dict):
+        raise ValueError(
+            f"{path}: field 'sha256' = {manifest['sha256']!r} is not a dict; save the index again"
+        )
     for name in DATA_FILES:
         data = folder / name
         if not data.is_file():

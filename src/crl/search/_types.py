@@ -18,12 +18,15 @@ class SearchResult:
     """The k best items per query, best first.
 
     ``scores`` (q, k) float32: the inner product (cosine: of the L2-normalised vectors) of query and item;
-    ``ids`` (q, k) int64: the items' external ids. A slot an approximate index could not fill (an IVF probing
-    fewer than k items) holds id -1 and score -inf.
+    ``ids`` (q, k) int64: the items' external ids; ``found`` (q,) int64: how many of each query's k slots hold
+    an item. A slot the index could not fill holds id -1 and score -inf, after the found items; ``shortfall``
+    says why some query found fewer than k (None when every query found k).
     """
 
     scores: np.ndarray
     ids: np.ndarray
+    found: np.ndarray
+    shortfall: str | None = None
 
 
 @dataclass(frozen=True)

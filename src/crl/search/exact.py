@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from crl.search._checks import as_ids, as_matrix, check_k, normalise
+from crl.search._checks import as_ids, as_matrix, check_ip_norms, check_k, normalise
 from crl.search._types import METRICS, Metric, SearchResult
 
 
@@ -22,7 +22,8 @@ def exact_search(
 ) -> SearchResult:
     """The k items of ``corpus`` (n, d) with the largest inner product with each query (q, d), best first.
 
-    ``metric="cosine"`` scores the L2-normalised rows, ``"ip"`` the raw ones. Scores are float32 products,
+    ``metric="cosine"`` scores the L2-normalised rows, ``"ip"`` the raw ones (each of norm at most 1e18, so that
+    the products fit float32). Scores are float32 products,
     computed for ``chunk_size`` queries against ``chunk_size`` corpus rows at a time, each chunk's top k merged
     into a running top k, so memory is O(chunk_size^2 + q k). ``ids`` (n,) names the corpus rows (default
     0..n-1). Ties are broken by torch.topk, in no stated order.
@@ -37,6 +38,8 @@ def exact_search(
     names = np.arange(base.shape[0], dtype=np.int64) if ids is None else as_ids(ids, base.shape[0])
     if metric == "cosine":
         base, query = normalise(base, "corpus"), normalise(query, "queries")
+    else:
+        base, query = check_ip_norms(base, "corpus"), check_ip_norms(query, "queries")
     corpus_t, query_t = torch.from_numpy(base), torch.from_numpy(query)
     scores = torch.empty(query.shape[0], k)
     rows = torch.empty(query.shape[0], k, dtype=torch.int64)
@@ -45,7 +48,8 @@ def exact_search(
         scores[start : start + len(block)], rows[start : start + len(block)] = _top_k(
             block, corpus_t, k, chunk_size
         )
-    return SearchResult(scores=scores.numpy(), ids=names[rows.numpy()])
+    found = np.full(query.shape[0], k, dtype=np.int64)
+    return SearchResult(scores=scores.numpy(), ids=names[rows.numpy()], found=found)
 
 
 def _top_k(

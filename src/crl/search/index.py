@@ -10,8 +10,16 @@ import faiss
 import numpy as np
 
 from crl.search import _faiss
-from crl.search._checks import as_ids, as_matrix, as_metadata, check_k, normalise
-from crl.search._files import FORMAT, INDEX_FILE, MANIFEST_FILE, read_data, read_manifest, save_folder
+from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, check_k, normalise
+from crl.search._files import (
+    FORMAT,
+    IDS_FILE,
+    INDEX_FILE,
+    MANIFEST_FILE,
+    read_data,
+    read_manifest,
+    save_folder,
+)
 from crl.search._types import KINDS, METRICS, EncoderProvenance, Kind, Metric, SearchResult
 
 
@@ -21,7 +29,8 @@ class Index:
     Build one with :meth:`Index.build` or :meth:`Index.load`. Kinds: ``"flat"`` (exact, ``IndexFlatIP``),
     ``"hnsw"`` (``IndexHNSWFlat``), ``"ivf"`` (``IndexIVFFlat``), ``"ivfpq"`` (``IndexIVFPQ``); every one is
     built with ``faiss.METRIC_INNER_PRODUCT`` passed explicitly. Cosine is the inner product of L2-normalised
-    vectors: vectors and queries are normalised on the way in.
+    vectors: vectors and queries are normalised on the way in. Under ``"ip"`` a vector or query of norm above
+    1e18 is refused, as its inner products could overflow float32.
     """
 
     def __init__(
@@ -172,17 +181,31 @@ class Index:
         """The ``k`` items with the largest score for each query of ``queries`` (q, d), best first.
 
         The score is the inner product (cosine: of the normalised vectors). ``ef_search`` (HNSW) and
-        ``nprobe`` (IVF) override the index's own setting for this call only. Slots an IVF could not fill
-        (its probed cells held fewer than k items) get id -1 and score -inf.
+        ``nprobe`` (IVF) override the index's own setting for this call only. HNSW can return fewer than k
+        items when k is large against efSearch: the queries it did so for are searched again with efSearch
+        doubled, up to the item count, until each has k (the index's own efSearch is unchanged). Slots still
+        unfilled (an IVF whose probed cells held fewer than k items, an HNSW graph that reaches fewer than k
+        items even then) get id -1 and score -inf; the result's ``found`` counts each query's items and its
+        ``shortfall`` says why some query has fewer than k.
         """
         matrix = as_matrix(queries, "queries", self.dim)
         k = check_k(k, len(self))
         extra = _faiss.search_parameters(self.kind, self.params, ef_search, nprobe)
         if matrix.shape[0] == 0:
-            return SearchResult(np.empty((0, k), dtype=np.float32), np.empty((0, k), dtype=np.int64))
-        scores, ids = self._faiss.search(self._prepare(matrix, "queries"), k, params=extra)
+            return SearchResult(
+                np.empty((0, k), dtype=np.float32),
+                np.empty((0, k), dtype=np.int64),
+                np.empty(0, dtype=np.int64),
+            )
+        prepared = self._prepare(matrix, "queries")
+        scores, ids = self._faiss.search(prepared, k, params=extra)
+        if self.kind == "hnsw":
+            scores, ids = self._widen_hnsw(prepared, k, scores, ids, ef_search)
+        found = (ids >= 0).sum(axis=1).astype(np.int64)
         scores = np.where(ids < 0, -np.inf, scores).astype(np.float32)
-        return SearchResult(scores=scores, ids=ids.astype(np.int64))
+        return SearchResult(
+            scores=scores, ids=ids.astype(np.int64), found=found, shortfall=self._shortfall(found, k, nprobe)
+        )
 
     def remove(self, ids: Any) -> None:
         """Remove the items with these ``ids`` (and their metadata).
@@ -212,6 +235,10 @@ class Index:
         """Write the index into ``folder`` (created if needed): faiss's index file, ids, metadata and a
         manifest with their SHA-256, each file replaced atomically; returns the folder."""
         path = Path(folder)
+        if path.exists() and not path.is_dir():
+            raise ValueError(
+                f"{path} is a file, not a folder; pass a folder path (Index.save writes four files into it)"
+            )
         manifest = {
             "format": FORMAT,
             "dimension": self.dim,
@@ -248,8 +275,38 @@ class Index:
         )
 
     def _prepare(self, matrix: np.ndarray, name: str) -> np.ndarray:
-        """``matrix`` as faiss takes it: L2-normalised under cosine, as is under inner product."""
-        return normalise(matrix, name) if self.metric == "cosine" else matrix
+        """``matrix`` as faiss takes it: L2-normalised under cosine, checked for overflow under inner product."""
+        return normalise(matrix, name) if self.metric == "cosine" else check_ip_norms(matrix, name)
+
+    def _widen_hnsw(
+        self, prepared: np.ndarray, k: int, scores: np.ndarray, ids: np.ndarray, ef_search: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``scores``, ``ids`` with the rows HNSW left short of k items searched again, efSearch doubled each
+        round (and at least k) up to the item count."""
+        ef = ef_search or self.params["efSearch"]
+        short = np.flatnonzero((ids < 0).any(axis=1))
+        while short.size and ef < len(self):
+            ef = min(max(2 * ef, k), len(self))
+            wider = faiss.SearchParametersHNSW(efSearch=ef)  # type: ignore[attr-defined]
+            scores[short], ids[short] = self._faiss.search(prepared[short], k, params=wider)
+            short = short[(ids[short] < 0).any(axis=1)]
+        return scores, ids
+
+    def _shortfall(self, found: np.ndarray, k: int, nprobe: int | None) -> str | None:
+        """Why some query found fewer than ``k`` items (None when none did)."""
+        short = int((found < k).sum())
+        if not short:
+            return None
+        if self.kind == "hnsw":
+            return (
+                f"the HNSW graph reached fewer than k = {k} items for {short} of {found.size} queries even at"
+                f" efSearch = {len(self)} (the item count); rebuild with a larger M or use kind='flat'"
+            )
+        probed = min(nprobe or self.params["nprobe"], self.params["nlist"])
+        return (
+            f"the {probed} IVF cells probed held fewer than k = {k} items for {short} of {found.size} queries;"
+            f" raise nprobe (the index has nlist = {self.params['nlist']} cells)"
+        )
 
     def _rebuild_hnsw_without(self, drop: np.ndarray) -> None:
         """Replace the HNSW index with one built over its stored vectors minus the ids ``drop``."""
@@ -264,25 +321,83 @@ class Index:
 
 
 def _check_loaded(folder: Path, manifest: dict[str, Any], index: Any, ids: np.ndarray) -> None:
-    """Raise a ``ValueError`` naming the file when the loaded parts disagree with the manifest."""
-    where = f"{folder / INDEX_FILE} and {folder / MANIFEST_FILE}"
+    """Raise a ``ValueError`` naming the manifest's field (or the file) where the manifest and the data files
+    disagree: an edited manifest or a data file from another index."""
+    path = folder / MANIFEST_FILE
     kind = manifest["kind"]
-    if kind not in KINDS or manifest["metric"] not in METRICS:
-        raise ValueError(
-            f"{folder / MANIFEST_FILE} names kind {kind!r}, metric {manifest['metric']!r}; rebuild"
-        )
+    for name, allowed in (("kind", KINDS), ("metric", METRICS)):
+        if manifest[name] not in allowed:
+            raise ValueError(
+                f"{path}: field {name!r} = {manifest[name]!r} is not one of {', '.join(allowed)};"
+                " restore the manifest or rebuild the index"
+            )
     if not _is_kind(index, kind):
-        raise ValueError(f"{where} disagree: the file is not a {kind!r} index; rebuild the index")
-    if index.metric_type != faiss.METRIC_INNER_PRODUCT:
-        raise ValueError(f"{where} disagree: the file's metric is not inner product; rebuild the index")
-    if index.d != manifest["dimension"]:
+        actual = next((name for name in KINDS if _is_kind(index, name)), "not one crl builds")
         raise ValueError(
-            f"{where} disagree: dimension {index.d} vs {manifest['dimension']}; rebuild the index"
+            f"{path}: field 'kind' = {kind!r} disagrees with {folder / INDEX_FILE} (kind {actual!r});"
+            " restore the manifest or rebuild the index"
         )
-    if not index.ntotal == ids.shape[0] == manifest["count"]:
+    if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+        raise ValueError(f"{folder / INDEX_FILE}: the index's metric is not inner product; rebuild the index")
+    for name, actual_value in (("dimension", index.d), ("count", index.ntotal)):
+        _check_field(path, name, manifest[name], actual_value, folder / INDEX_FILE)
+    if ids.shape[0] != index.ntotal:
         raise ValueError(
-            f"{where} disagree: {index.ntotal} vectors, {ids.shape[0]} ids, count {manifest['count']};"
-            " rebuild the index"
+            f"{folder / IDS_FILE} holds {ids.shape[0]} ids for the {index.ntotal} vectors of"
+            f" {folder / INDEX_FILE}; rebuild the index"
+        )
+    _check_params(path, manifest["params"], _faiss.file_params(index, kind), folder / INDEX_FILE)
+    if manifest["metric"] == "cosine":
+        _check_unit_norms(path, index, kind, folder / INDEX_FILE)
+    _check_encoder(path, manifest["encoder"])
+
+
+def _check_field(path: Path, name: str, value: Any, actual: int, source: Path) -> None:
+    """Raise a ``ValueError`` naming the field ``name`` of the manifest at ``path`` unless it is ``actual``."""
+    if isinstance(value, bool) or value != actual:
+        raise ValueError(
+            f"{path}: field {name!r} = {value!r} disagrees with {source} ({name} {actual});"
+            " restore the manifest or rebuild the index"
+        )
+
+
+def _check_params(path: Path, params: Any, actual: dict[str, int], source: Path) -> None:
+    """Raise a ``ValueError`` unless the manifest's ``params`` are the parameters the index file holds."""
+    if not isinstance(params, dict) or sorted(params) != sorted(actual):
+        raise ValueError(
+            f"{path}: field 'params' = {params!r}; this index takes {', '.join(actual) or 'none'};"
+            " restore the manifest or rebuild the index"
+        )
+    for name, value in actual.items():
+        _check_field(path, f"params.{name}", params[name], value, source)
+
+
+UNIT_NORM_TOLERANCE = {"flat": 1e-3, "hnsw": 1e-3, "ivf": 1e-3, "ivfpq": 0.5}
+"""How far from 1 a stored vector's norm may lie under cosine (IVF-PQ stores a lossy code)."""
+
+
+def _check_unit_norms(path: Path, index: Any, kind: Kind, source: Path) -> None:
+    """Raise a ``ValueError`` when a cosine index (by its manifest) stores a vector far from unit norm."""
+    norms = np.linalg.norm(_faiss.stored_sample(index, kind, 16).astype(np.float64), axis=1)
+    off = np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE[kind]
+    if off.any():
+        raise ValueError(
+            f"{path}: field 'metric' = 'cosine' disagrees with {source}, which stores a vector of norm"
+            f" {norms[off][0]:.4g} (cosine stores unit vectors); restore the manifest or rebuild the index"
+        )
+
+
+def _check_encoder(path: Path, encoder: Any) -> None:
+    """Raise a ``ValueError`` unless the manifest's ``encoder`` is null or a checkpoint and a fingerprint."""
+    fields = {"checkpoint", "fingerprint"}
+    if encoder is not None and (
+        not isinstance(encoder, dict)
+        or set(encoder) != fields
+        or not all(isinstance(value, str) for value in encoder.values())
+    ):
+        raise ValueError(
+            f"{path}: field 'encoder' = {encoder!r}; it is null or {{'checkpoint': str, 'fingerprint': str}};"
+            " restore the manifest or save the index again"
         )
 
 
