@@ -144,13 +144,15 @@ def test_every_kind_of_damage_is_detected_and_names_the_file(tmp_path: Path, dam
 
 
 def test_a_checkpoint_written_before_checksums_still_loads(tmp_path: Path) -> None:
-    """A JSON without the sha256 entry (earlier versions) loads, its step still checked against the tensors."""
+    """A JSON without the sha256 entries (earlier versions: neither the tensors' nor the state's) loads with a
+    warning that its state is not checked, its step still checked against the tensors."""
     path = save_checkpoint(tmp_path, 10, {"x": torch.ones(2)}, {}, keep=2)
     json_path = path.with_suffix(".json")
     document = json.loads(json_path.read_text())
-    del document["safetensors_sha256"]
+    del document["safetensors_sha256"], document["state_sha256"]
     json_path.write_text(json.dumps(document))
-    assert load_checkpoint(path).step == 10
+    with pytest.warns(UserWarning, match="carries no state checksum"):
+        assert load_checkpoint(path).step == 10
     json_path.write_text(json.dumps({**document, "step": 11}))
-    with pytest.raises(CheckpointError, match="step"):
+    with pytest.raises(CheckpointError, match="step"), pytest.warns(UserWarning, match="no state checksum"):
         load_checkpoint(path)

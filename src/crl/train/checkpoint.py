@@ -4,15 +4,19 @@ A checkpoint of step t is two files in ``run_dir/checkpoints/``: ``step-<t>.safe
 under named keys (``model.<param>``, ``optim.<param>.<state>``, ``rng.<stream>.rank<r>`` generator states,
 ``sampler.<key>``, ``estimator.<key>``, ``data.permutation``); ``step-<t>.json`` the scalars (step, data
 position, optimiser groups with parameter names, the LR schedule, the config, the process count, the input
-shapes, the open log window) and the sha256 of the safetensors file. :class:`TrainState` is that layout as one
-record (an older flat-layout config is migrated: :mod:`crl.train.config_migration`).
+shapes, the open log window), the sha256 of the safetensors file, and the sha256 of the JSON state itself
+(``state_sha256``: of its canonical form, sorted keys and no whitespace, without that entry), so one changed
+value anywhere in the checkpoint is detected. :class:`TrainState` is that layout as one record (an older
+flat-layout config is migrated: :mod:`crl.train.config_migration`).
 
 Each file is written through a fsync'ed temporary moved into place with ``os.replace`` (:mod:`crl._lock`); the
 JSON last, so a checkpoint is complete exactly when its JSON exists: a killed run leaves at most a temporary
-(removed when the run starts again) or a lone safetensors file; a failed write removes what it wrote, and a full
-disk is one clear error. Only the newest ``keep`` complete checkpoints are kept. A damaged checkpoint is an
-error naming the file (:class:`CheckpointError`): the sha256 must match, and the step in the JSON must match
-the safetensors metadata and the file name.
+(removed when the run starts again) or a lone safetensors file (removed with a warning when the run resumes or
+prunes: :func:`remove_orphans`); a failed write removes what it wrote, and a full disk is one clear error. Only
+the newest ``keep`` complete checkpoints are kept. A damaged checkpoint is an error naming the file
+(:class:`CheckpointError`): both sha256 must match, and the step in the JSON must match the safetensors metadata
+and the file name. A checkpoint written before the state checksum loads with a warning that its state is not
+checked.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -47,13 +52,17 @@ __all__ = [
     "load_train_state",
     "newest_checkpoint",
     "optimizer_state",
+    "remove_orphans",
     "resolve_checkpoint",
     "save_checkpoint",
     "save_train_state",
 ]
 
 _NAME = re.compile(r"^step-(\d{8,})\.json$")
+_FILE = re.compile(r"^step-\d{8,}\.(json|safetensors)$")
+_PARTNER = {".json": ".safetensors", ".safetensors": ".json"}
 _CHECKSUM = "safetensors_sha256"
+_STATE_CHECKSUM = "state_sha256"
 
 
 class CheckpointError(ValueError):
@@ -74,8 +83,9 @@ def save_checkpoint(
     directory: str | Path, step: int, tensors: dict[str, Tensor], state: dict[str, Any], *, keep: int
 ) -> Path:
     """Write the checkpoint of ``step`` atomically into ``directory`` (created if missing); return its
-    safetensors path. ``tensors`` are moved to CPU; ``state`` is JSON-able (``step`` and the sha256 are added).
-    Then delete all but the newest ``keep`` (>= 1) checkpoints up to ``step`` and every one after it.
+    safetensors path. ``tensors`` are moved to CPU; ``state`` is JSON-able (``step`` and both sha256 are added).
+    Then delete all but the newest ``keep`` (>= 1) checkpoints up to ``step``, every one after it, and the
+    files of incomplete ones (:func:`remove_orphans`).
 
     Raises:
         DiskFullError: if the disk fills up (naming the file and the checkpoint a rerun resumes from).
@@ -88,7 +98,9 @@ def save_checkpoint(
     cpu = {key: value.detach().to("cpu").contiguous() for key, value in tensors.items()}
     payload = save_safetensors_bytes(cpu, metadata={"step": str(step)})
     checksum = hashlib.sha256(payload).hexdigest()
-    document = json.dumps({**state, "step": step, _CHECKSUM: checksum}, indent=1, sort_keys=True)
+    recorded = json.loads(json.dumps({**state, "step": step, _CHECKSUM: checksum}))
+    recorded[_STATE_CHECKSUM] = _state_digest(recorded)
+    document = json.dumps(recorded, indent=1, sort_keys=True)
     last = newest_checkpoint(directory)
     with full_disk_reported(tensor_path, last):
         write_atomically(tensor_path, payload)
@@ -145,8 +157,37 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return path.with_suffix(".safetensors")
 
 
+def remove_orphans(directory: str | Path) -> list[Path]:
+    """Delete the checkpoint files in ``directory`` whose partner is missing, each with a warning naming it: a
+    ``step-<t>.safetensors`` without its ``.json`` (a run killed between the two writes) or the reverse.
+
+    Call it only while holding the run folder's lock, so no live writer is between its two writes.
+
+    Returns:
+        The deleted files.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    orphans = [
+        entry
+        for entry in sorted(directory.iterdir())
+        if _FILE.match(entry.name) and not entry.with_suffix(_PARTNER[entry.suffix]).is_file()
+    ]
+    for orphan in orphans:
+        warnings.warn(
+            f"checkpoint file {str(orphan)!r} has no {orphan.stem}{_PARTNER[orphan.suffix]} beside it (a write "
+            "cut short); removing it",
+            stacklevel=2,
+        )
+        orphan.unlink(missing_ok=True)
+    return orphans
+
+
 def _prune(directory: Path, keep: int, step: int) -> None:
-    """Keep the newest ``keep`` checkpoints up to ``step``; delete the rest and any after it (stale since a resume)."""
+    """Keep the newest ``keep`` checkpoints up to ``step``; delete the rest, any after it (stale since a resume),
+    and the files of incomplete checkpoints."""
+    remove_orphans(directory)
     found = list_checkpoints(directory)
     upto = [path for saved, path in found if saved <= step]
     for tensor_path in upto[:-keep] + [path for saved, path in found if saved > step]:
@@ -171,6 +212,29 @@ def _read_document(json_path: Path) -> dict[str, Any]:
     return document
 
 
+def _state_digest(document: dict[str, Any]) -> str:
+    """The sha256 of a checkpoint's JSON state in canonical form (sorted keys, no whitespace), without its own
+    ``state_sha256`` entry; ``document`` must be as read back from JSON (lists, string keys)."""
+    content = {key: value for key, value in document.items() if key != _STATE_CHECKSUM}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _check_state(json_path: Path, document: dict[str, Any]) -> None:
+    """Check (and remove) the ``state_sha256`` of a checkpoint's JSON; one without it is warned about."""
+    recorded = document.pop(_STATE_CHECKSUM, None)
+    if recorded is None:
+        warnings.warn(
+            f"checkpoint file {str(json_path)!r} carries no state checksum (written by an earlier crl): a change "
+            "to its JSON state cannot be detected; the checkpoints written from now on carry one",
+            stacklevel=3,
+        )
+    elif recorded != _state_digest(document):
+        raise _damaged(
+            json_path, "its state differs from the state_sha256 recorded in it (edited or damaged)"
+        )
+
+
 def _read_tensors(tensor_path: Path, recorded: object) -> tuple[dict[str, Tensor], object]:
     """The tensors and metadata step of a safetensors file whose sha256 must be ``recorded`` (if not None)."""
     payload = tensor_path.read_bytes()
@@ -188,8 +252,11 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 
     Raises:
         FileNotFoundError: if either file of the checkpoint is missing.
-        CheckpointError: if the JSON does not parse, the tensors' sha256 differs from the one in the JSON, or
-            the JSON's step differs from the tensors' metadata or the file name.
+        CheckpointError: if the JSON does not parse, its state or the tensors differ from the sha256 recorded
+            in the JSON, or the JSON's step differs from the tensors' metadata or the file name.
+
+    Warns:
+        UserWarning: if the JSON carries no state checksum (written before it was added); it loads.
     """
     tensor_path, json_path = Path(path).with_suffix(".safetensors"), Path(path).with_suffix(".json")
     for required in (tensor_path, json_path):
@@ -198,6 +265,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                 f"checkpoint file {str(required)!r} is missing; pass a step-*.safetensors file of a run folder"
             )
     state = _read_document(json_path)
+    _check_state(json_path, state)
     tensors, metadata_step = _read_tensors(tensor_path, state.pop(_CHECKSUM, None))
     named = _NAME.match(json_path.name)
     if metadata_step != str(state["step"]) or (named and int(named.group(1)) != state["step"]):

@@ -14,9 +14,10 @@ must be the same too (``data.json``, :mod:`crl.train.fingerprint`). A finished r
 (:mod:`crl.train.warm_start`).
 
 Safety (:mod:`crl._lock`): rank 0 holds the run folder's lock for the whole of ``fit`` (a second process stops at
-once, naming the holder); a resume skips a damaged checkpoint for the newest intact one (with a warning), drops a
-half-written last line of ``metrics.jsonl`` (with a warning) and restores the open log window, so its rows equal
-an uninterrupted run's; temporaries of a killed checkpoint write are removed; a full disk is one clear error.
+once, naming the holder); a resume skips a damaged checkpoint (its tensors or its JSON state changed) for the
+newest intact one (with a warning), drops a half-written last line of ``metrics.jsonl`` (with a warning) and
+restores the open log window, so its rows equal an uninterrupted run's; temporaries and lone files of a killed
+checkpoint write are removed; a full disk is one clear error.
 
 Randomness: the named streams of :class:`~crl.train.build.Streams` ("init", "order", "views", "negatives").
 """
@@ -50,6 +51,7 @@ from crl.train.checkpoint import (
     TrainState,
     list_checkpoints,
     load_train_state,
+    remove_orphans,
     resolve_checkpoint,
     save_train_state,
 )
@@ -176,6 +178,7 @@ class Trainer:
         if self.context.is_main:
             remove_temporaries(self.run_dir)
             remove_temporaries(self.run_dir / "checkpoints")
+            remove_orphans(self.run_dir / "checkpoints")
         self._prepare_run_dir()
         resumed_from, final = self._resume()
         if resumed_from >= self.config.optim.total_steps and final is not None:
