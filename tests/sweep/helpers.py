@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,57 @@ def _rows(db: Path) -> dict[int, dict[str, Any]]:
     except sqlite3.OperationalError:
         return {}
     return {int(i): json.loads(result) for i, result in rows}
+
+
+def pid_then_sleep(cell: Cell) -> dict[str, Any]:
+    """Writes this worker's pid to ``folder/worker-<i>.pid``, then sleeps a minute (a cell still running when its
+    driver is killed)."""
+    folder = Path(cell.params["folder"])
+    (folder / f"worker-{cell.params['i']}.pid").write_text(str(os.getpid()))
+    time.sleep(60.0)
+    return {"i": cell.params["i"]}
+
+
+def children_of(pid: int) -> set[int]:
+    """The pids of the processes whose parent is ``pid``, read from /proc (Linux)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+    return found
+
+
+def descendants_of(pid: int) -> set[int]:
+    """The pids of ``pid``'s children, their children, and so on."""
+    found: set[int] = set()
+    parents = [pid]
+    while parents:
+        children = children_of(parents.pop()) - found
+        found |= children
+        parents.extend(children)
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, ended but not reaped by its new parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until_gone(pids: set[int], seconds: float) -> list[int]:
+    """Wait up to ``seconds`` for every process of ``pids`` to end; the pids still running then."""
+    deadline = time.monotonic() + seconds
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return sorted(pid for pid in pids if running(pid))
+
+
+def kill_all(pids: set[int]) -> None:
+    """SIGKILL each process of ``pids`` that still exists (the test's own processes, after a check)."""
+    for pid in pids:
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

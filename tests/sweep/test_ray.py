@@ -5,7 +5,12 @@ after an interruption, or the executor ends a Ray session that its caller opened
 """
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +18,14 @@ import pytest
 
 from crl.claims import Registry
 from crl.sweep import Cell
-from tests.sweep.helpers import interrupt_then_resume, kill_driver_then_resume
+from tests.sweep.helpers import (
+    children_of,
+    descendants_of,
+    interrupt_then_resume,
+    kill_all,
+    kill_driver_then_resume,
+    wait_until_gone,
+)
 
 ray = pytest.importorskip("ray")  # in the dev extra; the missing-ray error is tested in test_executors
 
@@ -62,3 +74,59 @@ def test_crl_verify_runs_its_cells_on_ray(
     for key, seed, stored in rows:
         assert json.loads(stored) == decay_cell(Cell(json.loads(key), seed))
     assert ray.is_initialized()
+
+
+_LOCAL_DRIVER = """
+import sys
+from pathlib import Path
+
+from crl.sweep import Cell, SweepStore, run_cells
+from crl.sweep.ray_executor import RayExecutor
+from tests.sweep.helpers import pid_then_sleep
+
+if __name__ == "__main__":
+    folder = Path(sys.argv[1])
+    with SweepStore(folder / "r.sqlite") as store, RayExecutor(num_cpus=1) as executor:
+        cells = [Cell({"i": 0, "folder": str(folder)}, seed=0)]
+        run_cells(store, "C0", cells, pid_then_sleep, run_id="killed", executor=executor)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_local_ray_instance_dies_with_its_driver_killed_by_sigkill(tmp_path: Path) -> None:
+    """SIGKILL a driver whose RayExecutor started a local Ray instance: the task worker computing the cell and
+    the instance's processes (GCS, raylet, monitors) end within 15 s. Ray binds them to the driver itself (kernel
+    fate-sharing, PR_SET_PDEATHSIG); its dashboard and runtime-env agents follow about a minute later, after
+    their report to the dead GCS times out, and are killed here instead of awaited."""
+    script = tmp_path / "driver.py"
+    script.write_text(_LOCAL_DRIVER)
+    root = Path(__file__).resolve().parents[2]
+    environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    environment.pop("RAY_ADDRESS", None)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        cwd=root,
+        env=environment,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    descendants: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120.0
+        while not (tmp_path / "worker-0.pid").exists():
+            assert driver.poll() is None, "the driver ended before its task started"
+            assert time.monotonic() < deadline, "the Ray task did not start within 120 s"
+            time.sleep(0.1)
+        time.sleep(0.1)  # the pid file written in full
+        worker = int((tmp_path / "worker-0.pid").read_text())
+        descendants = descendants_of(driver.pid)
+        bound = children_of(driver.pid) | {worker}
+        assert worker in descendants
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        assert wait_until_gone(bound, 15.0) == [], "processes of the killed driver's Ray still run"
+    finally:
+        kill_all(descendants | {driver.pid})
+        driver.wait()

@@ -6,12 +6,15 @@ An executor only computes: it receives the cell function and the cells the store
 hands it back, so an interrupted sweep loses at most the cells in flight, whichever executor computed them.
 
 - :class:`InProcess`: one cell after another in this process.
-- :class:`ProcessPool`: a ``spawn`` process pool of this machine (the default for ``workers > 1``).
+- :class:`ProcessPool`: a ``spawn`` process pool of this machine (the default for ``workers > 1``); on Linux its
+  workers die with the process that started them, even one killed with SIGKILL.
 - :class:`crl.sweep.ray_executor.RayExecutor`: the tasks of a Ray cluster (the optional extra ``crl[ray]``).
 """
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,12 +35,16 @@ __all__ = [
     "ProcessPool",
     "check_workers",
     "default_executor",
+    "die_with_parent",
     "executor_named",
     "timed_cell",
 ]
 
 EXECUTORS = ("process", "ray")
 """The executors ``crl verify --executor`` knows."""
+
+_PR_SET_PDEATHSIG = 1
+"""``prctl``'s option: the signal a process receives when the thread that started it ends (linux/prctl.h)."""
 
 
 @runtime_checkable
@@ -90,7 +97,9 @@ class InProcess:
 class ProcessPool:
     """Computes the cells in a ``spawn`` process pool of ``workers`` processes, one torch thread each.
 
-    ``fn`` must be a module-level function (it reaches the workers by reference).
+    ``fn`` must be a module-level function (it reaches the workers by reference). On Linux the workers die with
+    the process that runs the sweep, even one killed with SIGKILL (:func:`die_with_parent`: with the thread that
+    iterates :meth:`run`, precisely), and multiprocessing's resource tracker ends once they are gone.
     """
 
     workers: int
@@ -105,7 +114,10 @@ class ProcessPool:
             return
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=min(self.workers, len(cells)), mp_context=context, initializer=_one_thread_per_worker
+            max_workers=min(self.workers, len(cells)),
+            mp_context=context,
+            initializer=_start_worker,
+            initargs=(os.getpid(),),
         ) as pool:
             futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
                 pool.submit(timed_cell, fn, cell): cell for cell in cells
@@ -122,6 +134,31 @@ class ProcessPool:
 
     def close(self) -> None:
         """Nothing to release (each :meth:`run` starts and ends its own pool)."""
+
+
+def _start_worker(parent_pid: int) -> None:
+    """A pool worker's start: die with the driver ``parent_pid``, and use one intra-op thread."""
+    die_with_parent(parent_pid)
+    _one_thread_per_worker()
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this process with SIGKILL when its parent dies; at once if the parent ``parent_pid`` is gone already.
+
+    On Linux the kernel sends the signal (``prctl(PR_SET_PDEATHSIG)``) when the *thread* that started this
+    process ends. The parent may die before the signal is set, so this process then checks that its parent is
+    still ``parent_pid`` (an orphan's parent is init or a subreaper). Elsewhere only that check is made.
+
+    Raises:
+        OSError: if Linux refuses ``prctl``.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(errno)}")
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def _one_thread_per_worker() -> None:
