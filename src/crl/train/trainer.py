@@ -15,9 +15,10 @@ must be the same too (``data.json``, :mod:`crl.train.fingerprint`). A finished r
 
 Safety (:mod:`crl._lock`): rank 0 holds the run folder's lock for the whole of ``fit`` (a second process stops at
 once, naming the holder); a resume skips a damaged checkpoint (its tensors or its JSON state changed) for the
-newest intact one (with a warning), drops a half-written last line of ``metrics.jsonl`` (with a warning) and
-restores the open log window, so its rows equal an uninterrupted run's; temporaries and lone files of a killed
-checkpoint write are removed; a full disk is one clear error.
+newest intact one (with a warning), drops a half-written last line of ``metrics.jsonl`` (with a warning), warns
+about rows missing from it, and restores the open log window, so its rows equal an uninterrupted run's;
+temporaries and lone files of a killed checkpoint write are removed; a full disk is one clear error; an empty
+``config.toml`` in the run folder is an error saying so.
 
 Randomness: the named streams of :class:`~crl.train.build.Streams` ("init", "order", "views", "negatives").
 """
@@ -55,7 +56,14 @@ from crl.train.checkpoint import (
     resolve_checkpoint,
     save_train_state,
 )
-from crl.train.config import ConfigError, TrainConfig, config_to_toml, load_config, resume_differences
+from crl.train.config import (
+    ConfigError,
+    TrainConfig,
+    config_to_toml,
+    parse_config,
+    read_toml,
+    resume_differences,
+)
 from crl.train.distributed import (
     all_gather_equal,
     init_distributed,
@@ -190,8 +198,14 @@ class Trainer:
             checkpoint = self.config.run.init_from
             state = load_train_state(resolve_checkpoint(checkpoint))
             load_encoder_weights(self.loop.model, state, checkpoint=checkpoint)
+        run = self.config.run
         log = (
-            RunLog(self.run_dir, resumed_step=resumed_from, tensorboard=self.config.run.tensorboard)
+            RunLog(
+                self.run_dir,
+                resumed_step=resumed_from,
+                tensorboard=run.tensorboard,
+                every={"train": run.log_every, "heldout": run.eval_every},
+            )
             if self.context.is_main
             else None
         )
@@ -287,7 +301,7 @@ class Trainer:
         """
         config_path = self.run_dir / "config.toml"
         if config_path.exists():
-            differences = resume_differences(load_config(config_path), self.config)
+            differences = resume_differences(_run_folder_config(self.run_dir), self.config)
             if differences:
                 raise ConfigError(_another_config_message(self.run_dir, differences))
             check_same_data(self.run_dir, self._fingerprint())
@@ -372,6 +386,23 @@ def _newest_intact_state(directory: Path) -> tuple[Path, TrainState] | None:
             "to train from step 0"
         )
     return None
+
+
+def _run_folder_config(run_dir: Path) -> TrainConfig:
+    """The config in a run folder's ``config.toml``.
+
+    Raises:
+        ConfigError: if the file holds no section (empty), or does not parse or validate (naming the field).
+    """
+    path = run_dir / "config.toml"
+    document = read_toml(path)
+    if not document:
+        raise ConfigError(
+            f"the run folder's config.toml {str(path)!r} is empty, so the run in {str(run_dir)!r} cannot be "
+            "checked against this config; delete that folder to train from step 0, or copy the config that "
+            "run was started with into that file to resume it"
+        )
+    return parse_config(document, source=str(path))
 
 
 def _another_config_message(run_dir: Path, differences: list[str]) -> str:
