@@ -6,12 +6,16 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 import uvicorn
+from typer.testing import CliRunner
 
+from crl.commands import app
+from crl.commands.serve import serving_app
 from crl.search import Index
 from crl.search.service import create_app
 
@@ -63,18 +67,22 @@ def http() -> Iterator[httpx.Client]:
 
 
 def field_of(response: httpx.Response) -> list:
-    return [entry["loc"][-1] for entry in response.json()["detail"]]
+    """The request field each error names (``loc`` is ``["body", field, index...]``, or ``["body"]``)."""
+    return [
+        entry["loc"][1] if len(entry["loc"]) > 1 else entry["loc"][0] for entry in response.json()["detail"]
+    ]
 
 
 def test_health_and_good_searches_match_the_index(served, http, vectors: np.ndarray) -> None:  # type: ignore[no-untyped-def]
     url, index = served
     health = http.get(f"{url}/health").json()
     assert health["status"] == "ok" and health["count"] == 400 and health["dimension"] == DIM
-    assert health["limits"] == {"max_batch": 16, "max_k": 50}
+    assert health["limits"] == {"max_batch": 16, "max_k": 50, "max_body_bytes": 16 * DIM * 32 + 65_536}
     answer = http.post(f"{url}/search", json={"vectors": vectors[:3].tolist(), "k": 5, "ef_search": 128})
     assert answer.status_code == 200
     expected = index.search(vectors[:3], 5, ef_search=128)
     assert [r["ids"] for r in answer.json()["results"]] == expected.ids.tolist()
+    assert [r["found"] for r in answer.json()["results"]] == [5, 5, 5] and answer.json()["shortfall"] is None
     np.testing.assert_allclose([r["scores"] for r in answer.json()["results"]], expected.scores, atol=1e-6)
     by_id = http.post(f"{url}/search", json={"ids": [7, 42], "k": 1}).json()["results"]
     assert [r["ids"][0] for r in by_id] == [7, 42]
@@ -94,6 +102,9 @@ def test_health_and_good_searches_match_the_index(served, http, vectors: np.ndar
         ({"ids": [1], "k": -3}, 422, "k"),
         ({"ids": [1], "k": 51}, 422, "k"),
         ({"ids": [1], "k": "ten"}, 422, "k"),
+        ({"ids": [1], "k": "5"}, 422, "k"),
+        ({"ids": [1], "k": True}, 422, "k"),
+        ({"ids": [2**63]}, 422, "ids"),
         ({"ids": [400]}, 422, "ids"),
         ({"ids": [-1]}, 422, "ids"),
         ({"ids": [2**70]}, 422, "ids"),
@@ -161,3 +172,66 @@ def test_a_bounded_concurrent_load_is_served_without_errors(served, vectors: np.
     assert [status for status, _ in results] == [200] * len(bodies)
     latencies = np.array([seconds for _, seconds in results])
     assert np.isfinite(np.percentile(latencies, 99)) and latencies.min() > 0
+
+
+def test_bodies_over_the_limit_are_413_over_http(served, http) -> None:  # type: ignore[no-untyped-def]
+    """A declared and a chunked body above max_body_bytes get 413 from uvicorn; the server answers on."""
+    url, _ = served
+    limit = http.get(f"{url}/health").json()["limits"]["max_body_bytes"]
+    body = json.dumps({"vectors": [[0.5] * DIM] * (limit // (DIM * 4))}).encode()
+    assert len(body) > limit
+    headers = {"content-type": "application/json"}
+    declared = http.post(f"{url}/search", content=body, headers=headers)
+    chunks = (body[start : start + 8192] for start in range(0, len(body), 8192))
+    chunked = http.post(f"{url}/search", content=chunks, headers=headers)
+    assert [declared.status_code, chunked.status_code] == [413, 413]
+    assert field_of(chunked) == ["body"] and f"exceeds {limit} bytes" in chunked.json()["detail"][0]["msg"]
+    assert http.post(f"{url}/search", json={"vectors": [[0.5] * DIM] * 16}).status_code == 200
+
+
+@pytest.mark.slow
+def test_crl_serve_answers_text_queries_of_a_text_index(tmp_path: Path, http) -> None:  # type: ignore[no-untyped-def]
+    """An index built as the README builds one (crl index build minilm --text-file) answers {"texts": [...]}
+    through the app crl serve runs: each line finds itself first with score 1 (one MiniLM load to build,
+    one to serve)."""
+    corpus = ["a large expanse of sea", "the domestic dog", "to run quickly", "sea, ocean"]
+    (tmp_path / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+    built = CliRunner().invoke(
+        app,
+        [
+            "index",
+            "build",
+            "minilm",
+            "--text-file",
+            str(tmp_path / "corpus.txt"),
+            "--out",
+            str(tmp_path / "ix"),
+        ],
+    )
+    assert built.exit_code == 0, built.output
+    with LoopbackServer(serving_app(tmp_path / "ix", max_batch=16, max_k=50)) as server:
+        itself = http.post(f"{server.url}/search", json={"texts": corpus, "k": 1}).json()["results"]
+        water = http.post(f"{server.url}/search", json={"texts": ["water"], "k": 4})
+        empty = http.post(f"{server.url}/search", json={"texts": ["water", " "]})
+    assert [result["ids"] for result in itself] == [[0], [1], [2], [3]]
+    np.testing.assert_allclose([result["scores"][0] for result in itself], 1.0, atol=1e-5)
+    assert water.status_code == 200 and water.json()["results"][0]["found"] == 4
+    assert empty.status_code == 422 and field_of(empty) == ["texts"] and "text 1 is empty" in empty.text
+    assert str(tmp_path) not in empty.text
+
+
+def test_serve_refuses_a_non_positive_limit_in_one_line(tmp_path: Path) -> None:
+    Index.build(np.eye(DIM, dtype=np.float32)).save(tmp_path / "ix")
+    result = CliRunner().invoke(app, ["serve", str(tmp_path / "ix"), "--max-body-bytes", "0"])
+    assert result.exit_code == 2 and "--max-body-bytes 0; pass a positive integer" in result.output
+
+
+def test_an_hnsw_search_for_many_items_reports_all_k_found(http) -> None:  # type: ignore[no-untyped-def]
+    """k close to N on a sparse HNSW graph: every query answers k items and no shortfall."""
+    corpus = np.random.default_rng(1).standard_normal((1_200, DIM)).astype(np.float32)
+    hnsw = Index.build(corpus, kind="hnsw", M=4, efSearch=16)
+    with LoopbackServer(create_app(hnsw)) as server:
+        answer = http.post(f"{server.url}/search", json={"ids": [0, 1, 2], "k": 1_000}).json()
+    assert [result["found"] for result in answer["results"]] == [1_000] * 3
+    assert [len(set(result["ids"])) for result in answer["results"]] == [1_000] * 3
+    assert answer["shortfall"] is None

@@ -1,13 +1,20 @@
-"""``crl serve DIR``: the HTTP search service of :mod:`crl.search.service` over a saved index, with uvicorn."""
+"""``crl serve DIR``: the HTTP search service of :mod:`crl.search.service` over a saved index, with uvicorn.
+
+Text queries (``{"texts": [...]}``) of an index built from text (``crl index build minilm --text-file``) are
+embedded by the MiniLM string encoder, registered here as ``crl search`` registers it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def serve(
@@ -16,11 +23,32 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     max_batch: Annotated[int, typer.Option(help="Most queries per request.")] = 256,
     max_k: Annotated[int, typer.Option(help="Largest k per request.")] = 1000,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(
+            help="Largest request body in bytes, larger ones get 413 "
+            "[default: max-batch x dimension x 32 + 65536].",
+            show_default=False,
+        ),
+    ] = None,
+    docs: Annotated[
+        bool,
+        typer.Option("--docs", help="Serve /docs and /redoc (these pages fetch their scripts from a CDN)."),
+    ] = False,
     threads: Annotated[int, typer.Option(help="faiss threads per search (0: faiss's default).")] = 1,
 ) -> None:
     """Serve POST /search and GET /health over the index in INDEX_DIR."""
     raise typer.Exit(
-        serve_command(index_dir, host=host, port=port, max_batch=max_batch, max_k=max_k, threads=threads)
+        serve_command(
+            index_dir,
+            host=host,
+            port=port,
+            max_batch=max_batch,
+            max_k=max_k,
+            max_body_bytes=max_body_bytes,
+            docs=docs,
+            threads=threads,
+        )
     )
 
 
@@ -31,6 +59,8 @@ def serve_command(
     port: int = 8000,
     max_batch: int = 256,
     max_k: int = 1000,
+    max_body_bytes: int | None = None,
+    docs: bool = False,
     threads: int = 1,
 ) -> int:
     """Load the index (a bad folder is one line, exit 2), then run uvicorn until interrupted."""
@@ -39,17 +69,38 @@ def serve_command(
         import faiss
         import uvicorn
 
-        from crl.search import Index
-        from crl.search.service import create_app
-
         if not 0 <= port <= 65535:
             raise ValueError(f"--port {port} is not a port number; pass 0..65535")
         if threads < 0:
             raise ValueError(f"--threads {threads}; pass 0 (faiss's default) or a positive count")
         if threads:
             faiss.omp_set_num_threads(threads)
-        app = create_app(Index.load(index_dir), max_batch=max_batch, max_k=max_k)
+        app = serving_app(
+            index_dir, max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, docs=docs
+        )
         uvicorn.run(app, host=host, port=port, log_level="info")
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def serving_app(
+    index_dir: Path, *, max_batch: int, max_k: int, max_body_bytes: int | None = None, docs: bool = False
+) -> FastAPI:
+    """The app ``crl serve`` runs: the MiniLM string encoder registered, the index in ``index_dir`` loaded and
+    served by :func:`crl.search.service.create_app` (the limits named as the command's options)."""
+    from crl.models.minilm import register_text_search
+    from crl.search import Index
+    from crl.search.service import create_app
+
+    for option, value in (
+        ("--max-batch", max_batch),
+        ("--max-k", max_k),
+        ("--max-body-bytes", max_body_bytes),
+    ):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} {value}; pass a positive integer")
+    register_text_search()
+    return create_app(
+        Index.load(index_dir), max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, docs=docs
+    )

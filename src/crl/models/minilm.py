@@ -290,13 +290,17 @@ def text_index(
 
 
 def minilm_string_encoder(provenance: Any) -> Any:
-    """The string encoder of an index made by :func:`text_index` (a sentence-transformers folder), else None."""
+    """The string encoder of an index made by :func:`text_index` (a sentence-transformers folder), else None.
+
+    The model is loaded once, here, in eval mode; every call of the encoder (concurrent ones included) uses it.
+    """
     folder = Path(provenance.checkpoint) if provenance is not None else None
     if folder is None or not folder.is_dir() or not _is_sentence_transformer(folder):
         return None
+    model = MiniLM(folder).eval()
 
     def encode(strings: list[str]) -> Any:
-        return embed_texts(strings, folder).numpy()
+        return embed_texts(strings, model=model).numpy()
 
     return encode
 

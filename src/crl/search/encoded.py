@@ -30,10 +30,14 @@ __all__ = [
     "embed_strings",
     "query_vectors",
     "register_string_encoder",
+    "string_encoder",
 ]
 
 EXACT_UP_TO = 50_000
 """Up to this many items ``crl index build`` chooses an exact flat index, HNSW beyond (docs/search.md)."""
+
+QUERY_SHOWN = 40
+"""Most characters of a query an error message shows."""
 
 StringEncoder = Callable[[list[str]], np.ndarray]
 StringEncoderFactory = Callable[[EncoderProvenance], StringEncoder | None]
@@ -99,16 +103,29 @@ def register_string_encoder(factory: StringEncoderFactory) -> None:
     _STRING_ENCODERS.append(factory)
 
 
-def embed_strings(index: Index, strings: list[str]) -> np.ndarray:
-    """``strings`` embedded by the first registered string encoder that handles the index's checkpoint."""
+def string_encoder(index: Index) -> StringEncoder | None:
+    """The string encoder of the index's checkpoint from the latest registered factory that handles it, or
+    None (no factory does, or the index records no encoder)."""
     provenance = index.encoder
+    if provenance is None:
+        return None
     for factory in reversed(_STRING_ENCODERS):
-        encode = factory(provenance) if provenance is not None else None
+        encode = factory(provenance)
         if encode is not None:
-            return np.asarray(encode(strings), dtype=np.float32)
+            return encode
+    return None
+
+
+def embed_strings(index: Index, strings: list[str]) -> np.ndarray:
+    """``strings`` embedded by the string encoder of the index's checkpoint (:func:`string_encoder`)."""
+    encode = string_encoder(index)
+    if encode is not None:
+        return np.asarray(encode(strings), dtype=np.float32)
+    provenance = index.encoder
     made_by = "no recorded encoder" if provenance is None else f"the encoder {provenance.checkpoint}"
+    query = strings[0] if len(strings[0]) <= QUERY_SHOWN else strings[0][:QUERY_SHOWN] + "..."
     raise ValueError(
-        f"query {strings[0]!r} is not an item id, and this index ({made_by}) has no string encoder; "
+        f"query {query!r} is not an item id, and this index ({made_by}) has no string encoder; "
         "query by item id (an integer), or index text with a text encoder"
     )
 
