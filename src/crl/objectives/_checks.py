@@ -6,7 +6,7 @@ it, so that bad input never surfaces as a traceback from inside torch or as a si
 
 import math
 import typing
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -103,6 +103,114 @@ def check_tau_value(tau: Tensor) -> None:
         raise ValueError(f"tau has shape {tuple(tau.shape)}; pass a scalar temperature.")
     if tau.device.type == "cpu":
         check_tau(float(tau.detach()))
+
+
+def max_row_norm(x: Tensor) -> float:
+    """The largest Euclidean norm of x's rows (over its last dimension), computed without overflow; 0 if empty."""
+    rows = x.detach()
+    if rows.numel() == 0:
+        return 0.0
+    top = float(torch.linalg.vector_norm(rows, dim=-1).max())
+    if math.isfinite(top):
+        return top
+    scale = float(rows.abs().amax())
+    return scale * float(torch.linalg.vector_norm(rows / scale, dim=-1).max())
+
+
+class ScoreBound(NamedTuple):
+    """A bound on the scores |s| of a loss, with the inputs that reach it and the fix should it be too large."""
+
+    names: str
+    bound: float
+    fix: str
+
+
+def score_bound(pairs: dict[str, tuple[Tensor, Tensor]]) -> ScoreBound | None:
+    """The largest Cauchy-Schwarz bound |<q, c>| <= max|q| max|c| over named (queries, candidates) pairs, O(n d).
+
+    Returns:
+        The bound of the pair with the largest one, or None off the CPU (reading a value from an
+        accelerator would synchronise the host on every call).
+    """
+    if any(t.device.type != "cpu" for pair in pairs.values() for t in pair):
+        return None
+    bounds = {name: max_row_norm(q) * max_row_norm(c) for name, (q, c) in pairs.items()}
+    name = max(bounds, key=lambda key: bounds[key])
+    return ScoreBound(name, bounds[name], "normalise the embeddings")
+
+
+def highest_score(positive_scores: Tensor, negative_scores: Tensor) -> ScoreBound | None:
+    """The largest logit-to-be of given scores: max(|s_ii|, s_ij) (a very negative s_ij only underflows exp to 0,
+    as intended); None off the CPU, as :func:`score_bound`."""
+    if positive_scores.device.type != "cpu":
+        return None
+    top = max(float(positive_scores.detach().abs().amax()), float(negative_scores.detach().amax()))
+    return ScoreBound("positive_scores/negative_scores", top, "rescale the scores")
+
+
+def _limit(dtype: torch.dtype, count: int) -> float:
+    """The largest magnitude of a logit (or tau, or 1/tau) whose sums over ``count`` logits stay finite."""
+    return torch.finfo(dtype).max / (4 * max(count, 1))
+
+
+def _wider(dtype: torch.dtype) -> str:
+    """The remedy of a float64 computation, where the inputs are narrower."""
+    return "" if dtype == torch.float64 else " or use float64 inputs"
+
+
+def check_score_range(bound: ScoreBound | None, dtype: torch.dtype, *, count: int) -> None:
+    """Raise ``ValueError`` if the scores |s| <= ``bound`` may overflow ``dtype`` in sums over ``count`` of them.
+
+    The limit is finfo(dtype).max / (4 count): a loss sums its per-anchor values over the anchors, each a sum or
+    difference of a few logits, in both directions of a symmetric loss. ``bound`` None (off the CPU) checks nothing.
+    """
+    if bound is None:
+        return
+    names, top, fix = bound
+    limit = _limit(dtype, count)
+    if top > limit:
+        raise ValueError(
+            f"{names}: scores overflow {str(dtype).removeprefix('torch.')} (|s| up to {top:.3g}, at most "
+            f"{limit:.3g} fits); {fix}{_wider(dtype)}."
+        )
+
+
+def check_logit_range(
+    tau: Tensor, dtype: torch.dtype, bound: ScoreBound | None, *, count: int, form: str = ""
+) -> None:
+    """Raise ``ValueError`` unless tau, 1/tau, the scores and the logits s/tau fit ``dtype`` with room to sum them.
+
+    Each must stay within the limit of :func:`check_score_range`. GCL, tau (lse - log m) - s_ii, keeps fewer than
+    half of the dtype's digits beyond tau = max(1, |s|) / sqrt(eps) (its rounding error grows as tau eps), so a
+    larger tau is refused there. Checked on the CPU only, as :func:`check_tau_value`; ``bound``
+    (:func:`score_bound`) None skips the checks that need the scores.
+    """
+    if tau.device.type != "cpu":
+        return
+    value = float(tau.detach())
+    limit = _limit(dtype, count)
+    kind = str(dtype).removeprefix("torch.")
+    if not 1.0 / limit <= value <= limit:
+        raise ValueError(
+            f"tau={value:.3g} is outside [{1.0 / limit:.3g}, {limit:.3g}], the range in which tau, 1/tau and sums "
+            f"of the {count} logits fit {kind}; pass a tau in it{_wider(dtype)}."
+        )
+    check_score_range(bound, dtype, count=count)
+    if bound is None:
+        return
+    names, top, _ = bound
+    if top / value > limit:
+        raise ValueError(
+            f"tau={value:.3g}: the logits s/tau of {names} (|s| up to {top:.3g}) overflow {kind}; use "
+            f"tau >= {top / limit:.3g}{_wider(dtype)}."
+        )
+    ceiling = max(top, 1.0) / math.sqrt(torch.finfo(dtype).eps)
+    if form == "gcl" and value > ceiling:
+        raise ValueError(
+            f"tau={value:.3g} with form='gcl': beyond tau = {ceiling:.3g} ({kind}, |s| up to {top:.3g}) GCL's "
+            f"rounding error tau*eps exceeds half of its digits; use a smaller tau{_wider(dtype)}, or "
+            "oce_loss(..., disutility='entropic'), which computes the same risk stably."
+        )
 
 
 def check_real(name: str, value: object) -> float:

@@ -53,6 +53,16 @@ class NegativeSet:
             return {"negatives[0]": self.y, "negatives[1]": self.x}
         return {} if self.y is None else {"negatives": self.y}
 
+    def scored_pairs(self, anchors: Tensor, positives: Tensor) -> dict[str, tuple[Tensor, Tensor]]:
+        """The (queries, candidates) whose inner products are the loss's scores, by the names an error gives them."""
+        pairs = {"anchors/positives": (anchors, positives)}
+        named = self.named()
+        if self.y is not None:
+            pairs[f"anchors/{next(iter(named))}"] = (anchors, self.y)
+        if self.x is not None:
+            pairs["positives/negatives[1]"] = (positives, self.x)
+        return pairs
+
     def upcast(self) -> "NegativeSet":
         """The same set with fp16/bf16 tensors in float32."""
         return replace(

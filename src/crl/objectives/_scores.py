@@ -13,7 +13,16 @@ import torch
 from torch import Tensor
 
 from crl._vocab import REGIMES, Regime, check_choice, check_count
-from crl.objectives._checks import REDUCTIONS, Reduction, check_inputs, check_pair, upcast
+from crl.objectives._checks import (
+    REDUCTIONS,
+    Reduction,
+    check_inputs,
+    check_logit_range,
+    check_pair,
+    check_score_range,
+    score_bound,
+    upcast,
+)
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
 from crl.objectives._negatives import NegativeSet, resolve_negatives
 
@@ -70,15 +79,19 @@ def loss_from_scores(
     chunk: int | None = None,
     reduction: Reduction = "mean",
     shared: SharedFn | None = None,
+    tau: Tensor | None = None,
 ) -> Tensor:
     """Validate the embeddings and reduce ``fn(s_ii, s_i.)`` over anchors i ("mean", or "none": the (n,) values).
 
     Shared regime: ``negatives`` (m, d), or ``None`` for the other positives of the batch (m = n - 1); computed by
     ``shared`` when given (the same values as ``fn``, in reused workspaces). Independent regime: ``negatives``
-    (n, m, d). fp16/bf16 inputs are computed in float32.
+    (n, m, d). fp16/bf16 inputs are computed in float32. ``tau``: the temperature ``fn`` divides the scores by,
+    checked with them (:func:`crl.objectives._checks.check_logit_range`); None when it divides by none (the
+    scores alone are checked then).
 
     Raises:
-        ValueError: on shape/dtype/device mismatch, NaN/Inf, m = 0 or an unknown regime.
+        ValueError: on shape/dtype/device mismatch, NaN/Inf, m = 0, an unknown regime, or scores or logits s/tau
+            that overflow the dtype.
     """
     check_choice("regime", regime, REGIMES)
     check_choice("reduction", reduction, REDUCTIONS)
@@ -89,6 +102,11 @@ def loss_from_scores(
     negs = resolve_negatives(negatives, n=n, dim=dim, regime=regime)
     check_inputs({"anchors": a, "positives": p, **negs.named()})
     a, p, negs = upcast(a), upcast(p), negs.upcast()
+    bound = score_bound(negs.scored_pairs(a, p))
+    if tau is None:
+        check_score_range(bound, a.dtype, count=n * negs.m)
+    else:
+        check_logit_range(tau, a.dtype, bound, count=n * negs.m)
     if negs.kind == "independent":
         rows = chunk or chunk_rows(n, negs.m * dim)
         values = _independent_values(negs.candidates(p), fn, rows, a, p)

@@ -24,8 +24,11 @@ from crl.objectives._checks import (
     Reduction,
     Tiling,
     check_inputs,
+    check_logit_range,
     check_pair,
     check_scores,
+    highest_score,
+    score_bound,
     upcast,
 )
 from crl.objectives._chunking import chunk_rows, per_anchor_in_chunks
@@ -80,7 +83,8 @@ def contrastive_loss_from_scores(
         reduction: "mean" over anchors, or "none" for the (n,) per-anchor values.
 
     Raises:
-        ValueError: on shape mismatch, m = 0, NaN/Inf scores, tau <= 0, or an unknown form/reduction.
+        ValueError: on shape mismatch, m = 0, NaN/Inf scores, tau <= 0, logits s/tau that overflow the dtype, or
+            an unknown form/reduction.
 
     Examples:
         >>> pos, neg = torch.zeros(2, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)
@@ -90,7 +94,9 @@ def contrastive_loss_from_scores(
     check_choice("form", form, FORMS)
     check_choice("reduction", reduction, REDUCTIONS)
     pos, neg = check_scores(positive_scores, negative_scores)
-    t = resolve_tau(tau).to(device=pos.device, dtype=pos.dtype)
+    tau_value = resolve_tau(tau)
+    check_logit_range(tau_value, pos.dtype, highest_score(pos, neg), count=neg.numel(), form=form)
+    t = tau_value.to(device=pos.device, dtype=pos.dtype)
     lse = torch.logsumexp(neg / t, dim=1)
     per_anchor = contrastive_form(pos / t, lse, n_negatives=neg.shape[1], tau=t, form=form)
     return _reduce(per_anchor, reduction)
@@ -202,7 +208,9 @@ def contrastive_loss(
 
     Raises:
         ValueError: on shape, dtype or device mismatch, NaN/Inf embeddings, m = 0, tau <= 0 or not finite, or an
-            unknown form/regime/tiling/reduction; the message names the argument and the fix.
+            unknown form/regime/tiling/reduction; on the CPU also for scores or logits s/tau that overflow the
+            dtype, and for GCL with a tau beyond its precision (:func:`crl.objectives._checks.check_logit_range`).
+            The message names the argument and the fix.
 
     Examples:
         >>> a = torch.nn.functional.normalize(torch.randn(8, 4), dim=1)
@@ -231,7 +239,10 @@ def contrastive_loss(
     )
     check_inputs({"anchors": a, "positives": p, **negs.named()})
     a, p, negs = upcast(a), upcast(p), negs.upcast()
-    t = resolve_tau(tau).to(device=a.device, dtype=a.dtype)
+    tau_value = resolve_tau(tau)
+    count = a.shape[0] * (negs.m + (negs.m_x or 0))
+    check_logit_range(tau_value, a.dtype, score_bound(negs.scored_pairs(a, p)), count=count, form=form)
+    t = tau_value.to(device=a.device, dtype=a.dtype)
     if negs.kind == "independent":
         neg = negs.candidates(p)
         rows = block_size or chunk_rows(a.shape[0], negs.m * a.shape[1])

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import Regime, check_choice
-from crl.objectives._checks import REDUCTIONS, Reduction, check_scores
+from crl.objectives._checks import REDUCTIONS, Reduction, check_logit_range, check_scores, highest_score
 from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau
 
@@ -101,7 +101,8 @@ def oce_loss_from_scores(
         reduction: "mean" over anchors or "none".
 
     Raises:
-        ValueError: on shape mismatch, m = 0, NaN/Inf scores, tau <= 0, or an unknown disutility.
+        ValueError: on shape mismatch, m = 0, NaN/Inf scores, tau <= 0, logits s/tau that overflow the dtype
+            (entropic), or an unknown disutility.
 
     Examples:
         >>> pos, neg = torch.zeros(1), torch.tensor([[0.0, 1.0, 2.0, 3.0]])
@@ -111,7 +112,10 @@ def oce_loss_from_scores(
     check_choice("reduction", reduction, REDUCTIONS)
     rule = _resolve_disutility(disutility)
     pos, neg = check_scores(positive_scores, negative_scores)
-    t = resolve_tau(tau).to(device=pos.device, dtype=pos.dtype)
+    tau_value = resolve_tau(tau)
+    if isinstance(rule, Entropic):
+        check_logit_range(tau_value, pos.dtype, highest_score(pos, neg), count=neg.numel())
+    t = tau_value.to(device=pos.device, dtype=pos.dtype)
     per_anchor = rule.aggregate(neg - pos[:, None], t)
     return per_anchor.mean() if reduction == "mean" else per_anchor
 
@@ -146,5 +150,12 @@ def oce_loss(
         return rule.aggregate(neg - pos[:, None], t.to(pos))
 
     return loss_from_scores(
-        anchors, positives, negatives, per_anchor, regime=regime, chunk=chunk, reduction=reduction
+        anchors,
+        positives,
+        negatives,
+        per_anchor,
+        regime=regime,
+        chunk=chunk,
+        reduction=reduction,
+        tau=t if isinstance(rule, Entropic) else None,
     )

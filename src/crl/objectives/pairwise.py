@@ -69,7 +69,8 @@ def pairwise_loss(
         reduction: "mean" or "none".
 
     Raises:
-        ValueError: on bad shapes, NaN/Inf (margin included), tau <= 0, or an unknown psi/regime/reduction.
+        ValueError: on bad shapes, NaN/Inf (margin included), tau <= 0, scores or logits s/tau that overflow the
+            dtype, or an unknown psi/regime/reduction.
         TypeError: a margin that is not a real number.
 
     Examples:
@@ -98,6 +99,7 @@ def pairwise_loss(
         chunk=chunk,
         reduction=reduction,
         shared=shared,
+        tau=t,
     )
 
 
@@ -125,7 +127,8 @@ def sigmoid_loss(
         reduction: "mean" or "none".
 
     Raises:
-        ValueError: on bad shapes, NaN/Inf, tau <= 0, a non-finite or non-scalar bias, or an unknown option.
+        ValueError: on bad shapes, NaN/Inf, tau <= 0, scores or logits s/tau that overflow the dtype, a
+            non-finite or non-scalar bias, or an unknown option.
         TypeError: a bias that is neither a real number nor a tensor.
     """
     t = resolve_tau(tau)
@@ -151,4 +154,5 @@ def sigmoid_loss(
         chunk=chunk,
         reduction=reduction,
         shared=shared,
+        tau=t,
     )
