@@ -62,6 +62,15 @@ class SlopeFit:
         return np.exp(self.intercept) * np.power(np.asarray(x, dtype=np.float64), self.slope)
 
 
+def _check_rng(rng: object) -> np.random.Generator:
+    """``rng`` itself if it is a numpy Generator (``TypeError`` naming the fix otherwise)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng={rng!r} is not a numpy Generator; pass rng=np.random.default_rng(seed) for the bootstrap resamples."
+        )
+    return rng
+
+
 def loglog_slope(
     x: ArrayLike,
     y: ArrayLike,
@@ -102,7 +111,9 @@ def loglog_slope(
     Raises:
         ValueError: on fewer than 3 points, non-positive or non-finite x, y or y_se, mismatched lengths,
             ``n_boot < 100`` or ``ci`` outside (0, 1).
+        TypeError: if ``rng`` is not a ``np.random.Generator`` (e.g. None).
     """
+    rng = _check_rng(rng)
     lx, ly = log_points(x, y)
     check_boot(n_boot, ci)
     if y_se is None:
@@ -150,7 +161,9 @@ def loglog_slope_from_replicates(
     Raises:
         ValueError: on bad x, a replicate array with fewer than 2 finite values, a mean <= 0, or too many
             resamples with a mean <= 0.
+        TypeError: if ``rng`` is not a ``np.random.Generator`` (e.g. None).
     """
+    rng = _check_rng(rng)
     if len(replicates) != np.size(x):
         raise ValueError(
             f"replicates has {len(replicates)} arrays but x has {np.size(x)} values; pass one array per x."

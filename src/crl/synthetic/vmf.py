@@ -117,6 +117,27 @@ def _sample_vmf_cosine(kappa: Tensor, dim: int, generator: torch.Generator) -> t
     )
 
 
+def _row_kappas(kappa: object, n: int, device: torch.device) -> Tensor:
+    """kappa as n float64 concentrations, one per row: from a real number, or from n (or one) real values.
+
+    Raises:
+        TypeError: for a bool, a string, or bool or complex values.
+        ValueError: for a shape other than (), (1,) and (n,).
+    """
+    if isinstance(kappa, bool | str | complex) or (
+        isinstance(kappa, Tensor) and (kappa.dtype == torch.bool or kappa.is_complex())
+    ):
+        given = kappa.dtype if isinstance(kappa, Tensor) else type(kappa).__name__
+        raise TypeError(f"kappa must be real concentrations (a number or a float tensor), got {given}")
+    values = torch.as_tensor(kappa, dtype=torch.float64, device=device)
+    if values.shape not in ((), (1,), (n,)):
+        raise ValueError(
+            f"kappa has shape {tuple(values.shape)}; pass a number or one concentration per row of mean, "
+            f"shape ({n},)"
+        )
+    return values.expand(n).contiguous()
+
+
 def sample_vmf(
     mean: Tensor, kappa: float | Tensor, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> Tensor:
@@ -127,13 +148,18 @@ def sample_vmf(
 
     Args:
         mean: unit mean directions (|mean_i| = 1 within 1e-6), shape (n, d), d >= 2, on the generator's device.
-        kappa: finite concentration > 0, a float or a tensor of shape (n,); the sampler is exact for every
-            finite kappa (kappa = inf, the point mass at mean, is refused: use ``mean`` itself).
+        kappa: finite concentration > 0, a number or a real tensor of shape (n,) (integers are converted to
+            float64); the sampler is exact for every finite kappa (kappa = inf, the point mass at mean, is
+            refused: use ``mean`` itself).
         generator: the source of randomness.
         dtype: dtype of the result (the draw itself is float64).
 
     Returns:
         Tensor (n, d) of unit vectors.
+
+    Raises:
+        ValueError: for a mean that is not (n, d) unit vectors, or a kappa of the wrong shape or not in (0, inf).
+        TypeError: for a bool, string or complex kappa.
 
     Memory: each rejection round draws 2(d-1) normals per pending row for the Beta proposal, plus d for the
     tangent, so peak memory is about 3 n d float64 numbers.
@@ -149,7 +175,7 @@ def sample_vmf(
         raise ValueError(
             "mean must hold unit vectors (|mean_i| = 1); normalise with mean / mean.norm(dim=-1)"
         )
-    kappas = torch.as_tensor(kappa, dtype=torch.float64, device=mu.device).expand(n).contiguous()
+    kappas = _row_kappas(kappa, n, mu.device)
     bad = ~((kappas > 0) & torch.isfinite(kappas))
     if bool(torch.any(bad)):
         raise ValueError(
