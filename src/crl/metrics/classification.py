@@ -47,8 +47,12 @@ def knn_accuracy(
 
     Returns:
         The fraction of test items whose prediction equals their label.
+
+    Raises:
+        ValueError: for an empty test set, a label below 0 or not below ``n_classes``, mismatched shapes, or k
+            or T out of range; ``TypeError`` for labels that are not integers.
     """
-    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
+    classes = _check_test_set(train_features, train_labels, test_features, test_labels, n_classes)
     predicted = knn_predictions(
         train_features,
         train_labels,
@@ -72,6 +76,7 @@ def knn_predictions(
     chunk_size: int = 512,
 ) -> Tensor:
     """The (M,) classes predicted by the weighted cosine kNN of :func:`knn_accuracy` for each test item."""
+    _check_train_set(train_features, train_labels, test_features, n_classes)
     if not 1 <= k <= train_features.shape[0]:
         raise ValueError(f"k = {k} must be between 1 and the {train_features.shape[0]} train items")
     if temperature <= 0:
@@ -86,7 +91,7 @@ def knn_predictions(
         votes = torch.zeros(top.shape[0], classes)
         votes.scatter_add_(1, train_labels[index], torch.exp(top / temperature))
         predicted.append(votes.argmax(dim=1))
-    return torch.cat(predicted)
+    return torch.cat(predicted) if predicted else torch.empty(0, dtype=torch.int64)
 
 
 def linear_probe_accuracy(
@@ -103,9 +108,9 @@ def linear_probe_accuracy(
     Features are standardised with the train mean and standard deviation; W, b minimise
     ``(1/N) sum_i CE(softmax(W z_i + b), label_i) + ||W||^2 / (2N)``, which is scikit-learn's
     ``LogisticRegression(C=1)`` objective divided by N (same minimiser), by full-batch L-BFGS (strong Wolfe) in
-    float64 for at most ``max_iter`` iterations.
+    float64 for at most ``max_iter`` iterations. Bad input raises as in :func:`knn_accuracy`.
     """
-    classes = n_classes if n_classes is not None else int(max(train_labels.max(), test_labels.max())) + 1
+    classes = _check_test_set(train_features, train_labels, test_features, test_labels, n_classes)
     predicted = linear_probe_predictions(
         train_features, train_labels, test_features, max_iter=max_iter, n_classes=classes
     )
@@ -121,6 +126,7 @@ def linear_probe_predictions(
     n_classes: int | None = None,
 ) -> Tensor:
     """The (M,) classes predicted by the probe of :func:`linear_probe_accuracy` for each test item."""
+    _check_train_set(train_features, train_labels, test_features, n_classes)
     classes = n_classes if n_classes is not None else int(train_labels.max()) + 1
     train = train_features.double()
     mean, std = train.mean(dim=0), train.std(dim=0, unbiased=False).clamp_min(1e-12)
@@ -146,3 +152,58 @@ def linear_probe_predictions(
     optimizer.step(objective)
     with torch.no_grad():
         return (z_test @ weight + bias).argmax(dim=1)
+
+
+def _check_labels(name: str, labels: Tensor, length: int, n_classes: int | None) -> None:
+    """Raise unless ``labels`` is a 1-D integer tensor of ``length`` classes in 0..n_classes - 1."""
+    if not isinstance(labels, Tensor) or labels.dim() != 1 or labels.shape[0] != length:
+        shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
+        raise ValueError(f"{name} must be a 1-D tensor of {length} labels (one per feature row), got {shape}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class indices, got {labels.dtype}; convert with .long()")
+    if length and int(labels.min()) < 0:
+        raise ValueError(
+            f"{name} holds the label {int(labels.min())}; classes are 0, 1, ...: drop the unlabelled items first"
+        )
+    if n_classes is not None and length and int(labels.max()) >= n_classes:
+        raise ValueError(f"{name} holds the label {int(labels.max())}, not below n_classes = {n_classes}")
+
+
+def _check_train_set(
+    train_features: Tensor, train_labels: Tensor, test_features: Tensor, n_classes: int | None
+) -> None:
+    """Raise unless the features are 2-D of one width and ``train_labels`` labels the train rows."""
+    for name, features in (("train_features", train_features), ("test_features", test_features)):
+        if not isinstance(features, Tensor) or features.dim() != 2:
+            shape = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
+            raise ValueError(f"{name} must be a 2-D tensor (items, dimensions), got {shape}")
+    if test_features.shape[1] != train_features.shape[1]:
+        raise ValueError(
+            f"test_features has {test_features.shape[1]} dimensions, train_features {train_features.shape[1]};"
+            " embed both with the same encoder"
+        )
+    if n_classes is not None and (
+        isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1
+    ):
+        raise ValueError(f"n_classes = {n_classes!r}; pass a positive integer or None")
+    _check_labels("train_labels", train_labels, train_features.shape[0], n_classes)
+
+
+def _check_test_set(
+    train_features: Tensor,
+    train_labels: Tensor,
+    test_features: Tensor,
+    test_labels: Tensor,
+    n_classes: int | None,
+) -> int:
+    """The class count (``n_classes``, else 1 + the largest label) once both sets are checked: the test set
+    not empty, one integer label in 0..n_classes - 1 per test row."""
+    _check_train_set(train_features, train_labels, test_features, n_classes)
+    if test_features.shape[0] == 0:
+        raise ValueError(
+            "test_features has no rows: the accuracy of an empty test set is undefined; pass at least one"
+        )
+    _check_labels("test_labels", test_labels, test_features.shape[0], n_classes)
+    if n_classes is not None:
+        return n_classes
+    return int(torch.cat([train_labels.long(), test_labels.long()]).max()) + 1

@@ -146,7 +146,9 @@ def ir_metrics_from_ranking(
     ``qrels`` ``{query: relevant items}``; each query's items are ordered by the tie rule of this module.
 
     A query absent from ``ranking`` counts as retrieving nothing; one absent from ``qrels`` (or with no
-    relevant item) is skipped.
+    relevant item) is skipped. An item ranked twice for one query is a ``ValueError`` naming both (it would
+    count as two hits and lift recall and nDCG above 1); :func:`crl.metrics.trec.read_run` keeps each item's
+    best line.
     """
     chosen = _check_ks(ks)
     depth = max(max(values) for values in chosen.values() if values)
@@ -157,6 +159,7 @@ def ir_metrics_from_ranking(
             skipped += 1
             continue
         hits = list(ranking.get(query, ()))
+        _check_distinct(query, [item for item, _ in hits])
         scores = np.array([float(score) for _, score in hits], dtype=np.float64)
         flags = np.array([item in relevant_set for item, _ in hits], dtype=bool)
         if not np.isfinite(scores).all():
@@ -167,6 +170,18 @@ def ir_metrics_from_ranking(
         parts.append(_per_query(ranked, np.array([len(relevant_set)]), chosen))
     skipped += sum(1 for query in ranking if query not in qrels)
     return _report(parts, skipped)
+
+
+def _check_distinct(query: Hashable, items: Sequence[Hashable]) -> None:
+    """Raise a ``ValueError`` naming ``query`` and the item when ``items`` holds an item twice."""
+    seen: set[Hashable] = set()
+    for item in items:
+        if item in seen:
+            raise ValueError(
+                f"ranking[{query!r}] holds the item {item!r} more than once; rank each item once per query"
+                " (keep its best score)"
+            )
+        seen.add(item)
 
 
 def label_relevance(query_labels: Any, corpus_labels: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -205,8 +220,8 @@ def evaluate_index(
         raise ValueError("pass exactly one of qrels (relevant ids per query) and labels (class relevance)")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size = {batch_size!r}; pass a positive integer")
-    matrix = np.asarray(queries.cpu() if hasattr(queries, "cpu") else queries)
-    n_queries = matrix.shape[0] if matrix.ndim == 2 else -1
+    matrix = _query_matrix(queries)
+    n_queries = matrix.shape[0]
     own = _self_ids(self_ids, n_queries)
     depth = max(max(values) for values in chosen.values() if values)
     limit = len(index) - (1 if own is not None else 0)
@@ -214,7 +229,7 @@ def evaluate_index(
         raise ValueError(f"the largest cut-off k = {depth} exceeds the {limit} rankable items; lower ks")
     relevance = _Relevance(index, qrels, labels, n_queries)
     parts, skipped = [], 0
-    for start in range(0, max(n_queries, 0), batch_size):
+    for start in range(0, n_queries, batch_size):
         rows = np.arange(start, min(start + batch_size, n_queries))
         mine = None if own is None else own[rows]
         ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
@@ -226,6 +241,20 @@ def evaluate_index(
         if keep.any():
             parts.append(_per_query(ranked[keep], n_relevant[keep], chosen))
     return _report(parts, skipped)
+
+
+def _query_matrix(queries: Any) -> np.ndarray:
+    """``queries`` (an array or a tensor of any floating type) as a 2-D numpy array (q, d)."""
+    if hasattr(queries, "detach"):
+        queries = queries.detach().cpu()
+        queries = queries.float() if queries.is_floating_point() and queries.dtype.itemsize < 4 else queries
+    matrix = np.asarray(queries)
+    if matrix.ndim != 2:
+        raise ValueError(
+            f"queries must be a 2-D array (q, d), got shape {matrix.shape}; pass one query as"
+            " queries.reshape(1, -1)"
+        )
+    return matrix
 
 
 def _self_ids(self_ids: Any, n_queries: int) -> np.ndarray | None:

@@ -4,14 +4,17 @@
   ``read_qrels`` gives ``{query_id: {doc_id: relevance}}``; relevance > 0 means relevant.
 - run: one retrieved item per line, ``query_id Q0 doc_id rank score tag``; ``read_run`` gives
   ``{query_id: [(doc_id, score), ...]}`` in file order (trec_eval re-sorts by score; so does
-  :func:`crl.metrics.ir.ir_metrics_from_ranking`).
+  :func:`crl.metrics.ir.ir_metrics_from_ranking`). A document listed twice for one query keeps its line of
+  highest score (the first of equal ones), with a warning counting the lines dropped.
 
-Ids are strings (whitespace-free); the readers name the file and line of any malformed line.
+Ids are strings (whitespace-free); the readers name the file and line of any malformed line or byte that is not
+UTF-8.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -25,9 +28,22 @@ def _check_id(value: object, what: str) -> str:
     return text
 
 
+def _lines(path: Path) -> list[str]:
+    """The lines of the UTF-8 file at ``path``; a byte that is not UTF-8 is an error naming its line."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start}); save the file as UTF-8"
+        ) from None
+    return text.splitlines()
+
+
 def _fields(path: Path, count: int) -> list[tuple[int, list[str]]]:
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_lines(path), start=1):
         if not line.strip():
             continue
         parts = line.split()
@@ -61,9 +77,14 @@ def write_qrels(path: str | Path, qrels: Mapping[object, Mapping[object, int]]) 
 
 
 def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
-    """``{query_id: [(doc_id, score), ...]}`` of a TREC run file (file order)."""
+    """``{query_id: [(doc_id, score), ...]}`` of a TREC run file, in the order documents first appear.
+
+    A document listed more than once for a query keeps its line of highest score (the first of equal ones);
+    a ``UserWarning`` names the file and counts the lines dropped.
+    """
     source = Path(path)
-    run: dict[str, list[tuple[str, float]]] = {}
+    run: dict[str, dict[str, float]] = {}
+    dropped = 0
     for number, (query, _q0, doc, _rank, score, _tag) in _fields(source, 6):
         try:
             value = float(score)
@@ -71,8 +92,17 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
             raise ValueError(f"{source}:{number}: score {score!r} is not a number") from None
         if not math.isfinite(value):
             raise ValueError(f"{source}:{number}: score {score!r} is not finite")
-        run.setdefault(query, []).append((doc, value))
-    return run
+        docs = run.setdefault(query, {})
+        if doc in docs:
+            dropped += 1
+            value = max(docs[doc], value)
+        docs[doc] = value
+    if dropped:
+        warnings.warn(
+            f"{source}: {dropped} lines repeat a (query, document) pair; kept each document's highest score",
+            stacklevel=2,
+        )
+    return {query: list(docs.items()) for query, docs in run.items()}
 
 
 def write_run(

@@ -2,13 +2,18 @@
 
 - JSONL (``.jsonl``): one object per line, ``{"query": ..., "positive": ..., "negatives": [...], "group": ...}``;
   ``negatives`` and ``group`` are optional (the group defaults to the query, see :mod:`crl.data.text.pairs`).
-- TSV (``.tsv``): ``query<TAB>positive[<TAB>negative ...]``, no header.
+- TSV (``.tsv``): ``query<TAB>positive[<TAB>negative ...]``, no header. Every TAB separates two columns, except
+  inside a quoted field: a field that starts with a double quote runs to the next lone double quote and may hold
+  TABs, with ``""`` for a double quote inside it (``"a<TAB>b"`` is the text a<TAB>b); a field that starts with a
+  double quote but is not such a quoted field is an error naming its line.
 
-The file must be UTF-8; a blank line is skipped, and an empty query or positive is an error naming its line.
+The file must be UTF-8; a blank line is skipped, and an empty query or positive, or a text holding a lone
+surrogate (a JSON escape such as ``"\\ud800"`` that encodes no character), is an error naming its line.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -22,6 +27,13 @@ def _text(value: object, what: str, where: str) -> str:
         raise ValueError(f"{where}: {what} must be a string, got {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{where}: {what} is empty; every query and positive needs text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{where}: {what} holds the lone surrogate {value[error.start]!r} at character {error.start}, which"
+            " encodes no character; fix the escape (a pair such as \\ud83d\\ude00, or the character itself)"
+        ) from None
     return value.strip()
 
 
@@ -51,7 +63,13 @@ def _jsonl_pair(line: str, where: str) -> TextPair:
 
 
 def _tsv_pair(line: str, where: str) -> TextPair:
-    columns = line.split("\t")
+    try:
+        columns = next(csv.reader([line], delimiter="\t", quotechar='"', strict=True))
+    except csv.Error:
+        raise ValueError(
+            f'{where}: a field starting with a double quote must be quoted whole, "text" with "" for each double'
+            " quote inside it; quote the field or drop its leading double quote"
+        ) from None
     if len(columns) < 2:
         raise ValueError(f"{where}: a TSV line needs query<TAB>positive, got one column")
     query = _text(columns[0], "query", where)
