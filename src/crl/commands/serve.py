@@ -27,7 +27,7 @@ def serve(
         int | None,
         typer.Option(
             help="Largest request body in bytes, larger ones get 413 "
-            "[default: max-batch x dimension x 32 + 65536].",
+            "(default: max-batch x dimension x 32 + 65536).",
             show_default=False,
         ),
     ] = None,
