@@ -37,7 +37,7 @@ from crl.claims.registry import Registry, default_registry
 from crl.report.document import ReportFiles, write_report
 from crl.report.sections import NoteSection, RunInfo
 from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
-from crl.sweep import Executor, SweepStore, new_run_id
+from crl.sweep import Executor, StoreError, SweepStore, new_run_id
 from crl.sweep._integrity import check_results_file
 
 RESULTS_FILE = "results.sqlite"
@@ -100,6 +100,9 @@ def run_verify(
         UnknownClaimError: if a requested id is not registered (the message lists the valid ones).
         ValueError: if ``workers < 1``.
         FolderLockedError: if another process writes into ``out`` (naming its pid and host).
+        StoreError: if ``out/results.sqlite`` is damaged or not crl's (:class:`ResultsFileError`, before any
+            claim runs), or SQLite fails on it during the run; a cell changed outside crl is recomputed instead,
+            with a warning naming it.
     """
     if workers < 1:
         raise ValueError(f"workers={workers!r} must be >= 1.")
@@ -247,12 +250,15 @@ def _claim_line(result: ClaimResult) -> str:
 
 
 def _run_one(claim: Claim, ctx: ClaimContext) -> ClaimResult:
-    """Run one claim, timing it; an exception becomes an ERROR result carrying the traceback."""
+    """Run one claim, timing it; an exception becomes an ERROR result carrying the traceback, except a failure of
+    the results store, which stops the run (it is no verdict on the claim)."""
     start = time.perf_counter()
     try:
         result = claim.run(ctx)
         if not isinstance(result, ClaimResult) or result.claim_id != claim.id:
             raise TypeError(f"{claim.id}.run returned {result!r:.200}; return self.result(ctx, ...).")
+    except StoreError:
+        raise
     except Exception:
         result = _error_result(claim, ctx, traceback.format_exc())
     return replace(result, wall_s=time.perf_counter() - start)

@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from crl.commands._errors import EXIT_USAGE, print_error, run_reporting_errors
+from crl.commands.train import warnings_as_lines
 
 
 def verify(
@@ -74,6 +75,8 @@ def verify_command(
     which one thread is several times faster than two competing ones on a 2-core machine (quick: ~50 s vs ~240 s
     measured on a busy machine). ``executor`` and ``address`` choose where the cells are computed
     (:func:`crl.sweep.executors.executor_named`); this process stores them, and ends a Ray session it started.
+    A results.sqlite that SQLite cannot use is a usage error naming it (exit 2); warnings of the store (a cell
+    damaged outside crl and recomputed, cells of an earlier crl without checksums) are one ``warning:`` line each.
     """
     if threads < 1:
         print_error(f"--threads {threads!r} must be >= 1.")
@@ -94,16 +97,17 @@ def verify_command(
             console = Console(width=160)
         torch.set_num_threads(threads)
         try:
-            return run_verify(
-                fidelity=parse_fidelity(fidelity),
-                out=out,
-                claim_ids=None if claims is None else claims.split(","),
-                seed=seed,
-                workers=workers,
-                executor=runner,
-                fresh=fresh,
-                console=console,
-            ).exit_code
+            with warnings_as_lines():
+                return run_verify(
+                    fidelity=parse_fidelity(fidelity),
+                    out=out,
+                    claim_ids=None if claims is None else claims.split(","),
+                    seed=seed,
+                    workers=workers,
+                    executor=runner,
+                    fresh=fresh,
+                    console=console,
+                ).exit_code
         finally:
             runner.close()
 

@@ -14,7 +14,8 @@ The database is plain SQLite (WAL journal) with JSON text columns, so it reads w
 Cells are computed by an executor (:mod:`crl.sweep.executors`: in process, a process pool of this machine,
 or :class:`crl.sweep.ray_executor.RayExecutor` on a Ray cluster) and stored by the calling process alone.
 
-Tables: ``cells(claim, cell, seed, result, run_id, created, wall_s)``; ``runs(run_id, started, finished,
+Tables: ``cells(claim, cell, seed, result, run_id, created, wall_s, checksum)`` (checksum: the SHA-256 of the
+other fields but the row id, checked on every read); ``runs(run_id, started, finished,
 meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, created)``.
 """
 
@@ -26,6 +27,7 @@ from crl.sweep.store import (
     CellRecord,
     JSONDict,
     ProgressHook,
+    StoreError,
     SweepStore,
     canonical_json,
     derive_seed,
@@ -41,6 +43,7 @@ __all__ = [
     "JSONDict",
     "ProcessPool",
     "ProgressHook",
+    "StoreError",
     "SweepStore",
     "canonical_json",
     "default_executor",

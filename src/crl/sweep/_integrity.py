@@ -9,12 +9,12 @@ one :class:`ResultsFileError` that names it and says that ``crl verify --fresh``
 import sqlite3
 from pathlib import Path
 
-from crl.sweep.store import _SCHEMA
+from crl.sweep.store import _SCHEMA, LATER_COLUMNS, StoreError
 
 __all__ = ["ResultsFileError", "check_results_file"]
 
 
-class ResultsFileError(ValueError):
+class ResultsFileError(StoreError):
     """``results.sqlite`` cannot be used: not an SQLite database, damaged, or with other tables' columns."""
 
 
@@ -28,13 +28,16 @@ def _columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
 
 
 def _expected_columns() -> dict[str, set[str]]:
-    """The store's own tables and columns, read from its schema (one source of truth)."""
+    """The store's own tables and the columns each must have, read from its schema (one source of truth); the
+    columns that the store adds to a store of an earlier crl (:data:`LATER_COLUMNS`) may be missing."""
     conn = sqlite3.connect(":memory:")
     try:
         conn.executescript(_SCHEMA)
-        return _columns(conn)
+        columns = _columns(conn)
     finally:
         conn.close()
+    columns["cells"] -= set(LATER_COLUMNS)
+    return columns
 
 
 def _problem(path: Path) -> str | None:
@@ -44,9 +47,9 @@ def _problem(path: Path) -> str | None:
     except sqlite3.Error as error:
         return f"it cannot be opened: {error}"
     try:
-        verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+        verdict = conn.execute("PRAGMA integrity_check(1)").fetchone()[0]
         if verdict != "ok":
-            return f"SQLite's quick_check reports damage: {verdict}"
+            return f"SQLite's integrity_check reports damage: {' '.join(verdict.split())}"
         found = _columns(conn)
     except sqlite3.Error as error:
         return f"it is not a readable SQLite database: {error}"
@@ -62,8 +65,9 @@ def _problem(path: Path) -> str | None:
 def check_results_file(path: Path) -> None:
     """Raise :class:`ResultsFileError` unless ``path`` is missing or a usable crl results database.
 
-    Usable: SQLite's ``quick_check`` passes and each of the store's tables (cells, runs, claim_results) that
-    exists has the store's columns; missing tables are created by the store. Nothing is written.
+    Usable: SQLite's ``integrity_check`` passes (pages, records, and each index against its table) and each of
+    the store's tables (cells, runs, claim_results) that exists has the store's columns; missing tables and later
+    columns are added by the store. Nothing is written.
 
     Raises:
         ResultsFileError: naming ``path``, what is wrong, and the fix (``--fresh`` deletes the file).

@@ -3,7 +3,7 @@
 from collections.abc import Generator, Sequence
 
 from crl.sweep.executors import Executor, default_executor
-from crl.sweep.store import Cell, CellFn, CellRecord, ProgressHook, SweepStore
+from crl.sweep.store import Cell, CellFn, CellRecord, ProgressHook, StoreError, SweepStore
 
 
 def run_cells(
@@ -44,6 +44,7 @@ def run_cells(
     Raises:
         ValueError: on duplicate cells or ``workers < 1``; whatever ``fn`` raises propagates (cells finished
             before it stay stored).
+        StoreError: if SQLite fails on the store's file, or the store does not give back a cell it stored.
     """
     executor = executor if executor is not None else default_executor(workers)
     _check_unique(claim, cells)
@@ -63,6 +64,13 @@ def run_cells(
         if isinstance(outcomes, Generator):  # abandon the cells in flight now, not when garbage-collected
             outcomes.close()
     by_ident = {(record.cell.key, record.cell.seed): record for record in store.records(claim)}
+    lost = [cell for cell in cells if (cell.key, cell.seed) not in by_ident]
+    if lost:
+        raise StoreError(
+            f"the results store {store.path} does not give back {claim} cell {lost[0].key} seed {lost[0].seed} "
+            f"(and {len(lost) - 1} more) after storing it: the file is damaged; move it away or delete it to "
+            "recompute its cells"
+        )
     return [by_ident[(cell.key, cell.seed)] for cell in cells]
 
 
