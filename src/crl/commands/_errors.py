@@ -7,7 +7,10 @@ traceback of an expected error too, for a bug report.
 """
 
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
 
 from rich.console import Console
 
@@ -45,3 +48,25 @@ def run_reporting_errors(body: Callable[[], int]) -> int:
             raise
         print_error(describe(error))
         return EXIT_USAGE
+
+
+@contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Show each warning raised inside (a damaged checkpoint skipped, a half-written log line dropped) as one
+    ``warning: ...`` line on stderr, without Python's source-line decoration."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        Console(stderr=True, soft_wrap=True).print(
+            f"warning: {message}", style="yellow", markup=False, highlight=False
+        )
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield

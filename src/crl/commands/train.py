@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._errors import EXIT_OK, run_reporting_errors, warnings_as_lines
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -94,29 +92,6 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
         return EXIT_OK
 
     return run_reporting_errors(body)
-
-
-@contextmanager
-def warnings_as_lines() -> Iterator[None]:
-    """Show each warning raised inside (a damaged checkpoint skipped, a half-written log line dropped) as one
-    ``warning: ...`` line on stderr, without Python's source-line decoration."""
-    from rich.console import Console
-
-    def show(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: TextIO | None = None,
-        line: str | None = None,
-    ) -> None:
-        Console(stderr=True, soft_wrap=True).print(
-            f"warning: {message}", style="yellow", markup=False, highlight=False
-        )
-
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        yield
 
 
 def summary_table(result: RunResult) -> Table:

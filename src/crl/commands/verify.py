@@ -5,8 +5,7 @@ from typing import Annotated
 
 import typer
 
-from crl.commands._errors import EXIT_USAGE, print_error, run_reporting_errors
-from crl.commands.train import warnings_as_lines
+from crl.commands._errors import EXIT_USAGE, print_error, run_reporting_errors, warnings_as_lines
 
 
 def verify(
