@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from crl.claims._c02_erm import erm_path_points
+from crl.claims.c02_calibration import erm_path_points
 from crl.synthetic import VMFUniform
 
 TAU = 0.5

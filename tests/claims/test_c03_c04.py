@@ -11,8 +11,8 @@ from scipy import integrate
 from crl.claims import _kernel_heavy_tail as heavy
 from crl.claims import c03_scrl_inner as c3
 from crl.claims import c04_sscrl_fluctuation as c4
-from crl.claims._c04_fixed_pairs import block_sd, block_values, c4_factor
 from crl.claims.budget import part_level
+from crl.claims.c04_sscrl_fluctuation import block_sd, block_values, c4_factor
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.verdict import Verdict, verdict_rate
 from crl.metrics.risk import FeatureScore, IsotropicGaussian, feature_log_partition, inner_gap_draws

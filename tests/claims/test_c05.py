@@ -10,10 +10,10 @@ import pytest
 from scipy import stats as scipy_stats
 
 from crl.claims import c05_trained_gap as c5
-from crl.claims._c05_cells import erm_cell
-from crl.claims._c05_fits import jackknife_t, loglog_slope, offset_power_fit
 from crl.claims.budget import part_level
+from crl.claims.c05_trained_gap import erm_cell, loglog_slope, offset_power_fit
 from crl.claims.verdict import Verdict
+from crl.stats import jackknife_t
 from crl.sweep import Cell, CellRecord, SweepStore, run_cells
 
 LEVEL = part_level(5)

@@ -8,9 +8,17 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from crl.claims._c06_fit import CircleTruth, Sample, draw_sample, fit_in_ball, risk_derivatives
 from crl.claims.base import Verdict
-from crl.claims.c06_saturation import _cell_params, _judge, claim_and_control
+from crl.claims.c06_saturation import (
+    CircleTruth,
+    Sample,
+    _cell_params,
+    _judge,
+    claim_and_control,
+    draw_sample,
+    fit_in_ball,
+    risk_derivatives,
+)
 from crl.objectives import contrastive_loss_from_scores
 from crl.stats.saturation import (
     LEFT,

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from crl.claims import _c07_control, _c08_control
 from crl.claims import _kernel_heavy_tail as heavy
 from crl.claims import c07_ce_gap as c07
 from crl.claims import c08_ideal_search as c08
@@ -69,13 +68,12 @@ def test_c7_c8_parts_and_control_are_judged_at_the_claims_level(
     parts (4 rates + 1 count, docs/claims/C7.md, C8.md), or the rule cannot PASS exact 1/k gaps / the control
     cannot FAIL the heavy-tailed model's exact gaps."""
     module = c07 if claim_id == "C7" else c08
-    control = _c07_control if claim_id == "C7" else _c08_control
     monkeypatch.setattr(
         module,
         "measure_cross_entropy_gap" if claim_id == "C7" else "measure_ideal_search_gap",
         _exact_like_cell,
     )
-    monkeypatch.setattr(control, "measure_control_gap", _exact_control_cell)
+    monkeypatch.setattr(module, "measure_control_gap", _exact_control_cell)
     level = part_level(5)
     with SweepStore(tmp_path / "r.sqlite") as store:
         ctx = ClaimContext(claim_id, Fidelity.QUICK, store, seed=0, run_id="run", level=level)

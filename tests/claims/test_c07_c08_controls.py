@@ -8,10 +8,9 @@ import torch
 from scipy import integrate
 
 from crl._vocab import KernelForm
-from crl.claims import _c07_control, _c08_control
 from crl.claims import _kernel_heavy_tail as heavy
-from crl.claims._c07_control import CONTROL_KS, judge_control
-from crl.claims._kernel_series import FORM_ORDER
+from crl.claims import c07_ce_gap, c08_ideal_search
+from crl.claims._kernel_series import CONTROL_KS, FORM_ORDER, judge_control
 from crl.claims._sphere_kernel import DrawSummary
 from crl.claims.budget import part_level
 from crl.claims.context import ClaimContext, Fidelity
@@ -143,11 +142,11 @@ def test_control_is_judged_at_the_claims_level_and_fails(tmp_path: object, claim
 def test_c7_control_run_fails_at_the_claims_level(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """If this fails, C7's control, measured through its cells (plain gaps of integrated_cross_entropy_gap), does
     not FAIL or is judged at another level than the claim's."""
-    monkeypatch.setitem(_c07_control.CONTROL_DRAWS, Fidelity.QUICK, 8000)
+    monkeypatch.setitem(c07_ce_gap.CONTROL_DRAWS, Fidelity.QUICK, 8000)
     level = part_level(5)
     with SweepStore(tmp_path / "r.sqlite") as store:  # type: ignore[operator]
         ctx = ClaimContext("C7", Fidelity.QUICK, store, seed=0, run_id="run", level=level)
-        outcome = _c07_control.run_control(ctx)
+        outcome = c07_ce_gap.run_control(ctx)
     assert outcome.verdict is Verdict.FAIL
     assert all(s.ci_level == pytest.approx(level) for s in outcome.statistics)
     assert {row["k"] for row in outcome.table} == set(CONTROL_KS)
@@ -159,11 +158,11 @@ def test_c8_control_cells_use_the_ideal_search_estimator(
 ) -> None:
     """If this fails, C8's control cells do not measure ideal_search_gap's variance-reduced estimate near the
     exact gap, or its statistics are not at the claim's level."""
-    monkeypatch.setitem(_c08_control.CONTROL_DRAWS, Fidelity.QUICK, 4000)
+    monkeypatch.setitem(c08_ideal_search.CONTROL_DRAWS, Fidelity.QUICK, 4000)
     level = part_level(5)
     with SweepStore(tmp_path / "r.sqlite") as store:  # type: ignore[operator]
         ctx = ClaimContext("C8", Fidelity.QUICK, store, seed=0, run_id="run", level=level)
-        outcome = _c08_control.run_control(ctx)
+        outcome = c08_ideal_search.run_control(ctx)
     assert all(s.ci_level == pytest.approx(level) for s in outcome.statistics)
     for row in outcome.table:
         assert row["gap"] == pytest.approx(row["exact_gap"], abs=5 * row["se"])

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from crl.claims._c10_embedding import (
+from crl.claims.base import Verdict
+from crl.claims.c10_generalisation import (
+    MODEL,
+    _rate_part,
+    _tau_part,
+    _unconverged,
     draw_tuples,
     embed,
     empirical_risk,
@@ -15,9 +20,7 @@ from crl.claims._c10_embedding import (
     random_parameters,
     tuple_losses,
 )
-from crl.claims._seed_rates import NonPositiveMeanError, seed_rate
-from crl.claims.base import Verdict
-from crl.claims.c10_generalisation import MODEL, _rate_part, _tau_part, _unconverged
+from crl.stats import NonPositiveMeanError, seed_rate
 
 X = np.array([256.0, 512.0, 1024.0, 2048.0, 4096.0])
 

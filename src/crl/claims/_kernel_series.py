@@ -5,6 +5,9 @@ fidelity's :class:`Plan`; each (series, form) is reduced to the rate r of |gap| 
 (:func:`crl.stats.rate_fit`) at the claim's per-part level ``ctx.level``, and judged by
 ``verdict_rate(fit, -1.0, 0.1)`` (docs/claims/C7.md, C8.md). The budget splits the level over the parts, so
 there is no Bonferroni over the series here.
+
+The negative controls of both claims share their k grid, cells and judging (:func:`judge_control`): the
+claim's rule on heavy-tailed scores off the sphere (:mod:`crl.claims._kernel_heavy_tail`).
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -15,11 +18,12 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from crl._vocab import KernelForm
-from crl.claims._sphere_kernel import DIM, GapCell
+from crl.claims._kernel_heavy_tail import ALPHA, TAU
+from crl.claims._sphere_kernel import DIM, DrawSummary, GapCell
 from crl.claims.context import ClaimContext, Fidelity
-from crl.claims.figure_spec import FigureSpec, Points, points
-from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_rate
-from crl.stats import RateFit, rate_fit
+from crl.claims.figure_spec import FigureSpec, Points, curve, loglog_figure, points
+from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_no_violations, verdict_rate
+from crl.stats import RateFit, bound_violations, rate_fit
 from crl.sweep import Cell
 
 KAPPA = 2.0
@@ -220,3 +224,93 @@ def run_series(
         for form in FORM_ORDER
     )
     return SeriesRun(results, fits)
+
+
+CONTROL_KS = (16, 32, 64, 128)
+"""The controls' k grid (C7 and C8)."""
+FORM_NAMES = {"dcl": "DCL", "infonce": "InfoNCE"}
+
+Bounds = Callable[[int, KernelForm], tuple[float, float]]
+"""``(k, form) -> (lower, upper)`` bounds on the signed gap (``-inf`` for no lower bound)."""
+
+
+def control_cells(ctx: ClaimContext, n_draws: int, extra: Mapping[str, float]) -> list[Cell]:
+    """The control's cells over :data:`CONTROL_KS` (params carry ``"arm": "control"``)."""
+    return [
+        Cell(params, ctx.seed_for(params))
+        for k in CONTROL_KS
+        for params in [{"arm": "control", "k": k, "n_draws": n_draws, "alpha": ALPHA, "tau": TAU, **extra}]
+    ]
+
+
+def judge_control(
+    ctx: ClaimContext,
+    *,
+    claim: str,
+    measured: Mapping[KernelForm, Sequence[DrawSummary]],
+    exact: Callable[[int, KernelForm], float],
+    bounds: Bounds,
+    bound_name: str,
+) -> ControlOutcome:
+    """The claim's rule on the control: each form's rate (``ctx.level``) and the bound count, and its figure.
+
+    Args:
+        claim: "C7" or "C8" (titles).
+        measured: per form, the judged per-draw summary at each k of :data:`CONTROL_KS`.
+        exact: the exact expected gap at (k, form), drawn as the theory curve and tabled.
+        bounds: the claim's bounds at the control's tau.
+        bound_name: e.g. ``"Prop. 1"``.
+    """
+    fits = {
+        form: fit_series(
+            f"control, {FORM_NAMES[form]}",
+            CONTROL_KS,
+            [s.mean for s in measured[form]],
+            [s.se for s in measured[form]],
+            ctx.rng("control-rate", form),
+            level=ctx.level,
+        )
+        for form in FORM_ORDER
+    }
+    values, limits, ses = [], [], []
+    for form in FORM_ORDER:
+        for k, summary in zip(CONTROL_KS, measured[form], strict=True):
+            lower, upper = bounds(k, form)
+            values += [summary.mean, -summary.mean]
+            limits += [upper, -lower]
+            ses += [summary.se, summary.se]
+    violations = bound_violations(values, limits, ses, alpha=1.0 - ctx.level, ci=ctx.level)
+    verdict, reasons = judge(
+        [*(rate_verdict(f) for f in fits.values()), (verdict_no_violations(violations), "")]
+    )
+    statistics = (
+        *(rate_statistic("control: rate of |gap| vs k", f) for f in fits.values()),
+        Statistic.from_violations(f"control: {bound_name} bound violations beyond MC error", violations),
+    )
+    curves = [
+        curve(
+            f"exact expected gap, {FORM_NAMES[form]}",
+            CONTROL_KS,
+            [abs(exact(k, form)) for k in CONTROL_KS],
+            kind="theory",
+        )
+        for form in FORM_ORDER
+    ]
+    curves.append(
+        curve(f"{bound_name} bound, tau = {TAU:g}", CONTROL_KS, [bounds(k, "dcl")[1] for k in CONTROL_KS])
+    )
+    figure = loglog_figure(
+        "control",
+        f"{claim} control: heavy-tailed scores off the sphere (tail index {ALPHA:g})",
+        "k (negatives)",
+        "|gap|",
+        *(series_points(f, control=True) for f in fits.values()),
+        theory_slope=-1.0,
+        bounds=curves,
+    )
+    table = tuple(
+        {"arm": "control", "form": form, "k": k, "gap": s.mean, "se": s.se, "exact_gap": exact(k, form)}
+        for form in FORM_ORDER
+        for k, s in zip(CONTROL_KS, measured[form], strict=True)
+    )
+    return ControlOutcome(verdict, statistics, figure, reasons, table)

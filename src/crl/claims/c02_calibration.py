@@ -12,7 +12,7 @@ Points (x = L(s) - L*, y = E* - E(s)). A score that is tau times a tau-free func
   the values of each anchor's two best candidates (itself and its neighbour) swapped; y ~ delta and x ~ delta^2
   as kappa -> 0 (delta the swapped pair's ratio gap), the regime where the square root is needed;
 - ``discrete``: random score tables of DiscreteLatent([3, 4, 5], weights [0.5, 0.3, 0.2]) (C1's generator);
-- ``erm``: models fit to convergence (:mod:`crl.claims._c02_erm`): the ball-constrained ERM of :mod:`crl.erm` on
+- ``erm``: models fit to convergence (:func:`erm_path_points`): the ball-constrained ERM of :mod:`crl.erm` on
   VMFUniform(3, kappa=4), 1024 pairs and m in {8, 64, 512} fixed negatives (SCRL and SSCRL), every Newton
   iterate of its path from theta = 0 to the KKT tolerance (the gcl ERM of tau t has a tau-free t);
 - ``adversarial``: one-anchor tables of 2, 3 and 4 items searched by Nelder-Mead to maximise y/sqrt(2x/tau)
@@ -41,14 +41,19 @@ bend). C2 is a theorem for every s, so the verdict tests crl's estimators and me
 Negative control: the same rule, at the same level, against the linear law ``E* - E(s) <= (2/tau)(L(s) - L*)``
 (exponent 1 instead of 1/2: what smooth misalignment alone would suggest). Rank swaps in weak-signal models
 break it (y ~ sqrt(x)), so it must FAIL.
-"""
+
+The erm series (:func:`erm_path_points`): one cell fits the ball-constrained ERM of :mod:`crl.erm` (C5's class
+``x^T W y + b^T y`` and solver, ball ``1.5 |theta*|``) on ``VMFUniform(3, kappa=4)`` with n pairs and a fixed
+negative set of m (SCRL n x m or SSCRL m shared) at one tau, records every Newton iterate from theta = 0 to
+the KKT tolerance, and measures each iterate's ``(L(s) - L*, E* - E(s))`` by
+:func:`crl.claims._random_scores.feature_point`."""
 
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from crl.claims._c02_erm import erm_path_points
+from crl._vocab import Regime
 from crl.claims._random_scores import (
     KAPPA,
     TRAIN_STEPS,
@@ -77,12 +82,33 @@ from crl.claims.base import (
     points,
     verdict_no_violations,
 )
+from crl.erm import fit_ball, ideal_parameters, sample_risk
 from crl.metrics.risk import (
     finite_law_of,
 )
 from crl.stats import SlopeFit, bound_violations, loglog_slope
 from crl.sweep import Cell
 from crl.synthetic import DiscreteLatent, VMFUniform
+
+ERM_PAIRS = 1024
+RADIUS_FACTOR = 1.5
+
+
+def erm_path_points(
+    tau: float, m: int, regime: Regime, n_anchors: int, generator: torch.Generator
+) -> dict[str, Any]:
+    """Per iterate of one ERM fit's Newton path: x, its se, y, its se (lists), and whether the fit converged."""
+    truth = VMFUniform(3, KAPPA)
+    risk = sample_risk(truth, ERM_PAIRS, m, tau, regime, generator)
+    path: list[torch.Tensor] = [torch.zeros(risk.family.n_params, dtype=torch.float64)]
+    radius = RADIUS_FACTOR * float(ideal_parameters(truth, tau).norm())
+    fit = fit_ball(risk, radius, on_step=path.append)
+    found = [feature_point(truth, risk.family.score(theta), tau, n_anchors, generator) for theta in path]
+    result: dict[str, Any] = {
+        key: [f[key] for f in found] for key in ("excess", "excess_se", "gap", "gap_se")
+    }
+    return {**result, "converged": fit.converged, "kkt_residual": fit.kkt_residual, "active": fit.active}
+
 
 REPORTED_TAU = 0.5
 """The temperature of the series whose ratio does not depend on tau (and of their slopes)."""

@@ -10,7 +10,7 @@ Per fit: G = L(s_hat) - L_hat(s_hat), its variance-reduced form G_cv (same expec
 L(s_hat) - L* and E* - E(s_hat), exact inner expectations. |G| is the absolute value of the seed mean of G_cv.
 
 Rule (five parts, each at the per-part level; intervals by the delete-one-seed jackknife with Student-t
-quantiles, :mod:`crl.claims._c05_fits`):
+quantiles, :func:`crl.stats.jackknife_t`):
 
 1. SCRL, vs m at fixed n on the window of m where the ball binds in no seed and every fit converged: fit
    |G|(m) = a + b m^r; PASS when r's CI upper end <= -0.9, FAIL when its lower end > -0.9
@@ -24,22 +24,161 @@ quantiles, :mod:`crl.claims._c05_fits`):
 
 Control: the unbounded Gaussian truth (GaussianTwoTower(3, rho=0.9), family plus e|y|^2), parts 1-3 on the same
 grid and level; it must not PASS.
+
+Cells (:func:`erm_cell`): one ball-constrained ERM fit on a synthetic truth and its measurements. A cell is
+(arm, regime, n, m, seed index) at the fidelity's evaluation sizes; its seed derives from (arm, n, seed index)
+only, so seed i draws the same n pairs at every m and in both regimes (common random numbers: the n-floor's
+noise is shared along the m axis and between the regimes, and the jackknife over seeds keeps seed i's cells
+together). Each anchor's negatives are drawn after the pairs, independently per cell.
+
+Statistics: the offset power law G(m) = a + b m^r, log-log slopes in n, and ratios, each with a Student-t
+interval over seeds by the delete-one-seed jackknife (:func:`crl.stats.jackknife_t`).
+
+Every statistic here is a smooth function of the seed means of a quantity at each grid point (k seeds per
+point; seed i of every point forms "seed i"). Its interval: the estimate from all seeds, the jackknife standard
+error ``se^2 = (k - 1)/k sum_i (theta_(i) - theta_(.))^2`` over the k delete-one estimates, and the Student-t
+quantile with k - 1 degrees of freedom at the part's level (docs/theory.md section 7: Student-t over seeds, not a
+percentile bootstrap, which undercovers at 8 seeds).
+
+The offset power law is fitted by relative least squares, ``min sum_j ((y_j - a - b x_j^r)/y_j)^2``: for each r on
+a grid, (a, b) by weighted linear least squares, then a parabola through the grid minimum refines r. Its misfit
+is the largest relative residual ``max_j |y_j/yhat_j - 1|`` (an effect size; above 5% the verdict is INCONCLUSIVE).
 """
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
-from crl.claims._c05_cells import KAPPA, RADIUS_FACTOR, RHO, TAU, erm_cell
-from crl.claims._c05_fits import jackknife_t, loglog_slope, offset_power_fit
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_above, verdict_at_most
-from crl.stats import MISFIT_TOLERANCE
+from crl.erm.trained import erm_record, ideal_parameters
+from crl.stats import MISFIT_TOLERANCE, jackknife_t
 from crl.sweep import Cell, CellRecord
+from crl.synthetic import GaussianTwoTower, VMFUniform
+from crl.synthetic.base import GroundTruth
+
+TAU = 0.5
+KAPPA = 4.0
+"""vMF concentration of the claim's truth: s* = tau kappa <x, y>, |s*| <= 2."""
+RHO = 0.9
+"""Correlation of the control's Gaussian two-tower truth."""
+DIM = 3
+RADIUS_FACTOR = 1.5
+"""The ball's radius R = 1.5 |theta*|: contains s* with room, binds where the sample is (nearly) separable."""
+
+
+def truth_of(arm: str) -> GroundTruth:
+    """The claim's bounded truth (VMFUniform(3, kappa = 4)) or the control's unbounded one (GaussianTwoTower)."""
+    if arm == "claim":
+        return VMFUniform(DIM, KAPPA)
+    if arm == "control":
+        return GaussianTwoTower(DIM, RHO)
+    raise ValueError(f"arm={arm!r} is not known; use 'claim' or 'control'.")
+
+
+def radius_of(arm: str) -> float:
+    """R = RADIUS_FACTOR |theta*| for the arm's truth."""
+    return RADIUS_FACTOR * float(ideal_parameters(truth_of(arm), TAU).norm())
+
+
+def erm_cell(cell: Cell) -> dict[str, Any]:
+    """Fit and measure one cell (:func:`crl.erm.trained.erm_record`); failures come back as records."""
+    p = cell.params
+    arm = str(p["arm"])
+    return erm_record(
+        truth_of(arm),
+        n=int(p["n"]),
+        m=int(p["m"]),
+        tau=TAU,
+        regime=p["regime"],
+        radius=radius_of(arm),
+        seed=cell.seed,
+        n_eval=int(p["n_eval"]),
+        n_bias=int(p["n_bias"]),
+    )
+
+
+FloatArray = NDArray[np.float64]
+
+EXPONENT_GRID = np.arange(-3.0, 0.5 + 1e-9, 0.002)
+"""Candidate exponents r of the offset power law."""
+
+
+@dataclass(frozen=True)
+class OffsetPowerLaw:
+    """``y = a + b x^r`` fitted by relative least squares (module docstring)."""
+
+    a: float
+    b: float
+    r: float
+    max_relative_residual: float
+
+    def predict(self, x: FloatArray) -> FloatArray:
+        """``a + b x^r``."""
+        return self.a + self.b * np.power(x, self.r)
+
+
+def offset_power_fit(x: FloatArray, y: FloatArray) -> OffsetPowerLaw:
+    """Fit ``y = a + b x^r`` (module docstring) to at least 4 points with y > 0.
+
+    Raises:
+        ValueError: on fewer than 4 points, mismatched lengths, x <= 0 or y <= 0.
+    """
+    gx, gy = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if gx.shape != gy.shape or gx.ndim != 1 or gx.size < 4:
+        raise ValueError(
+            f"x and y must be 1-D of equal length >= 4 (a, b, r and one more); got {gx.shape}, {gy.shape}."
+        )
+    if np.any(gx <= 0.0) or np.any(gy <= 0.0) or not np.all(np.isfinite(gy)):
+        raise ValueError("x and y must be finite and > 0 (G is fitted on |G| means).")
+    scale = math.exp(float(np.mean(np.log(gx))))
+    u = gx / scale
+    rss, _, _ = _profile(u, gy, EXPONENT_GRID)
+    best = int(np.clip(np.argmin(rss), 1, EXPONENT_GRID.size - 2))
+    left, mid, right = rss[best - 1], rss[best], rss[best + 1]
+    curvature = left - 2.0 * mid + right
+    shift = 0.5 * (left - right) / curvature if curvature > 0.0 else 0.0
+    step = EXPONENT_GRID[1] - EXPONENT_GRID[0]
+    r = float(EXPONENT_GRID[best] + np.clip(shift, -1.0, 1.0) * step)
+    _, a_r, b_r = _profile(u, gy, np.array([r]))
+    a, b = float(a_r[0]), float(b_r[0]) / scale**r
+    fitted = a + b * gx**r
+    residual = float(np.max(np.abs(gy / fitted - 1.0))) if np.all(fitted > 0.0) else math.inf
+    return OffsetPowerLaw(a=a, b=b, r=r, max_relative_residual=residual)
+
+
+def _profile(
+    u: FloatArray, y: FloatArray, exponents: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """For every exponent r at once: the relative residual sum of squares of the best (a, b) and that (a, b).
+
+    Minimises ``sum_j (1 - a/y_j - b u_j^r/y_j)^2`` by the 2 x 2 normal equations (columns c0 = 1/y, c1 = u^r/y).
+    """
+    c0 = 1.0 / y
+    c1 = u[None, :] ** exponents[:, None] / y[None, :]
+    s00, s01, s11 = float(c0 @ c0), c1 @ c0, np.sum(c1 * c1, axis=1)
+    t0, t1 = float(c0.sum()), c1.sum(axis=1)
+    det = s00 * s11 - s01 * s01
+    safe = np.where(np.abs(det) > 1e-300, det, 1.0)
+    a = (s11 * t0 - s01 * t1) / safe
+    b = (s00 * t1 - s01 * t0) / safe
+    resid = 1.0 - a[:, None] * c0[None, :] - b[:, None] * c1
+    rss = np.where(np.abs(det) > 1e-300, np.sum(resid * resid, axis=1), np.inf)
+    return rss, a, b
+
+
+def loglog_slope(x: FloatArray, y: FloatArray) -> float:
+    """OLS slope of log y on log x (y > 0)."""
+    lx, ly = np.log(np.asarray(x, dtype=np.float64)), np.log(np.asarray(y, dtype=np.float64))
+    cx = lx - lx.mean()
+    return float(cx @ (ly - ly.mean()) / (cx @ cx))
+
 
 M_GRIDS = {
     Fidelity.QUICK: (8, 16, 32, 64, 128, 256),

@@ -6,7 +6,13 @@ random linear map, not rotation-invariant). For each (phi, tau) series and each 
 per-draw estimates of :func:`crl.metrics.risk.integrated_cross_entropy_gap` for InfoNCE (R) and DCL (R~);
 ``log N(z) = log ∫ exp(s(z, z')/tau) pi(dz')`` comes from a product Gauss rule on S^2 (exact to ~1e-14 here).
 Each (series, form) is judged by its rate's equivalence to -1 and Prop. 1's bounds with their slack
-(docs/claims/C7.md); the negative control (heavy-tailed scores off the sphere) is :mod:`crl.claims._c07_control`.
+(docs/claims/C7.md); the negative control is :func:`run_control`.
+
+Negative control: heavy-tailed scores that leave the sphere (:mod:`crl.claims._kernel_heavy_tail`: c|y|^2 on
+Gaussian data, exp(s/tau) of tail index 1.2, exact log N); the estimator is C7's through its plain per-draw
+difference (its control variate Wbar/N - 1 has infinite variance for alpha < 2; both have the same mean); the
+rule is C7's (rates of both forms in the band [-1.1, -0.9], Prop. 1's bounds) at the claim's per-part level.
+The true gap decays like k^(1 - alpha) = k^-0.2, so the rule must FAIL (docs/claims/C7.md).
 """
 
 from collections.abc import Mapping, Sequence
@@ -15,15 +21,18 @@ from typing import Any, ClassVar
 import torch
 
 from crl._vocab import KernelForm
-from crl.claims._c07_control import run_control
+from crl.claims import _kernel_heavy_tail as heavy
 from crl.claims._kernel_series import (
     FORM_ORDER,
     KAPPA,
     PLANS,
     SERIES,
+    ControlOutcome,
     SeriesFit,
     SeriesRun,
+    control_cells,
     judge,
+    judge_control,
     rate_statistic,
     rate_verdict,
     run_series,
@@ -50,6 +59,7 @@ from crl.claims.base import (
     loglog_figure,
     verdict_no_violations,
 )
+from crl.claims.context import Fidelity
 from crl.claims.verdict import slack_label
 from crl.metrics.risk import cross_entropy_gap_bounds, integrated_cross_entropy_gap
 from crl.metrics.risk.kernel import GapCoefficients
@@ -79,6 +89,51 @@ def measure_cross_entropy_gap(cell: Cell) -> dict[str, float]:
         for form in FORM_ORDER
     }
     return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
+
+
+CONTROL_DRAWS = {Fidelity.QUICK: 20000, Fidelity.STANDARD: 80000, Fidelity.FULL: 160000}
+"""Draws per k of C7's control."""
+
+
+def measure_control_gap(cell: Cell) -> dict[str, float]:
+    """One C7 control cell: both forms' gaps (plain and variance-reduced) on the heavy-tailed model."""
+    p = cell.params
+    draws = heavy.draw_heavy_tail(
+        heavy.C7_POSITIVES,
+        n_draws=int(p["n_draws"]),
+        n_negatives=int(p["k"]),
+        generator=torch.Generator().manual_seed(cell.seed),
+        alpha=float(p["alpha"]),
+        tau=float(p["tau"]),
+    )
+    gaps = {
+        form: FormGap.of(
+            integrated_cross_entropy_gap(
+                draws.positive_scores,
+                draws.negative_scores,
+                draws.log_partition,
+                tau=float(p["tau"]),
+                form=form,
+            )
+        )
+        for form in FORM_ORDER
+    }
+    return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
+
+
+def run_control(ctx: ClaimContext) -> ControlOutcome:
+    """C7's control: measure the cells, judge the plain gaps by C7's rule (module docstring)."""
+    cells = control_cells(ctx, CONTROL_DRAWS[ctx.fidelity], {"rho": heavy.RHO})
+    records = [GapCell.from_dict(r.result) for r in ctx.run_cells(cells, measure_control_gap)]
+    measured = {form: [record.gap(form).naive for record in records] for form in FORM_ORDER}
+    return judge_control(
+        ctx,
+        claim="C7",
+        measured=measured,
+        exact=lambda k, form: heavy.cross_entropy_gap(k, form),
+        bounds=lambda k, form: cross_entropy_gap_bounds(k, heavy.TAU, form),
+        bound_name="Prop. 1",
+    )
 
 
 class CrossEntropyGapClaim(Claim):

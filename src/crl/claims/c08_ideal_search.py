@@ -10,7 +10,23 @@ delta_{xi_i}``, the cross-entropy relative to the empirical law of the k points)
 Under this choice the DCL gap is exactly ``Cov(wbar, log Wbar)``, O(1/k) for any integrable weights with bounded
 scores, so the claim tests crl's reconstruction, not [B]'s own normalisation: the report says so, and shows the
 counting-measure variant (no importance weights, :mod:`crl.metrics.risk.kernel.counting`) beside it, with its
-own rate and its limit D. The control (:mod:`crl.claims._c08_control`) leaves the sphere.
+own rate and its limit D.
+
+The counting-measure variant (:func:`counting_statistics`), reported beside crl's reconstruction and not
+judged: ``M_hat_k^# = (1/k) sum_i delta_{xi_i}`` (no importance weights;
+:mod:`crl.metrics.risk.kernel.counting`): its gap tends to ``D = ∫ (E_{M(z,.)} s - E_pi s)/tau dpi(z)`` (DCL:
+equal to D at every k; InfoNCE: D - O(1/k)), not to 0. Each (series, form) gets its own rate, fitted like the
+claim's, and D by quadrature.
+
+Negative control (:func:`run_control`): heavy-tailed scores that leave the sphere, with positives that make
+E_M exp(s/tau) infinite. The model is :mod:`crl.claims._kernel_heavy_tail` with C8's positives, M = N(0,
+alpha/(alpha - gamma) I), so that ``dM/dpi = exp(gamma s/tau) / E_pi exp(gamma s/tau)`` (exact),
+``E|dM/dpi|^2`` is finite but ``E_M exp(s/tau)`` is not, and crl's DCL gap ``Cov(wbar, log Wbar)`` decays like
+k^-(alpha - gamma) = k^-0.75. The estimator is C8's, :func:`crl.metrics.risk.ideal_search_gap`
+(variance-reduced; finite variance since 2 gamma < alpha), the rule C8's (rates of both forms in [-1.1, -0.9],
+Prop. 2's bound with this model's ``E|dM/dpi|^2``) at the claim's per-part level: it must FAIL
+(docs/claims/C8.md). Heavy-tailed negatives alone would not do: with positives of finite ``E_M exp(s/tau)``
+crl's gap stays O(1/k).
 """
 
 from collections.abc import Mapping, Sequence
@@ -21,16 +37,19 @@ import torch
 from torch import Tensor
 
 from crl._vocab import KernelForm
-from crl.claims._c08_control import run_control
-from crl.claims._c08_counting import counting_limits, counting_statistics
+from crl.claims import _kernel_heavy_tail as heavy
 from crl.claims._kernel_series import (
     FORM_ORDER,
     KAPPA,
     PLANS,
     SERIES,
+    ControlOutcome,
     SeriesFit,
     SeriesRun,
+    control_cells,
+    fit_series,
     judge,
+    judge_control,
     rate_statistic,
     rate_verdict,
     run_series,
@@ -38,7 +57,9 @@ from crl.claims._kernel_series import (
     series_points,
 )
 from crl.claims._sphere_kernel import (
+    ANCHOR_QUADRATURE,
     DIM,
+    QUADRATURE,
     DrawSummary,
     FormGap,
     GapCell,
@@ -57,12 +78,70 @@ from crl.claims.base import (
     loglog_figure,
     verdict_no_violations,
 )
+from crl.claims.context import Fidelity
 from crl.claims.verdict import slack_label
-from crl.metrics.risk import ideal_search_bound, ideal_search_cross_entropy, ideal_search_gap
-from crl.metrics.risk.kernel import GapCoefficients, counting_search_gap
+from crl.metrics.risk import (
+    ideal_search_bound,
+    ideal_search_cross_entropy,
+    ideal_search_gap,
+    uniform_sphere_quadrature,
+)
+from crl.metrics.risk.kernel import GapCoefficients, counting_gap_limit, counting_search_gap
 from crl.stats import ViolationCount, bound_violations
 from crl.sweep import Cell
 from crl.synthetic.vmf import VMFUniform
+
+Limits = Mapping[tuple[str, float], float]
+"""(phi kind, tau) -> D."""
+
+
+def counting_limits(phi_seed: int) -> dict[tuple[str, float], float]:
+    """D for every (phi, tau) series, by the product Gauss rules of :mod:`crl.claims._sphere_kernel`."""
+    model = VMFUniform(DIM, KAPPA)
+    anchors, anchor_weights = uniform_sphere_quadrature(*ANCHOR_QUADRATURE)
+    nodes, weights = uniform_sphere_quadrature(*QUADRATURE)
+    log_m = model.log_positive_density(anchors[:, None, :], nodes[None, :, :])
+    limits = {}
+    for kind, tau in SERIES:
+        embed = sphere_embedding(kind, phi_seed)
+        scores = embed(anchors) @ embed(nodes).T
+        limits[(kind, tau)] = counting_gap_limit(
+            scores, log_m, tau=tau, support_weights=weights, anchor_weights=anchor_weights
+        )
+    return limits
+
+
+def counting_statistics(
+    ctx: ClaimContext,
+    gaps: Mapping[tuple[str, float, KernelForm], Sequence[DrawSummary]],
+    ks: Sequence[int],
+    limits: Limits,
+) -> list[Statistic]:
+    """The rate of the counting-measure variant's |gap| vs k for every (series, form), naming D (not judged).
+
+    Args:
+        gaps: (phi kind, tau, form) -> the variant's per-draw gap summary at each k of ``ks``.
+    """
+    statistics = []
+    for kind, tau in SERIES:
+        for form in FORM_ORDER:
+            summaries = gaps[(kind, tau, form)]
+            series = fit_series(
+                series_label(form, kind, tau),
+                ks,
+                [s.mean for s in summaries],
+                [s.se for s in summaries],
+                ctx.rng("counting-rate", kind, tau, form),
+                level=ctx.level,
+            )
+            statistics.append(
+                Statistic.from_rate(
+                    f"counting-measure variant (not judged): rate of |gap| vs k, {series.label}; "
+                    f"gap at k = {ks[-1]}: {series.values[-1]:.4g}, limit D = {limits[(kind, tau)]:.4g}",
+                    series.fit,
+                )
+            )
+    return statistics
 
 
 @dataclass(frozen=True)
@@ -154,6 +233,59 @@ def measure_ideal_search_gap(cell: Cell) -> dict[str, float]:
         counting_dcl=DrawSummary.of(values["counting_dcl"]),
         counting_infonce=DrawSummary.of(values["counting_infonce"]),
     ).to_dict()
+
+
+CONTROL_DRAWS = {Fidelity.QUICK: 80000, Fidelity.STANDARD: 320000, Fidelity.FULL: 640000}
+"""Draws per k of C8's control (its per-draw relative spread is 4-6, C7's 1.6-2)."""
+
+
+def measure_control_gap(cell: Cell) -> dict[str, float]:
+    """One C8 control cell: both forms' ideal-search gaps on the heavy-tailed model with C8's positives."""
+    p = cell.params
+    tau = float(p["tau"])
+    draws = heavy.draw_heavy_tail(
+        heavy.C8_POSITIVES,
+        n_draws=int(p["n_draws"]),
+        n_negatives=int(p["k"]),
+        generator=torch.Generator().manual_seed(cell.seed),
+        alpha=float(p["alpha"]),
+        gamma=float(p["gamma"]),
+        tau=tau,
+    )
+    gaps = {
+        form: FormGap.of(
+            ideal_search_gap(
+                draws.positive_scores,
+                draws.negative_scores,
+                draws.log_kernel_ratio,
+                draws.log_partition,
+                tau=tau,
+                form=form,
+            )
+        )
+        for form in FORM_ORDER
+    }
+    return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
+
+
+def run_control(ctx: ClaimContext) -> ControlOutcome:
+    """C8's control: measure the cells and judge the variance-reduced gaps by C8's rule (module docstring)."""
+    cells = control_cells(ctx, CONTROL_DRAWS[ctx.fidelity], {"gamma": heavy.GAMMA})
+    records = [GapCell.from_dict(r.result) for r in ctx.run_cells(cells, measure_control_gap)]
+    second_moment = heavy.kernel_ratio_second_moment()
+
+    def bounds(k: int, form: KernelForm) -> tuple[float, float]:
+        bound = ideal_search_bound(k, heavy.TAU, second_moment, form)
+        return -bound, bound
+
+    return judge_control(
+        ctx,
+        claim="C8",
+        measured={form: [record.gap(form).estimate for record in records] for form in FORM_ORDER},
+        exact=lambda k, form: heavy.ideal_search_gap(k, form),
+        bounds=bounds,
+        bound_name="Prop. 2",
+    )
 
 
 class IdealSearchClaim(Claim):

@@ -3,58 +3,337 @@ least like n^-1/2 and is larger at small tau ([B] Thm 1), in an asymmetric model
 
 Pre-registered in docs/claims/C10.md (docs/theory.md section 7, C10).
 
-Experiment (:mod:`crl.claims._c10_embedding`). Truth ``AsymmetricSphere(3, kappa=8, anchor_kappa=2, p- = pi)``
-(anchors and positives not exchangeable); phi = normalise(A z + b) onto S^2; [B]'s InfoNCE risk with k own
-negatives per anchor. Per (k, tau) a reference phi_0 is fitted on an independent sample (reference cells,
-computed first); every training cell fits phi_hat by L-BFGS from phi_0 (and random starts at full fidelity) and
-returns the control-variate gap ``[R_fresh(phi_hat) - R_fresh(phi_0)] - [R_hat_n(phi_hat) - R_hat_n(phi_0)]``.
+Experiment (:func:`fit_embedding`, :func:`gap_terms`). Truth ``AsymmetricSphere(3, kappa=8, anchor_kappa=2, p-
+= pi)`` (anchors and positives not exchangeable); phi = normalise(A z + b) onto S^2; [B]'s InfoNCE risk with k
+own negatives per anchor. Per (k, tau) a reference phi_0 is fitted on an independent sample (reference cells,
+computed first); every training cell fits phi_hat by L-BFGS from phi_0 (and random starts at full fidelity)
+and returns the control-variate gap ``[R_fresh(phi_hat) - R_fresh(phi_0)] - [R_hat_n(phi_hat) -
+R_hat_n(phi_0)]``.
 
-Rule (three parts, :mod:`crl.claims._seed_rates`): the rate in k (upper end <= 0.1), the rate in n (upper end
+Rule (three parts, :func:`crl.stats.seed_rate`): the rate in k (upper end <= 0.1), the rate in n (upper end
 <= -0.45), and G(tau = 0.25) - G(tau = 1) > 0 (Student-t over seeds).
 
 Negative control: one shared set of k negatives for all anchors (the SSCRL sample) on the vs-n series: its
 gap has a term in k that does not fall with n; judged by part 2, it must not PASS.
+
+The embedding family (:func:`embed`): an affine map normalised onto S^2, ``phi_theta(z) = normalise(A z + b)``
+(A 3 x 3, b in R^3: one flat parameter vector theta of 12 entries), the same phi for anchors and candidates:
+``s(x, y) = <phi(x), phi(y)>``, so |s| <= 1. Non-convex in theta (the normalisation), hence several starts.
+
+Risk ([B]): a tuple is ``(x, y, y'_1..y'_k)``; its loss is InfoNCE minus log k,
+``log(1 + sum_j exp((s(x, y'_j) - s(x, y))/tau)) - log k`` (:func:`crl.objectives.contrastive_loss`, form
+``"infonce"``). ``R_hat_n`` is the mean over the n training tuples, ``R`` the expectation over a fresh tuple.
+
+Gap per training sample, with phi_0 a reference fitted on an independent sample:
+
+    G = [R_fresh(phi_hat) - R_fresh(phi_0)] - [R_hat_n(phi_hat) - R_hat_n(phi_0)],
+
+unbiased for ``E[R(phi_hat) - R_hat_n(phi_hat)]`` because ``E[R(phi_0) - R_hat_n(phi_0)] = 0``.
 """
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from crl._vocab import Estimate
-from crl.claims._c10_embedding import (
-    draw_tuples,
-    fit_embedding,
-    gap_terms,
-    random_parameters,
-)
-from crl.claims._c10_plan import (
-    CONVERGED_GRAD,
-    K_BOUND,
-    MODEL,
-    N_BOUND,
-    PLANS,
-    REFERENCE_STARTS,
-    TAU,
-    TAU_PAIR,
-    Plan,
-)
-from crl.claims._c10_report import figures, notes, table
-from crl.claims._seed_rates import NonPositiveMeanError, seed_rate
 from crl.claims.base import (
     Claim,
     ClaimContext,
     ClaimResult,
+    FigureSpec,
     Statistic,
     Verdict,
     combine_verdicts,
+    loglog_figure,
+    points,
     verdict_above,
     verdict_at_most,
 )
+from crl.claims.context import Fidelity
+from crl.objectives import contrastive_loss
+from crl.stats import NonPositiveMeanError, seed_rate
 from crl.sweep import Cell, derive_seed
+from crl.synthetic import AsymmetricSphere
+
+MODEL = AsymmetricSphere(3, kappa=8.0, anchor_kappa=2.0, negative_law="anchor")
+TAU = 0.5
+TAU_PAIR = (0.25, 1.0)
+K_BOUND = 0.1
+N_BOUND = -0.5 + 0.05
+REFERENCE_STARTS = 2
+CONVERGED_GRAD = 1e-5
+"""A fit counts as converged when its largest final gradient entry is at most this (10 x L-BFGS's tolerance)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One fidelity's grid (docs/claims/C10.md)."""
+
+    k_series_n: int
+    k_grid: tuple[int, ...]
+    n_series_k: int
+    n_grid: tuple[int, ...]
+    tau_n: int
+    tau_k: int
+    seeds: int
+    n_ref: int
+    n_fresh: int
+    random_starts: int
+
+
+PLANS = {
+    Fidelity.QUICK: Plan(256, (2, 4, 8, 16, 32), 4, (128, 256, 512, 1024, 2048), 256, 4, 8, 2048, 8192, 0),
+    Fidelity.STANDARD: Plan(
+        512, (2, 4, 8, 16, 32, 64), 8, (256, 512, 1024, 2048, 4096), 512, 8, 24, 4096, 16384, 0
+    ),
+    Fidelity.FULL: Plan(
+        2048,
+        (2, 4, 8, 16, 32, 64, 128, 256),
+        16,
+        (256, 512, 1024, 2048, 4096, 8192, 16384),
+        2048,
+        16,
+        64,
+        16384,
+        65536,
+        1,
+    ),
+}
+
+
+DIM = 3
+N_PARAMS = DIM * DIM + DIM
+"""12: A (3 x 3) and b (3)."""
+GRAD_TOLERANCE = 1e-6
+"""L-BFGS stops when the largest gradient entry of R_hat_n is at most this."""
+MAX_ITERATIONS = 200
+Negatives = Literal["own", "shared"]
+
+
+@dataclass(frozen=True)
+class TupleSample:
+    """n tuples: anchors (n, 3), positives (n, 3), negatives (n, k, 3) ("own") or (k, 3) ("shared")."""
+
+    anchors: Tensor
+    positives: Tensor
+    negatives: Tensor
+
+    @property
+    def shared(self) -> bool:
+        """True when one set of k negatives serves every anchor."""
+        return self.negatives.ndim == 2
+
+    @property
+    def k(self) -> int:
+        """Negatives per anchor."""
+        return int(self.negatives.shape[-2])
+
+
+@dataclass(frozen=True)
+class EmbeddingFit:
+    """An ERM fit: its parameters, R_hat_n at them, the largest gradient entry, and which start won."""
+
+    theta: Tensor
+    empirical_risk: float
+    grad_max: float
+    start: int
+
+
+def draw_tuples(
+    model: AsymmetricSphere,
+    pairs: tuple[Tensor, Tensor],
+    k: int,
+    negatives: Negatives,
+    generator: torch.Generator,
+) -> TupleSample:
+    """The pairs with k negatives from p- each ("own"), or one set of k shared by all anchors ("shared")."""
+    anchors, positives = pairs
+    shape = (k,) if negatives == "shared" else (anchors.shape[0], k)
+    return TupleSample(anchors, positives, model.sample_negatives(shape, generator))
+
+
+def random_parameters(generator: torch.Generator) -> Tensor:
+    """A random start: the entries of A ~ N(0, 1/3), b ~ N(0, 1/3) (float64)."""
+    return torch.randn(N_PARAMS, dtype=torch.float64, generator=generator) / math.sqrt(DIM)
+
+
+def embed(theta: Tensor, z: Tensor) -> Tensor:
+    """``phi_theta(z) = normalise(A z + b)`` for z of shape (..., 3)."""
+    matrix, bias = theta[: DIM * DIM].reshape(DIM, DIM), theta[DIM * DIM :]
+    return torch.nn.functional.normalize(z @ matrix.T + bias, dim=-1)
+
+
+def tuple_losses(theta: Tensor, sample: TupleSample, tau: float) -> Tensor:
+    """Per-tuple ``InfoNCE - log k`` of phi_theta, shape (n,)."""
+    anchors, positives = embed(theta, sample.anchors), embed(theta, sample.positives)
+    losses = contrastive_loss(
+        anchors,
+        positives,
+        embed(theta, sample.negatives),
+        tau=tau,
+        form="infonce",
+        regime="shared" if sample.shared else "independent",
+        reduction="none",
+    )
+    return losses - math.log(sample.k)
+
+
+def empirical_risk(theta: Tensor, sample: TupleSample, tau: float) -> float:
+    """``R_hat(phi_theta)``: the mean per-tuple loss over the sample."""
+    with torch.no_grad():
+        return float(tuple_losses(theta, sample, tau).mean())
+
+
+def _fit_from(start: Tensor, sample: TupleSample, tau: float) -> tuple[Tensor, float, float]:
+    """L-BFGS (strong Wolfe) on R_hat_n from ``start``: (theta, R_hat_n, largest gradient entry)."""
+    theta = start.clone().requires_grad_(True)
+    optimiser = torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=MAX_ITERATIONS,
+        tolerance_grad=GRAD_TOLERANCE,
+        tolerance_change=1e-14,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> Tensor:
+        optimiser.zero_grad()
+        loss = tuple_losses(theta, sample, tau).mean()
+        loss.backward()
+        return loss
+
+    optimiser.step(closure)
+    loss = tuple_losses(theta, sample, tau).mean()
+    (grad,) = torch.autograd.grad(loss, theta)
+    return theta.detach(), float(loss.detach()), float(grad.abs().max())
+
+
+def fit_embedding(sample: TupleSample, tau: float, starts: list[Tensor]) -> EmbeddingFit:
+    """The ERM over the family: L-BFGS from every start, the lowest R_hat_n kept.
+
+    Raises:
+        RuntimeError: if every start ends at a non-finite risk (the cell is recorded as diverged).
+    """
+    best: EmbeddingFit | None = None
+    for index, start in enumerate(starts):
+        theta, risk, grad_max = _fit_from(start, sample, tau)
+        if math.isfinite(risk) and (best is None or risk < best.empirical_risk):
+            best = EmbeddingFit(theta, risk, grad_max, index)
+    if best is None:
+        raise RuntimeError("every L-BFGS start ended at a non-finite empirical risk")
+    return best
+
+
+def gap_terms(
+    theta_hat: Tensor, theta_ref: Tensor, train: TupleSample, fresh: TupleSample, tau: float
+) -> dict[str, float]:
+    """The gap estimate and its parts (module docstring): ``gap`` (control variate) and ``plain_gap``."""
+    fresh_hat, fresh_ref = empirical_risk(theta_hat, fresh, tau), empirical_risk(theta_ref, fresh, tau)
+    train_hat, train_ref = empirical_risk(theta_hat, train, tau), empirical_risk(theta_ref, train, tau)
+    return {
+        "gap": (fresh_hat - fresh_ref) - (train_hat - train_ref),
+        "plain_gap": fresh_hat - train_hat,
+        "fresh_risk": fresh_hat,
+        "train_risk": train_hat,
+        "reference_fresh_risk": fresh_ref,
+        "reference_train_risk": train_ref,
+    }
+
+
+def table(records: list[Any]) -> list[dict[str, Any]]:
+    """One row per (arm, n, k, tau): mean control-variate gap and plain gap with se, fit diagnostics."""
+    groups: dict[tuple[str, int, int, float], list[dict[str, Any]]] = {}
+    for record in records:
+        p = record.cell.params
+        groups.setdefault((str(p["arm"]), int(p["n"]), int(p["k"]), float(p["tau"])), []).append(
+            dict(record.result)
+        )
+    rows = []
+    for (arm, n, k, tau), results in groups.items():
+        gap = np.array([r["gap"] for r in results])
+        plain = np.array([r["plain_gap"] for r in results])
+        rows.append(
+            {
+                "arm": arm,
+                "n": n,
+                "k": k,
+                "tau": tau,
+                "gap": float(gap.mean()),
+                "gap_se": float(gap.std(ddof=1) / math.sqrt(gap.size)),
+                "plain_gap": float(plain.mean()),
+                "plain_gap_se": float(plain.std(ddof=1) / math.sqrt(plain.size)),
+                "train_risk": float(np.mean([r["train_risk"] for r in results])),
+                "largest_grad": float(max(r["grad_max"] for r in results)),
+                "random_start_won": int(sum(r["start"] > 0 for r in results)),
+            }
+        )
+    return rows
+
+
+def notes(plan: Plan, records: list[Any], references: dict[tuple[int, float], dict[str, Any]]) -> str:
+    """Seeds, sizes, and the optimiser's stationarity (largest gradient entry) for fits and references."""
+    worst = {
+        arm: max((r.result["grad_max"] for r in records if r.cell.params["arm"] == arm), default=0.0)
+        for arm in ("claim", "shared")
+    }
+    unconverged = {
+        arm: sum(r.result["grad_max"] > CONVERGED_GRAD for r in records if r.cell.params["arm"] == arm)
+        for arm in ("claim", "shared")
+    }
+    worst_reference = max(r["grad_max"] for r in references.values())
+    wins = sum(r.result["start"] > 0 for r in records)
+    return (
+        f"{plan.seeds} seeds; n_ref = {plan.n_ref}, N_fresh = {plan.n_fresh}, random starts {plan.random_starts} "
+        f"(won {wins} of {len(records)} fits). Largest final gradient entry: claim fits {worst['claim']:.2g}, "
+        f"control fits {worst['shared']:.2g}, references {worst_reference:.2g} (stationary points of a non-convex "
+        f"risk, not certified global minima). Fits not converged (gradient > {CONVERGED_GRAD:g}): claim "
+        f"{unconverged['claim']}, control {unconverged['shared']} (the control is judged on its fits as they are)."
+    )
+
+
+def series(label: str, x: Sequence[int], columns: list[np.ndarray], control: bool = False) -> Any:
+    """A Points series of seed means with 1-se bars (only positive means can be drawn on log axes)."""
+    means = np.array([c.mean() for c in columns])
+    se = np.array([c.std(ddof=1) / math.sqrt(c.size) for c in columns])
+    keep = means > 0
+    return points(label, np.asarray(x)[keep], means[keep], y_err=se[keep], control=control)
+
+
+def figures(plan: Plan, gaps: dict[tuple[str, int, int, float], np.ndarray]) -> list[FigureSpec]:
+    """Gap vs k (slope 0 for reference) and gap vs n with the control (slope -1/2 for reference)."""
+    k_figure = loglog_figure(
+        "gap_vs_k",
+        f"C10: gap vs k (n = {plan.k_series_n}, tau = {TAU:g})",
+        "k (negatives per anchor)",
+        "R(phi_hat) - R_hat_n(phi_hat)",
+        series("claim", plan.k_grid, [gaps[("claim", plan.k_series_n, k, TAU)] for k in plan.k_grid]),
+        theory_slope=0.0,
+    )
+    n_figure = loglog_figure(
+        "gap_vs_n",
+        f"C10: gap vs n (k = {plan.n_series_k}, tau = {TAU:g})",
+        "n (training tuples)",
+        "R(phi_hat) - R_hat_n(phi_hat)",
+        series(
+            "claim: own negatives",
+            plan.n_grid,
+            [gaps[("claim", n, plan.n_series_k, TAU)] for n in plan.n_grid],
+        ),
+        series(
+            "control: shared negatives",
+            plan.n_grid,
+            [gaps[("shared", n, plan.n_series_k, TAU)] for n in plan.n_grid],
+            control=True,
+        ),
+        theory_slope=-0.5,
+    )
+    return [k_figure, n_figure]
 
 
 def reference_cell(cell: Cell) -> dict[str, Any]:

@@ -11,26 +11,34 @@ Every claim of docs/theory.md section 7 reduces its measurements to one of three
 - **a saturation point** (C6 and the Fashion-MNIST m*(n) experiment): the smallest grid m from which on the
   metric stays within a Student-t tolerance of its plateau, with censoring (:mod:`crl.stats.saturation`).
 
+Over few seeds, intervals are Student-t by the delete-one-seed jackknife (:func:`jackknife_t`; the rate of seed
+means by the misfit protocol, :func:`seed_rate`).
+
 All randomness comes from a ``numpy.random.Generator`` passed in; every function is float64 and raises
 ``ValueError`` naming the argument on bad input (never a silent NaN).
 """
 
 from crl._vocab import Estimate
 from crl.stats.bounds import INFORMATIVE_SLACK, ViolationCount, bound_violations
-from crl.stats.rates import MISFIT_TOLERANCE, RateFit, rate_fit
+from crl.stats.rates import MISFIT_TOLERANCE, NonPositiveMeanError, RateFit, rate_fit, seed_rate
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
-from crl.stats.summary import mean_se
+from crl.stats.summary import JackknifeInterval, jackknife_se, jackknife_t, mean_se
 
 __all__ = [
     "INFORMATIVE_SLACK",
     "MISFIT_TOLERANCE",
     "Estimate",
+    "JackknifeInterval",
+    "NonPositiveMeanError",
     "RateFit",
     "SlopeFit",
     "ViolationCount",
     "bound_violations",
+    "jackknife_se",
+    "jackknife_t",
     "loglog_slope",
     "loglog_slope_from_replicates",
     "mean_se",
     "rate_fit",
+    "seed_rate",
 ]
