@@ -23,7 +23,6 @@ from crl._vocab import Estimate, check_count
 from crl.metrics.risk.estimate import (
     ScoreFn,
     anchor_chunks,
-    check_generator,
     estimate_from_draws,
     evaluate_scores,
 )
@@ -35,7 +34,7 @@ from crl.metrics.risk.exact import (
     ideal_feature_score,
     resolve_negative_law,
 )
-from crl.synthetic.base import GroundTruth
+from crl.synthetic.base import GroundTruth, check_generator
 
 
 def _exact_terms(score: FeatureScore, law: NegativeLaw, x: Tensor, y: Tensor) -> Tensor:

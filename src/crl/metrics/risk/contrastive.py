@@ -35,7 +35,6 @@ from crl.metrics.risk.empirical import expected_empirical_risk
 from crl.metrics.risk.estimate import (
     ScoreFn,
     anchor_chunks,
-    check_generator,
     estimate_from_draws,
     evaluate_scores,
     limit_form,
@@ -48,7 +47,7 @@ from crl.metrics.risk.exact import (
     resolve_negative_law,
 )
 from crl.objectives import contrastive_form
-from crl.synthetic.base import GroundTruth
+from crl.synthetic.base import GroundTruth, check_generator
 
 
 def sampled_log_partition(

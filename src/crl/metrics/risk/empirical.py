@@ -21,14 +21,13 @@ from crl._vocab import FORMS, REGIMES, Estimate, Form, Regime, check_choice, che
 from crl.metrics.risk.estimate import (
     ScoreFn,
     anchor_chunks,
-    check_generator,
     estimate_from_draws,
     evaluate_scores,
 )
 from crl.metrics.risk.exact import FeatureScore, NegativeLaw, feature_log_partition, resolve_negative_law
 from crl.metrics.risk.kernel import GapDraws, integrated_cross_entropy_gap
 from crl.objectives import contrastive_loss_from_scores
-from crl.synthetic.base import GroundTruth
+from crl.synthetic.base import GroundTruth, check_generator
 
 
 def _negative_scores(

@@ -44,16 +44,6 @@ def estimate_from_draws(draws: Tensor) -> Estimate:
     return Estimate(float(values.mean()), float(values.std(unbiased=True)) / math.sqrt(n), n)
 
 
-def check_generator(generator: torch.Generator) -> torch.Generator:
-    """A ``torch.Generator`` (``TypeError`` otherwise: library code never uses the global RNG)."""
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be a torch.Generator, got {type(generator).__name__}; "
-            "pass torch.Generator().manual_seed(seed)."
-        )
-    return generator
-
-
 def evaluate_scores(score_fn: ScoreFn, x: Tensor, y: Tensor, name: str = "score_fn") -> Tensor:
     """``score_fn(x, y)`` in float64, checked to be finite and of the broadcast shape of x and y minus d.
 
