@@ -9,7 +9,7 @@
    stopped early at the budget: on a shared machine the step counts differ with the load, so they are printed
    and saved) on the first ``--pool`` training pairs: (a) the config as written (SSCRL, in-batch negatives,
    false negatives masked by item ids); (b) SCRL with ``--mined`` hard negatives per anchor from
-   crl.search.mining's ``Mined`` sampler, whose memory bank starts from the zero-shot embeddings of the pool (so
+   crl.negatives.mining's ``Mined`` sampler, whose memory bank starts from the zero-shot embeddings of the pool (so
    mining works from step 1) and is refreshed from training every ``--refresh`` steps.
 4. nDCG@10, MRR@10, recall@k, accuracy@1 (sentence-transformers' definitions, crl.metrics.ir) and paired bootstrap
    95% intervals over queries of each difference. Each fine-tuned model is saved in sentence-transformers' format

@@ -19,6 +19,7 @@ from crl._vocab import Regime
 from crl.data.source import PairSource
 from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature, TokenBag
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
+from crl.negatives.mining import Mined
 from crl.train.config import CnnModel, LossConfig, MlpModel, ModelConfig, OptimConfig, TrainConfig
 from crl.train.config_kinds import MiniLMModel
 from crl.train.estimator import pool_size_of
@@ -256,9 +257,8 @@ def build_schedule(
 
 
 def _mined_sampler(config: TrainConfig, source: PairSource) -> Sampler:
-    """``negatives = "mined"``: hard negatives from an index of the pool (:class:`crl.search.mining.Mined`),
+    """``negatives = "mined"``: hard negatives from an index of the pool (:class:`crl.negatives.mining.Mined`),
     excluding the positive's class when the data have labels."""
-    from crl.search.mining import Mined
     from crl.train.data import labelled_inputs
 
     if source.generate_negatives is not None:

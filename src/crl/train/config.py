@@ -86,7 +86,7 @@ class LossConfig(EstimatorFields, TemperatureFields):
         description="Negative sampler. Regime 'shared' (SSCRL): in_batch (the other positives of the global "
         "batch, m = K*n - 1), shared_pool (m pool items per step, shared by the batch), queue (the m most "
         "recent positives). Regime 'independent' (SCRL): independent_pool (m pool items per anchor), mined "
-        "(m hard negatives per anchor from an index of the pool: crl.search.mining).",
+        "(m hard negatives per anchor from an index of the pool: crl.negatives.mining).",
     )
     n_negatives: int = Field(
         default=0,

@@ -9,9 +9,9 @@ from safetensors.torch import load_file
 
 from crl.data.fashion_mnist import load_fashion_mnist
 from crl.negatives import EmbeddedBatch
+from crl.negatives.mining import Mined, mine_hard_negatives
 from crl.search import Index
-from crl.search.mining import Mined, mine_hard_negatives
-from tests.search._bank_worker import bank_worker
+from tests.negatives._bank_worker import bank_worker
 from tests.train.helpers import fit, tiny_config
 
 N_ITEMS = 1500

@@ -1,10 +1,10 @@
-"""A gloo rank for tests/search/test_mining.py, in its own small module so spawned processes import little."""
+"""A gloo rank for tests/negatives/test_mining.py, in its own small module so spawned processes import little."""
 
 import torch
 import torch.distributed as dist
 
 from crl.negatives import EmbeddedBatch
-from crl.search.mining import Mined
+from crl.negatives.mining import Mined
 
 
 def bank_worker(rank: int, store: str, out: str) -> None:
