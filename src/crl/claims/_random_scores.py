@@ -8,6 +8,7 @@ adversarial tables, one-anchor finite laws and scores searched to maximise the r
 ``(E* - E)/sqrt((2/tau)(L - L*))`` of [A] Thm 3.4 (:func:`adversarial_table`).
 """
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 from scipy import optimize
 
+from crl.claims._gradient_fit import descend
 from crl.metrics.risk import (
     FeatureScore,
     FiniteLaw,
@@ -166,18 +168,16 @@ def trained_weights(tau: float, generator: torch.Generator) -> list[torch.Tensor
     truth = VMFUniform(3, KAPPA)
     weights = torch.nn.Parameter(0.1 * torch.randn(3, 3, generator=generator, dtype=torch.float64))
     optimiser = torch.optim.Adam([weights], lr=0.05)
-    saved = []
-    for step in range(TRAIN_STEPS[-1] + 1):
-        if step in TRAIN_STEPS:
-            saved.append(weights.detach().clone())
-        if step == TRAIN_STEPS[-1]:
-            break
+
+    def minibatch_loss() -> torch.Tensor:
         x, y = truth.sample(256, generator)
         negatives = truth.sample_negatives((64,), generator)
-        loss = contrastive_loss(x @ weights.T, y, negatives, tau=tau, form="gcl", regime="shared")
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
+        return contrastive_loss(x @ weights.T, y, negatives, tau=tau, form="gcl", regime="shared")
+
+    saved = [weights.detach().clone()]
+    for done, until in itertools.pairwise(TRAIN_STEPS):
+        descend(optimiser, minibatch_loss, until - done)
+        saved.append(weights.detach().clone())
     return saved
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from crl.claims._gradient_fit import descend
 from crl.claims._sphere_kernel import DIM
 from crl.metrics.risk import kernel_divergences, learned_log_density_ratio, uniform_sphere_quadrature
 from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
@@ -133,11 +134,7 @@ def train_affine_embedding(model: VMFUniform, tau: float, out_dim: int, seed: in
     matrix, offset = start.matrix.requires_grad_(), start.offset.requires_grad_()
     rules = SphereRules.of(model, TRAIN_RULES)
     optimiser = torch.optim.Adam([matrix, offset], lr=TRAIN_LR)
-    for _ in range(TRAIN_STEPS):
-        loss = expected_kl(AffineSphereMap(matrix, offset), rules, tau)
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
+    descend(optimiser, lambda: expected_kl(AffineSphereMap(matrix, offset), rules, tau), TRAIN_STEPS)
     return AffineSphereMap(matrix.detach(), offset.detach())
 
 

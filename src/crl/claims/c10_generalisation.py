@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from crl._vocab import Estimate
+from crl.claims._gradient_fit import descend
 from crl.claims.base import (
     Claim,
     ClaimContext,
@@ -201,14 +202,7 @@ def _fit_from(start: Tensor, sample: TupleSample, tau: float) -> tuple[Tensor, f
         history_size=20,
         line_search_fn="strong_wolfe",
     )
-
-    def closure() -> Tensor:
-        optimiser.zero_grad()
-        loss = tuple_losses(theta, sample, tau).mean()
-        loss.backward()
-        return loss
-
-    optimiser.step(closure)
+    descend(optimiser, lambda: tuple_losses(theta, sample, tau).mean(), 1)
     loss = tuple_losses(theta, sample, tau).mean()
     (grad,) = torch.autograd.grad(loss, theta)
     return theta.detach(), float(loss.detach()), float(grad.abs().max())
