@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from crl.negatives import (
+    Draw,
     EmbeddedBatch,
     Gathered,
     Independent,
-    Negatives,
     Queue,
     Shared,
     all_gather_with_grad,
@@ -99,9 +99,7 @@ def test_embed_negatives_matches_a_lookup_loop(regime: str) -> None:
     table_x = torch.randn(20, 4, dtype=torch.float64)
     shape = (7,) if regime == "shared" else (3, 7)
     indices = torch.randint(20, shape, generator=torch.Generator().manual_seed(0))
-    embedded = embed_negatives(
-        Negatives(regime, "indices", y=indices), table_y.__getitem__, table_x.__getitem__
-    )
+    embedded = embed_negatives(Draw(regime, "indices", y=indices), table_y.__getitem__, table_x.__getitem__)
     assert embedded.kind == "embeddings" and embedded.y.shape == (*shape, 4)
     flat_indices, flat_y = indices.reshape(-1), embedded.y.reshape(-1, 4)
     for k in range(flat_indices.numel()):

@@ -9,7 +9,7 @@ import torch
 
 from crl.data.text import TextPair, TextPairSource
 from crl.models.minilm import load_tokenizer
-from crl.negatives import EmbeddedBatch, Negatives
+from crl.negatives import Draw, EmbeddedBatch
 from crl.train.build import Streams, build_model
 from crl.train.config import ConfigError, parse_config
 from crl.train.config_kinds import MiniLMModel, WordnetData
@@ -82,7 +82,7 @@ def test_in_batch_false_negatives_are_left_out_of_the_loss() -> None:
     gen = torch.Generator().manual_seed(0)
     a = torch.nn.functional.normalize(torch.randn(6, 5, generator=gen, dtype=torch.float64), dim=1)
     p = torch.nn.functional.normalize(torch.randn(6, 5, generator=gen, dtype=torch.float64), dim=1)
-    drawn = Negatives("shared", "in_batch")
+    drawn = Draw("shared", "in_batch")
     ids = false_negative_ids(source, indices, drawn, symmetric=False, device=torch.device("cpu"))
     assert ids.positive_ids is not None
     masked = batch_loss(

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from crl.data import PairedArrays
-from crl.negatives import EmbeddedBatch, Negatives, embed_negatives
+from crl.negatives import Draw, EmbeddedBatch, embed_negatives
 from crl.train.build import Streams, build_sampler
 from crl.train.config import ConfigError, LossConfig
 from crl.train.cursor import DataCursor
@@ -103,7 +103,7 @@ def test_gamma_one_is_the_minibatch_gcl_loss_in_value_and_gradient() -> None:
     )
     tau = torch.tensor(0.2, dtype=torch.float64)
     ids = torch.tensor([4, 0, 9, 2, 7, 5])
-    batch, negatives = EmbeddedBatch(a, p), Negatives("shared", "embeddings", y=neg)
+    batch, negatives = EmbeddedBatch(a, p), Draw("shared", "embeddings", y=neg)
     fastclip = StepLoss(LossConfig(**FASTCLIP, gamma=1.0), n_items=10, total_steps=1)
     for _ in range(2):  # the first visit sets u_i = g_hat_i; the second applies the update at gamma = 1
         got = fastclip(batch, negatives, ids, tau)
@@ -125,7 +125,7 @@ def test_fastclip_refuses_false_negative_ids() -> None:
     with pytest.raises(ValueError, match="cannot leave false negatives out"):
         fastclip(
             EmbeddedBatch(a, a),
-            Negatives("shared", "embeddings", y=neg),
+            Draw("shared", "embeddings", y=neg),
             torch.arange(4),
             torch.tensor(0.1),
             ids,

@@ -6,7 +6,7 @@ References: the float64 loops of tests/objectives/reference.py (written from doc
 import pytest
 import torch
 
-from crl.negatives import EmbeddedBatch, Negatives
+from crl.negatives import Draw, EmbeddedBatch
 from crl.train.loss import batch_loss
 from tests.objectives.reference import reference_loss
 
@@ -28,7 +28,7 @@ def test_gathered_loss_averaged_over_ranks_is_the_global_in_batch_loss(form: str
     per_rank = [
         batch_loss(
             EmbeddedBatch(a[r * n : (r + 1) * n], p[r * n : (r + 1) * n]),
-            Negatives("shared", "in_batch", y=p, x=a, batch_offset=r * n),
+            Draw("shared", "in_batch", y=p, x=a, batch_offset=r * n),
             tau=torch.tensor(tau, dtype=torch.float64),
             form=form,
             symmetric=symmetric,
@@ -48,10 +48,10 @@ def test_batch_loss_routes_each_kind_to_its_regime() -> None:
     batch = EmbeddedBatch(a, p)
     t = torch.tensor(tau, dtype=torch.float64)
     cases = [
-        (Negatives("shared", "in_batch"), None, "shared", False),
-        (Negatives("shared", "embeddings", y=neg_y), neg_y, "shared", False),
-        (Negatives("shared", "embeddings", y=neg_y, x=neg_x), (neg_y, neg_x), "shared", True),
-        (Negatives("independent", "embeddings", y=independent), independent, "independent", False),
+        (Draw("shared", "in_batch"), None, "shared", False),
+        (Draw("shared", "embeddings", y=neg_y), neg_y, "shared", False),
+        (Draw("shared", "embeddings", y=neg_y, x=neg_x), (neg_y, neg_x), "shared", True),
+        (Draw("independent", "embeddings", y=independent), independent, "independent", False),
     ]
     for negatives, reference_negatives, regime, symmetric in cases:
         value = batch_loss(batch, negatives, tau=t, form="infonce", symmetric=symmetric)
@@ -67,7 +67,7 @@ def test_batch_loss_refuses_unembedded_or_one_sided_negatives() -> None:
     with pytest.raises(ValueError, match="embed_negatives"):
         batch_loss(
             batch,
-            Negatives("shared", "indices", y=torch.arange(3)),
+            Draw("shared", "indices", y=torch.arange(3)),
             tau=torch.tensor(0.1),
             form="dcl",
             symmetric=False,
@@ -75,7 +75,7 @@ def test_batch_loss_refuses_unembedded_or_one_sided_negatives() -> None:
     with pytest.raises(ValueError, match="anchor-side"):
         batch_loss(
             batch,
-            Negatives("shared", "embeddings", y=torch.randn(4, 2)),
+            Draw("shared", "embeddings", y=torch.randn(4, 2)),
             tau=torch.tensor(0.1),
             form="dcl",
             symmetric=True,

@@ -4,7 +4,7 @@ docs/theory.md, section 1: in **SCRL** every anchor x_i gets its own m independe
 **SSCRL** one set y'_1..y'_m is shared by all anchors of the batch. The number of negatives m is a
 parameter of its own, independent of the batch size n, in both regimes.
 
-Samplers (``sampler.draw(batch, rng) -> Negatives``):
+Samplers (``sampler.draw(batch, rng) -> Draw``):
 
 - :class:`Shared`: SSCRL. ``Shared.in_batch()``: the other positives of the batch (CLIP; m = n - 1);
   ``Shared.from_pool(pool_size, m)``: one draw of m pool indices shared by the batch;
@@ -37,11 +37,12 @@ from crl._gather import all_gather, all_gather_with_grad
 from crl._vocab import Regime
 
 __all__ = [
+    "Draw",
+    "DrawKind",
     "EmbeddedBatch",
     "Gathered",
     "Independent",
     "Negatives",
-    "NegativesKind",
     "Queue",
     "Regime",
     "Sampler",
@@ -50,7 +51,10 @@ __all__ = [
     "embed_negatives",
 ]
 
-NegativesKind = Literal["in_batch", "embeddings", "indices", "samples"]
+DrawKind = Literal["in_batch", "embeddings", "indices", "samples"]
+Negatives = Tensor | tuple[Tensor, Tensor] | None
+"""The ``negatives`` argument of the losses (:func:`crl.objectives.contrastive_loss`): None (in batch), (m, d)
+shared, (n, m, d) independent, or a pair (negatives_y, negatives_x) for the symmetric loss."""
 Generate = Callable[[tuple[int, ...], torch.Generator], Tensor]
 """``generate(shape, rng)`` returns samples y' ~ p- of shape (*shape, *sample_shape)."""
 
@@ -71,8 +75,9 @@ class EmbeddedBatch:
 
 
 @dataclass(frozen=True)
-class Negatives:
-    """The negatives of one step: their regime and what holds them.
+class Draw:
+    """The negatives a sampler drew for one step: their regime and what holds them (indices and samples until
+    :func:`embed_negatives` embeds them; the step's loss then takes them as :data:`Negatives`).
 
     Attributes:
         regime: "shared" (SSCRL: one set for the batch) or "independent" (SCRL: m per anchor).
@@ -90,7 +95,7 @@ class Negatives:
     """
 
     regime: Regime
-    kind: NegativesKind
+    kind: DrawKind
     y: Tensor | None = None
     x: Tensor | None = None
     batch_offset: int = 0
@@ -104,7 +109,7 @@ class Negatives:
 
 
 class Sampler(ABC):
-    """A rule that draws the negatives of a step: ``draw(batch, rng) -> Negatives``.
+    """A rule that draws the negatives of a step: ``draw(batch, rng) -> Draw``.
 
     ``update(batch)`` is called after the optimiser step (a queue enqueues there); ``state_dict`` /
     ``load_state_dict`` carry the state a checkpoint must keep (tensors only).
@@ -113,7 +118,7 @@ class Sampler(ABC):
     regime: Regime
 
     @abstractmethod
-    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Negatives:
+    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """Draw the negatives for ``batch`` using only ``rng`` for randomness."""
 
     def update(self, batch: EmbeddedBatch) -> None:  # noqa: B027 (stateless samplers keep nothing)
@@ -150,13 +155,13 @@ class _Source:
         self.pool_size = pool_size
         self.generate = generate
 
-    def draw(self, regime: Regime, shape: tuple[int, ...], rng: torch.Generator) -> Negatives:
+    def draw(self, regime: Regime, shape: tuple[int, ...], rng: torch.Generator) -> Draw:
         """I.i.d. uniform pool indices of ``shape``, or ``generate(shape, rng)``."""
         if self.pool_size is not None:
             indices = torch.randint(self.pool_size, shape, generator=rng, device=rng.device)
-            return Negatives(regime, "indices", y=indices)
+            return Draw(regime, "indices", y=indices)
         assert self.generate is not None
-        return Negatives(regime, "samples", y=self.generate(shape, rng))
+        return Draw(regime, "samples", y=self.generate(shape, rng))
 
 
 class Shared(Sampler):
@@ -212,10 +217,10 @@ class Shared(Sampler):
         """m samples ``generate((m,), rng)``, shared by the batch."""
         return cls(n_negatives, generate=generate)
 
-    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Negatives:
+    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """Indices (m,), samples (m, ...), or the in-batch marker."""
         if self.source is None or self.n_negatives is None:
-            return Negatives("shared", "in_batch")
+            return Draw("shared", "in_batch")
         return self.source.draw("shared", (self.n_negatives,), rng)
 
 
@@ -253,7 +258,7 @@ class Independent(Sampler):
         """(n, m) samples ``generate((n, m), rng)``."""
         return cls(n_negatives, generate=generate)
 
-    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Negatives:
+    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """Indices (n, m) or samples (n, m, ...)."""
         return self.source.draw("independent", (batch.n_anchors, self.n_negatives), rng)
 
@@ -288,14 +293,14 @@ class Queue(Sampler):
         self.pointer = 0
         self.filled = 0
 
-    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Negatives:
+    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """The stored embeddings, (filled, d) each; in-batch negatives while the memory is empty."""
         if self.filled == 0:
-            return Negatives("shared", "in_batch")
+            return Draw("shared", "in_batch")
         device = batch.positives.device
         y = self.memory_y[: self.filled].to(device)
         x = self.memory_x[: self.filled].to(device) if self.memory_x is not None else None
-        return Negatives("shared", "embeddings", y=y, x=x)
+        return Draw("shared", "embeddings", y=y, x=x)
 
     def update(self, batch: EmbeddedBatch) -> None:
         """Enqueue the batch's positives (and anchors), detached, overwriting the oldest entries."""
@@ -356,21 +361,21 @@ class Gathered(Sampler):
 
     regime: Regime = "shared"
 
-    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Negatives:
+    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """In-batch negatives over the gathered global batch."""
         if not (dist.is_available() and dist.is_initialized()):
-            return Negatives("shared", "in_batch")
+            return Draw("shared", "in_batch")
         gathered_y = all_gather_with_grad(batch.positives)
         gathered_x = all_gather_with_grad(batch.anchors)
         offset = dist.get_rank() * batch.n_anchors
-        return Negatives("shared", "in_batch", y=gathered_y, x=gathered_x, batch_offset=offset)
+        return Draw("shared", "in_batch", y=gathered_y, x=gathered_x, batch_offset=offset)
 
 
 def embed_negatives(
-    negatives: Negatives,
+    drawn: Draw,
     embed_y: Callable[[Tensor], Tensor],
     embed_x: Callable[[Tensor], Tensor] | None = None,
-) -> Negatives:
+) -> Draw:
     """Turn drawn indices or samples into embeddings; in-batch and embedded negatives pass through.
 
     The leading (m,) or (n, m) axes are flattened, ``embed_y`` (the positive tower g applied to pool items or
@@ -379,16 +384,16 @@ def embed_negatives(
     direction.
 
     Args:
-        negatives: the output of a sampler's ``draw``.
+        drawn: the output of a sampler's ``draw``.
         embed_y: flat indices (k,) or samples (k, ...) -> embeddings (k, d).
         embed_x: the same for the anchor side, or ``None``.
     """
-    if negatives.kind in ("in_batch", "embeddings"):
-        return negatives
-    assert negatives.y is not None
-    lead = 1 if negatives.regime == "shared" else 2
-    shape = tuple(negatives.y.shape[:lead])
-    flat = negatives.y.reshape(-1, *negatives.y.shape[lead:])
+    if drawn.kind in ("in_batch", "embeddings"):
+        return drawn
+    assert drawn.y is not None
+    lead = 1 if drawn.regime == "shared" else 2
+    shape = tuple(drawn.y.shape[:lead])
+    flat = drawn.y.reshape(-1, *drawn.y.shape[lead:])
     y = embed_y(flat).reshape(*shape, -1)
-    x = embed_x(flat).reshape(*shape, -1) if embed_x is not None and negatives.regime == "shared" else None
-    return Negatives(negatives.regime, "embeddings", y=y, x=x)
+    x = embed_x(flat).reshape(*shape, -1) if embed_x is not None and drawn.regime == "shared" else None
+    return Draw(drawn.regime, "embeddings", y=y, x=x)

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from crl._gather import all_gather
 from crl._vocab import Regime
-from crl.negatives import EmbeddedBatch, Negatives, Sampler
+from crl.negatives import Draw, EmbeddedBatch, Sampler
 from crl.search._checks import as_matrix, normalise
 from crl.search.index import Index
 
@@ -198,13 +198,13 @@ class Mined(Sampler):
         self.steps = 0
         self._index: Index | None = None
 
-    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Negatives:
+    def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """(n, m) pool indices: m uniform picks among each anchor's mined candidates, else uniform draws."""
         n, m = batch.n_anchors, self.n_negatives
         uniform = torch.randint(self.pool_size, (n, m), generator=rng, device=rng.device)
         index = self._current_index()
         if index is None or batch.indices is None:
-            return Negatives("independent", "indices", y=uniform)
+            return Draw("independent", "indices", y=uniform)
         mined = mine_hard_negatives(
             index,
             batch.anchors.detach().float().cpu().numpy(),
@@ -214,7 +214,7 @@ class Mined(Sampler):
             margin=self.margin,
             labels=self.labels,
         )
-        return Negatives("independent", "indices", y=_pick(mined.ids, uniform, rng))
+        return Draw("independent", "indices", y=_pick(mined.ids, uniform, rng))
 
     def update(self, batch: EmbeddedBatch) -> None:
         """Write the batch's positive embeddings into the memory bank (those of every rank, all-gathered, so all

@@ -20,10 +20,7 @@ from torch import Tensor
 from crl._vocab import Regime, check_count
 from crl.objectives._checks import check_embeddings, upcast
 
-Negatives = Tensor | tuple[Tensor, Tensor] | None
-"""The public ``negatives`` argument: None, (m, d), (n, m, d), or a pair (negatives_y, negatives_x)."""
-
-NegativeKind = Literal["in_batch", "shared", "pair", "independent"]
+NegativeSetKind = Literal["in_batch", "shared", "pair", "independent"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ class NegativeSet:
             ``positive_offset`` for explicit shared negatives); None when every candidate is a negative.
     """
 
-    kind: NegativeKind
+    kind: NegativeSetKind
     y: Tensor | None
     x: Tensor | None
     m: int

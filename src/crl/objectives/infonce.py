@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from crl._vocab import FORMS, REGIMES, Form, Regime, check_choice, check_count
+from crl.negatives import Negatives
 from crl.objectives._checks import (
     REDUCTIONS,
     TILINGS,
@@ -40,7 +41,7 @@ from crl.objectives._lse import (
     row_lse,
 )
 from crl.objectives._mask import ItemIds, LeaveOut, resolve_ids
-from crl.objectives._negatives import Negatives, NegativeSet, resolve_negatives
+from crl.objectives._negatives import NegativeSet, resolve_negatives
 from crl.objectives.temperature import TauLike, Temperature, resolve_tau
 from crl.objectives.tiled import GradientForecast
 

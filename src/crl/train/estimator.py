@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from crl.negatives import EmbeddedBatch, Negatives
+from crl.negatives import Draw, EmbeddedBatch
 from crl.objectives import (
     IndividualTemperatureState,
     MovingAverageState,
@@ -116,7 +116,7 @@ class StepLoss:
     def __call__(
         self,
         batch: EmbeddedBatch,
-        negatives: Negatives,
+        negatives: Draw,
         item_ids: Tensor,
         tau: Tensor,
         false_negatives: FalseNegativeIds | None = None,
@@ -160,7 +160,7 @@ class StepLoss:
     def _per_sample(
         self,
         batch: EmbeddedBatch,
-        negatives: Negatives,
+        negatives: Draw,
         item_ids: Tensor,
         false_negatives: FalseNegativeIds | None,
     ) -> Tensor:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from crl.data.source import PairSource
-from crl.negatives import Negatives
+from crl.negatives import Draw
 
 __all__ = ["FalseNegativeIds", "false_negative_ids"]
 
@@ -29,7 +29,7 @@ class FalseNegativeIds:
 
 
 def false_negative_ids(
-    source: PairSource, indices: Tensor, drawn: Negatives, *, symmetric: bool, device: torch.device
+    source: PairSource, indices: Tensor, drawn: Draw, *, symmetric: bool, device: torch.device
 ) -> FalseNegativeIds:
     """The ids of the batch at ``indices`` and of the drawn negatives, from ``source.item_ids`` when it has them.
 

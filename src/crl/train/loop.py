@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from crl.data.source import Batch, PairSource, move_batch
 from crl.models import DualEncoder
-from crl.negatives import EmbeddedBatch, Negatives, Sampler, embed_negatives
+from crl.negatives import Draw, EmbeddedBatch, Sampler, embed_negatives
 from crl.train.build import Streams, build_model, build_optimizer, build_sampler, build_schedule
 from crl.train.checkpoint import StreamStates, TrainState, load_optimizer_state, optimizer_state
 from crl.train.config import TrainConfig
@@ -162,7 +162,7 @@ class TrainingLoop:
         self.step += 1
         return loss.detach()
 
-    def _embedded_negatives(self, drawn: Negatives, cache: GradCache | None = None) -> Negatives:
+    def _embedded_negatives(self, drawn: Draw, cache: GradCache | None = None) -> Draw:
         generator = self.streams.negatives
         if drawn.kind == "indices":
 

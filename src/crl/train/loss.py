@@ -1,7 +1,7 @@
 """The loss of one training step: a batch of embedded pairs, its negatives, and one contrastive form.
 
 Every value comes from :func:`crl.objectives.contrastive_loss` (the single definition of InfoNCE/DCL/GCL); this
-module only routes a :class:`crl.negatives.Negatives` to the right call. In-batch negatives over a batch gathered
+module only routes a :class:`crl.negatives.Draw` to the right call. In-batch negatives over a batch gathered
 from K ranks score this rank's anchors against all K*n candidates, leaving out each anchor's own positive at
 ``batch_offset + i`` (``positive_offset``), so the mean over ranks is the in-batch loss of the global batch.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from crl._vocab import Form
-from crl.negatives import EmbeddedBatch, Negatives
+from crl.negatives import Draw, EmbeddedBatch
 from crl.objectives import contrastive_loss
 from crl.train.false_negatives import FalseNegativeIds
 
@@ -20,7 +20,7 @@ __all__ = ["batch_loss"]
 
 def batch_loss(
     batch: EmbeddedBatch,
-    negatives: Negatives,
+    negatives: Draw,
     *,
     tau: Tensor,
     form: Form,
