@@ -60,7 +60,7 @@ def vmf_mixture(n: int, seed: int, centres: int = 1000, kappa: float = 200.0) ->
 def fashion_embeddings(run: Path | None, train_steps: int) -> np.ndarray:
     """The 70k Fashion-MNIST images embedded (anchor tower) by the newest checkpoint of ``run``."""
     from crl.data.fashion_mnist import load_fashion_mnist
-    from crl.evaluate import embed_array
+    from crl.serving.evaluate import embed_array
 
     folder = run if run is not None else train_encoder(train_steps)
     images = torch.cat([load_fashion_mnist(split).images for split in ("train", "test")]).squeeze(1)

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crl.search import EncoderProvenance, Index, SearchResult
-from crl.search.service import create_app
+from crl.serving.service import create_app
 
 DIM = 8
 SECRET = "/srv/models/private/checkpoint.pt"

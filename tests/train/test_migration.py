@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from crl.evaluate import load_trained_model
+from crl.serving.evaluate import load_trained_model
 from crl.train.config import (
     CnnModel,
     ConfigError,

@@ -15,7 +15,7 @@ import typer
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
-    from crl.evaluate import Tower
+    from crl.serving.evaluate import Tower
 
 
 def embed(
@@ -96,7 +96,7 @@ def embed_command(
     device: str = "auto",
     batch_size: int | None = None,
 ) -> int:
-    """Run ``crl embed``: read the array, embed it (:func:`crl.evaluate.embed_array`), write ``out``; 0 or 2."""
+    """Run ``crl embed``: read the array, embed it (:func:`crl.serving.evaluate.embed_array`), write ``out``; 0 or 2."""
 
     def body() -> int:
         import numpy as np
@@ -114,7 +114,7 @@ def embed_command(
         except KeyError as error:
             raise ValueError(f"--key {key!r}: {error.args[0]}") from None
         inputs = torch.from_numpy(numeric_inputs(array, key))
-        from crl.evaluate import embed_array
+        from crl.serving.evaluate import embed_array
 
         vectors = embed_array(
             checkpoint,

@@ -13,8 +13,8 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from crl.evaluate import EvalResult
     from crl.metrics.class_report import ClassRow
+    from crl.serving.evaluate import EvalResult
 
 
 def evaluate(
@@ -37,7 +37,7 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
     def body() -> int:
         from rich.console import Console
 
-        from crl.evaluate import evaluate_checkpoint
+        from crl.serving.evaluate import evaluate_checkpoint
 
         result = evaluate_checkpoint(checkpoint, device=device)
         target = out if out is not None else result.checkpoint.parent.parent / "eval.json"

@@ -3,7 +3,7 @@
 Data: ``--data FILE --key x`` (an .npz or a folder of .npy files, as ``crl embed`` reads; ``--labels-key``
 adds each item's label as metadata) or, without ``--data``, the training split of the run's own labelled
 data (Fashion-MNIST, digits, your labelled arrays), each item with its label. Item ids are the row numbers.
-Without ``--kind`` the kind follows N (:func:`crl.search.encoded.choose_kind`: flat up to 50,000 items,
+Without ``--kind`` the kind follows N (:func:`crl.serving.encoded.choose_kind`: flat up to 50,000 items,
 HNSW beyond; docs/search.md gives the measurements behind the rule).
 """
 
@@ -87,7 +87,7 @@ def index_text_command(model: str, text_file: Path, out: Path, kind: str, params
     """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2."""
 
     def body() -> int:
-        from crl.models.minilm import text_index
+        from crl.serving.text import text_index
 
         try:
             lines = [line for line in text_file.read_bytes().decode("utf-8").splitlines() if line.strip()]
@@ -95,7 +95,8 @@ def index_text_command(model: str, text_file: Path, out: Path, kind: str, params
             raise ValueError(
                 f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
             ) from None
-        index = text_index(lines, model, kind=None if kind == "auto" else kind, **params)
+        chosen = None if kind == "auto" else kind
+        index = text_index(lines, model, kind=chosen, metric="cosine", **params)  # type: ignore[arg-type]
         index.save(out)
         typer.echo(f"indexed {len(index)} texts ({index!r}) into {out}")
         return EXIT_OK
@@ -127,7 +128,7 @@ def index_build_command(
         if metric not in METRICS:
             raise ValueError(f"--metric {metric!r} is not known; use {' or '.join(METRICS)}")
         inputs, labels = _inputs(checkpoint, data, key, labels_key)
-        from crl.search.encoded import build_from_checkpoint
+        from crl.serving.encoded import build_from_checkpoint
 
         metadata = None if labels is None else [{"label": int(label)} for label in labels]
         index = build_from_checkpoint(

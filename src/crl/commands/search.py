@@ -1,7 +1,7 @@
 """``crl search DIR QUERY...``: the k nearest items of an index to each query.
 
 A query that is an integer is an item id of the index (its stored vector is the query); any other query is a
-string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.search.encoded`; a text
+string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.serving.encoded`; a text
 encoder provides one). ``--json`` prints one JSON object per query instead of a table: ``query``, ``results``
 (``id``, ``score``, ``metadata``), ``k``, ``found`` (how many results it holds) and ``shortfall`` (why found < k,
 else null). The table is followed by ``found N of k: why`` when the index found fewer than k items.
@@ -47,9 +47,9 @@ def search_command(
         from rich.console import Console
         from rich.table import Table
 
-        from crl.models.minilm import register_text_search
         from crl.search import Index
-        from crl.search.encoded import query_vectors
+        from crl.serving.encoded import query_vectors
+        from crl.serving.text import register_text_search
 
         register_text_search()
         index = Index.load(index_dir)

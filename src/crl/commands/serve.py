@@ -1,4 +1,4 @@
-"""``crl serve DIR``: the HTTP search service of :mod:`crl.search.service` over a saved index, with uvicorn.
+"""``crl serve DIR``: the HTTP search service of :mod:`crl.serving.service` over a saved index, with uvicorn.
 
 Text queries (``{"texts": [...]}``) of an index built from text (``crl index build minilm --text-file``) are
 embedded by the MiniLM string encoder, registered here as ``crl search`` registers it.
@@ -88,10 +88,10 @@ def serving_app(
     index_dir: Path, *, max_batch: int, max_k: int, max_body_bytes: int | None = None, docs: bool = False
 ) -> FastAPI:
     """The app ``crl serve`` runs: the MiniLM string encoder registered, the index in ``index_dir`` loaded and
-    served by :func:`crl.search.service.create_app` (the limits named as the command's options)."""
-    from crl.models.minilm import register_text_search
+    served by :func:`crl.serving.service.create_app` (the limits named as the command's options)."""
     from crl.search import Index
-    from crl.search.service import create_app
+    from crl.serving.service import create_app
+    from crl.serving.text import register_text_search
 
     for option, value in (
         ("--max-batch", max_batch),

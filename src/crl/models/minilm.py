@@ -35,16 +35,15 @@ __all__ = [
     "check_max_seq_length",
     "embed_texts",
     "export_text_towers",
+    "is_sentence_transformer",
     "load_tokenizer",
     "load_transformer",
     "max_positions",
-    "minilm_string_encoder",
     "packaged_model_path",
-    "register_text_search",
     "resolve_model_path",
     "save_sentence_transformer",
-    "text_index",
     "tokenize",
+    "weights_file",
 ]
 
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -312,62 +311,13 @@ def export_text_towers(model: nn.Module, folder: str | Path, *, max_seq_length: 
     return written
 
 
-def _is_sentence_transformer(folder: Path) -> bool:
+def is_sentence_transformer(folder: Path) -> bool:
+    """Whether ``folder`` is a sentence-transformers model folder (modules.json beside a transformer's config.json)."""
     return (folder / "modules.json").is_file() and (folder / "config.json").is_file()
 
 
-def text_index(
-    texts: Sequence[str],
-    model: str | Path = "",
-    *,
-    kind: Any = None,
-    metric: Any = "cosine",
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
-    **params: int,
-) -> Any:
-    """A :class:`crl.search.Index` of ``texts`` embedded by a MiniLM folder ('' or 'minilm': the packaged one).
-
-    Item ids are the row numbers, each item's metadata is ``{"text": ...}``, and the index records the model folder
-    and the SHA-256 of its weights, so ``crl search DIR "some text"`` embeds a query with the same model
-    (:func:`register_text_search`). ``kind`` None chooses by N as ``crl index build`` does.
-    """
-    from crl.search import EncoderProvenance, Index
-    from crl.search._files import sha256
-    from crl.search.encoded import choose_kind
-
-    folder = resolve_model_path(model)
-    weights = next(folder / name for name in _WEIGHT_FILES if (folder / name).is_file())
-    vectors = embed_texts(texts, folder, max_seq_length=max_seq_length).numpy()
-    provenance = EncoderProvenance(checkpoint=str(folder.resolve()), fingerprint=sha256(weights))
-    chosen = kind if kind is not None else choose_kind(len(texts))
-    metadata = [{"text": text} for text in texts]
-    return Index.build(vectors, None, chosen, metric, metadata=metadata, encoder=provenance, **params)
-
-
-def minilm_string_encoder(provenance: Any) -> Any:
-    """The string encoder of an index made by :func:`text_index` (a sentence-transformers folder), else None.
-
-    The model is loaded once, here, in eval mode; every call of the encoder (concurrent ones included) uses it.
-    """
-    folder = Path(provenance.checkpoint) if provenance is not None else None
-    if folder is None or not folder.is_dir() or not _is_sentence_transformer(folder):
-        return None
-    model = MiniLM(folder).eval()
-
-    def encode(strings: list[str]) -> Any:
-        return embed_texts(strings, model=model).numpy()
-
-    return encode
-
-
-_REGISTERED: list[bool] = []
-
-
-def register_text_search() -> None:
-    """Let ``crl search`` embed string queries of MiniLM indexes (once per process; the registry is
-    :func:`crl.search.encoded.register_string_encoder`)."""
-    from crl.search.encoded import register_string_encoder
-
-    if not _REGISTERED:
-        register_string_encoder(minilm_string_encoder)
-        _REGISTERED.append(True)
+def weights_file(path: str | Path = "") -> Path:
+    """The weights file of a model folder ('' or 'minilm': the packaged one): model.safetensors, else
+    pytorch_model.bin (:func:`resolve_model_path` checks that one exists)."""
+    folder = resolve_model_path(path)
+    return next(folder / name for name in _WEIGHT_FILES if (folder / name).is_file())

@@ -8,8 +8,9 @@ import pytest
 
 from crl.commands.index import index_build_command
 from crl.commands.search import search_command
-from crl.search import Index, encoded
+from crl.search import Index
 from crl.search._files import sha256
+from crl.serving import encoded
 from crl.train.checkpoint import resolve_checkpoint
 from crl.train.data import labelled_inputs
 from tests.train.helpers import fit, tiny_config

@@ -1,6 +1,6 @@
 """An index built from a trained checkpoint and a data set, and queries embedded with the same encoder.
 
-:func:`build_from_checkpoint` embeds a data set with a checkpoint's tower (:func:`crl.evaluate.embed_array`)
+:func:`build_from_checkpoint` embeds a data set with a checkpoint's tower (:func:`crl.serving.evaluate.embed_array`)
 and indexes it, recording the checkpoint's path and SHA-256 fingerprint in the index (and so in its saved
 manifest). :func:`choose_kind` is the rule ``crl index build`` uses when no kind is given.
 
@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from crl.search import EncoderProvenance, Index, Kind, Metric
 from crl.search._files import sha256
-from crl.search._types import EncoderProvenance, Kind, Metric
-from crl.search.index import Index
+from crl.serving.evaluate import embed_array
+from crl.train.checkpoint import resolve_checkpoint
 
 __all__ = [
     "EXACT_UP_TO",
+    "StringEncoder",
     "build_from_checkpoint",
     "checkpoint_provenance",
     "choose_kind",
@@ -56,8 +59,6 @@ def choose_kind(n: int) -> Kind:
 
 def checkpoint_provenance(checkpoint: str | Path) -> EncoderProvenance:
     """The resolved checkpoint file (a run folder gives its newest) and its SHA-256."""
-    from crl.train.checkpoint import resolve_checkpoint
-
     path = resolve_checkpoint(checkpoint)
     return EncoderProvenance(checkpoint=str(path.resolve()), fingerprint=sha256(path))
 
@@ -77,10 +78,6 @@ def build_from_checkpoint(
 ) -> Index:
     """An index of ``inputs`` (N, *input_shape) embedded by the checkpoint's ``tower``; ``kind`` None chooses
     by N (:func:`choose_kind`). The index records the checkpoint's provenance."""
-    import torch
-
-    from crl.evaluate import embed_array
-
     provenance = checkpoint_provenance(checkpoint)
     tensor = inputs if isinstance(inputs, torch.Tensor) else torch.from_numpy(np.asarray(inputs))
     if tensor.ndim < 2 or tensor.shape[0] == 0:

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from crl.commands.evaluate import eval_command
-from crl.evaluate import load_trained_model, resolve_checkpoint
 from crl.models import embed
+from crl.serving.evaluate import load_trained_model, resolve_checkpoint
 from crl.train.data import heldout_pairs
 from tests.train.helpers import fit, tiny_config
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from crl.commands import app
 from crl.commands.serve import serving_app
 from crl.search import Index
-from crl.search.service import create_app
+from crl.serving.service import create_app
 
 DIM = 8
 
