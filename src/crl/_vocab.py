@@ -29,6 +29,8 @@ Regime = Literal["shared", "independent"]
 FORMS: tuple[str, ...] = typing.get_args(Form)
 KERNEL_FORMS: tuple[str, ...] = typing.get_args(KernelForm)
 REGIMES: tuple[str, ...] = typing.get_args(Regime)
+REGIME_LABELS: dict[str, str] = {"shared": "SSCRL", "independent": "SCRL"}
+"""The regimes' names in [A], for displayed text only (keys, cell parameters and arguments use ``Regime``)."""
 
 
 def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:

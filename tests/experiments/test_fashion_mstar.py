@@ -78,7 +78,7 @@ def test_summary_finds_the_saturation_and_counts_failures(tmp_path: Path) -> Non
         params = cell.params
         if (
             params["kind"] == "train"
-            and params["regime"] == "scrl"
+            and params["regime"] == "independent"
             and params["n"] == 80
             and params["m"] == 4
         ):
@@ -88,17 +88,21 @@ def test_summary_finds_the_saturation_and_counts_failures(tmp_path: Path) -> Non
     records = run_experiment(tmp_path / "r.sqlite", TINY, run_id="r", compute=one_diverged)
     curves, baseline = summarise(records, TINY, resamples=50)
     assert baseline == {"knn_accuracy": 0.5, "recall_at_1": 0.2}
-    sscrl_80 = next(c for c in curves if (c.regime, c.n, c.metric) == ("sscrl", 80, "knn_accuracy"))
-    assert sscrl_80.saturation is not None
-    assert sscrl_80.saturation.saturation.m_star == 20 and sscrl_80.saturation.saturation.censoring == "none"
-    assert sscrl_80.steep is True and sscrl_80.flat is True and sscrl_80.failed == 0
-    scrl_80 = next(c for c in curves if (c.regime, c.n, c.metric) == ("scrl", 80, "knn_accuracy"))
-    assert scrl_80.failed == TINY.seeds and 4 not in scrl_80.m
+    shared_80 = next(c for c in curves if (c.regime, c.n, c.metric) == ("shared", 80, "knn_accuracy"))
+    assert shared_80.saturation is not None
+    assert (
+        shared_80.saturation.saturation.m_star == 20 and shared_80.saturation.saturation.censoring == "none"
+    )
+    assert shared_80.steep is True and shared_80.flat is True and shared_80.failed == 0
+    independent_80 = next(
+        c for c in curves if (c.regime, c.n, c.metric) == ("independent", 80, "knn_accuracy")
+    )
+    assert independent_80.failed == TINY.seeds and 4 not in independent_80.m
     table = markdown_report(curves, baseline, TINY, run_id="r", commit="abc1234")
-    assert "`r` at commit `abc1234`" in table and "| knn_accuracy | sscrl | 80 |" in table
+    assert "`r` at commit `abc1234`" in table and "| knn_accuracy | SSCRL | 80 |" in table
 
 
-@pytest.mark.parametrize("regime", ["sscrl", "scrl"])
+@pytest.mark.parametrize("regime", ["shared", "independent"])
 def test_a_real_tiny_cell_trains_and_scores(regime: str) -> None:
     """m > k: the moving-average estimator; the scores are finite accuracies."""
     params = {
@@ -124,8 +128,8 @@ def test_a_real_tiny_cell_trains_and_scores(regime: str) -> None:
 
 
 def test_a_cell_with_bad_sizes_is_refused() -> None:
-    params = {"regime": "sscrl", "n": 10, "m": 20, "batch": 4}
+    params = {"regime": "shared", "n": 10, "m": 20, "batch": 4}
     with pytest.raises(ValueError, match="m <= n"):
         run_cell(params, seed=0)
-    with pytest.raises(ValueError, match="regime = 'both'"):
+    with pytest.raises(ValueError, match="regime='both'"):
         run_cell({**params, "regime": "both"}, seed=0)

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from crl._vocab import check_count, check_tau
+from crl._vocab import REGIME_LABELS, Regime, check_count, check_tau
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
@@ -139,12 +139,13 @@ M_FOR_N = 2
 DELTA = 0.1
 
 
-SERIES: dict[str, tuple[str, str, float]] = {
+SERIES: dict[str, tuple[Regime, str, float]] = {
     "sscrl_m": ("shared", "m", -0.5),
     "sscrl_n": ("shared", "n", 0.0),
     "scrl_n": ("independent", "n", -0.5),
 }
-"""Part -> (regime, swept variable, target rate)."""
+"""Part -> (regime, swept variable, target rate). A part's key is in its cells' parameters, from which their
+seeds derive (``ctx.seed_for(params)``): a random-stream name, displayed through :data:`LABELS`."""
 LABELS = {"sscrl_m": "SSCRL sd vs m", "sscrl_n": "SSCRL sd vs n", "scrl_n": "SCRL sd vs n"}
 
 BLOCKS = {Fidelity.QUICK: 20, Fidelity.STANDARD: 60, Fidelity.FULL: 100}
@@ -332,7 +333,7 @@ def _figure(table: list[dict[str, Any]], fits: dict[tuple[str, str], RateFit], s
             fit = fits[(arm, series)]
             series_list.append(
                 points(
-                    f"{arm}: {'SSCRL' if SERIES[series][0] == 'shared' else 'SCRL'}",
+                    f"{arm}: {REGIME_LABELS[SERIES[series][0]]}",
                     [r[swept] for r in rows],
                     [r["sd"] for r in rows],
                     y_err=[r["sd_se"] for r in rows],

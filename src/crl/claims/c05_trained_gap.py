@@ -53,6 +53,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from crl._vocab import REGIME_LABELS
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
@@ -204,7 +205,6 @@ BOUNDS = {"independent": -0.9, "shared": -0.4}
 N_BOUND = -0.45
 """-1/2 + 0.05: the slope in n of |G| and of the excess risk."""
 MIN_WINDOW = 4
-REGIME_NAMES = {"independent": "SCRL", "shared": "SSCRL"}
 
 
 class TrainedGap(Claim):
@@ -323,7 +323,7 @@ class _Series:
             ok = [r for r in results if r["status"] == "ok"]
             row: dict[str, Any] = {
                 "arm": arm,
-                "regime": REGIME_NAMES[regime],
+                "regime": REGIME_LABELS[regime],
                 "n": n,
                 "m": m,
                 "seeds": len(results),
@@ -351,7 +351,7 @@ def _m_parts(
     for regime in ("independent", "shared"):
         window = [m for m in grid if data.usable((arm, regime, n, m))]
         windows[regime] = window
-        name = f"{arm}: r of |G| = a + b m^r, {REGIME_NAMES[regime]}, n = {n}, window m = {window}"
+        name = f"{arm}: r of |G| = a + b m^r, {REGIME_LABELS[regime]}, n = {n}, window m = {window}"
         verdict, statistic, reason = _exponent_part(data, arm, regime, n, window, level, name)
         verdicts.append(verdict)
         stats.extend(statistic)
@@ -365,7 +365,7 @@ def _exponent_part(
     data: _Series, arm: str, regime: str, n: int, window: list[int], level: float, name: str
 ) -> tuple[Verdict, list[Statistic], list[str]]:
     """Part 1 or 2: the exponent r of a + b m^r fitted to |G| on the window, against its bound."""
-    label = f"{arm} {REGIME_NAMES[regime]}"
+    label = f"{arm} {REGIME_LABELS[regime]}"
     if len(window) < MIN_WINDOW:
         return (
             Verdict.INCONCLUSIVE,
@@ -474,7 +474,7 @@ def _figure(data: _Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
             values = [data.values(k, "gap_cv") for k in keys]
             series.append(
                 points(
-                    f"{arm} {REGIME_NAMES[regime]} (n = {n})",
+                    f"{arm} {REGIME_LABELS[regime]} (n = {n})",
                     [k[3] for k in keys],
                     [abs(float(v.mean())) for v in values],
                     y_err=[float(v.std(ddof=1) / math.sqrt(v.size)) for v in values],

@@ -308,6 +308,8 @@ RADIUS = 6.0
 """Ball radius: 2 |theta*| (|theta*| = tau sqrt(2 kappa^2 + kappa0^2) = 3)."""
 ARMS = ("scrl", "sscrl", "control")
 REGIME = {"scrl": "scrl", "sscrl": "sscrl", "control": "sscrl"}
+"""Arm -> its regime's label in the cell parameters. Arm and label are in every cell's parameters, from which its
+seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_cell` reads the ``Regime``."""
 PLANS: dict[Fidelity, dict[str, Any]] = {
     Fidelity.QUICK: {"n": (8, 16, 32, 64, 128), "m": tuple(2**i for i in range(1, 10)), "seeds": 30},
     Fidelity.STANDARD: {"n": (32, 64, 128, 256, 512), "m": tuple(2**i for i in range(1, 12)), "seeds": 32},

@@ -3,9 +3,10 @@
 Both regimes use two augmented views of an image as the positive pair (x, y), so they differ only in their
 negatives ([A]'s two regimes, docs/theory.md section 1):
 
-- ``sscrl``: one pool of m of the n training images (the first m of a seed-drawn permutation, so the pools of
-  one seed are nested in m) is the negative set of every anchor;
-- ``scrl``: anchor i has its own m negatives (the first m of its own seed-drawn permutation of the n images).
+- ``shared`` (SSCRL): one pool of m of the n training images (the first m of a seed-drawn permutation, so the
+  pools of one seed are nested in m) is the negative set of every anchor;
+- ``independent`` (SCRL): anchor i has its own m negatives (the first m of its own seed-drawn permutation of the
+  n images).
 
 The objective is [A]'s empirical risk L_hat in gcl form, tau log((1/m) sum_j exp(Delta_ij / tau)), over the
 whole fixed negative set. Each step takes b anchors and embeds a fresh view of k = min(m, ``neg_batch``) of
@@ -33,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from crl._vocab import REGIMES, Regime, check_choice
 from crl.data import ImageAugmentation, ImageSet, load_fashion_mnist
 from crl.metrics.classification import knn_accuracy
 from crl.models import MLP, Encoder, embed
@@ -84,16 +86,16 @@ def pixel_baseline(bank: int, n_test: int) -> dict[str, float]:
     return _scores(lambda images: images.reshape(images.shape[0], -1) - mean, bank, n_test)
 
 
-def _negative_sets(regime: str, n: int, m: int, generator: torch.Generator) -> Tensor:
+def _negative_sets(regime: Regime, n: int, m: int, generator: torch.Generator) -> Tensor:
     """SSCRL: (m,) pool ids; SCRL: (n, m) ids, row i anchor i's own negatives (prefixes of permutations)."""
-    if regime == "sscrl":
+    if regime == "shared":
         return torch.randperm(n, generator=generator)[:m]
     return torch.rand(n, n, generator=generator).argsort(dim=1)[:, :m]
 
 
-def _step_negatives(regime: str, sets: Tensor, ids: Tensor, k: int, generator: torch.Generator) -> Tensor:
+def _step_negatives(regime: Regime, sets: Tensor, ids: Tensor, k: int, generator: torch.Generator) -> Tensor:
     """The ids whose views are this step's negatives: (k,) shared, or (b, k) per anchor."""
-    if regime == "sscrl":
+    if regime == "shared":
         return sets if k == sets.shape[0] else sets[torch.randperm(sets.shape[0], generator=generator)[:k]]
     own = sets[ids]
     if k == own.shape[1]:
@@ -103,8 +105,7 @@ def _step_negatives(regime: str, sets: Tensor, ids: Tensor, k: int, generator: t
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
-    if params["regime"] not in ("sscrl", "scrl"):
-        raise ValueError(f"regime = {params['regime']!r} is not known; use 'sscrl' or 'scrl'")
+    check_choice("regime", params["regime"], REGIMES)
     if not 1 <= params["m"] <= params["n"] <= 60000:
         raise ValueError(f"need 1 <= m <= n <= 60000, got m = {params['m']}, n = {params['n']}")
     if params["batch"] > params["n"]:
@@ -143,7 +144,7 @@ def run_cell(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
         positives = encoder(AUGMENTATION(images[ids], views))
         drawn = _step_negatives(regime, sets, ids, k, negatives)
         embedded = encoder(AUGMENTATION(images[drawn.reshape(-1)], negatives))
-        embedded = embedded if regime == "sscrl" else embedded.reshape(b, k, -1)
+        embedded = embedded if regime == "shared" else embedded.reshape(b, k, -1)
         value = moving_average_loss(anchors, positives, embedded, ids, state, tau=params["tau"], gamma=gamma)
         loss = float(value.detach())
         if not math.isfinite(loss):

@@ -25,7 +25,9 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+from crl._vocab import Regime
 from crl.claims.budget import part_level
+from crl.experiments.fashion_cell import pixel_baseline, run_cell
 from crl.experiments.mstar import SaturationInterval, saturation_interval
 from crl.sweep import Cell, CellRecord, SweepStore, derive_seed, run_cells
 
@@ -99,7 +101,7 @@ def grid_cells(grid: ExperimentGrid) -> list[Cell]:
     cells = [Cell({"kind": "pixels", "bank": grid.bank, "n_test": grid.n_test}, 0)]
     for n in grid.ns:
         for m in grid.m_values(n):
-            for regime in ("sscrl", "scrl"):
+            for regime in ("shared", "independent"):
                 for index in range(grid.seeds):
                     params = {"kind": "train", "regime": regime, "n": n, "m": m, **_constants(grid)}
                     cells.append(Cell(params, derive_seed(index, "fashion-mstar", n)))
@@ -108,8 +110,6 @@ def grid_cells(grid: ExperimentGrid) -> list[Cell]:
 
 def compute_cell(cell: Cell) -> dict[str, Any]:
     """One cell: the pixel baseline or a training run (module-level, so process-pool workers can run it)."""
-    from crl.experiments.fashion_cell import pixel_baseline, run_cell
-
     params = dict(cell.params)
     if params.pop("kind") == "pixels":
         return pixel_baseline(params["bank"], params["n_test"])
@@ -145,7 +145,7 @@ class Curve:
         failed: cells of this curve recorded as diverged (never dropped silently).
     """
 
-    regime: str
+    regime: Regime
     n: int
     metric: str
     m: tuple[int, ...]
@@ -168,7 +168,7 @@ def _t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, 
 
 
 def _matrix(
-    records: Sequence[CellRecord], regime: str, n: int, metric: str
+    records: Sequence[CellRecord], regime: Regime, n: int, metric: str
 ) -> tuple[list[int], np.ndarray, int]:
     """(grid m, seeds x m values, failed count) of the finished cells, keeping only seeds finished at every m."""
     table: dict[int, dict[int, float]] = {}
@@ -187,7 +187,12 @@ def _matrix(
 
 
 def _curve(
-    records: Sequence[CellRecord], regime: str, n: int, metric: str, rng: np.random.Generator, resamples: int
+    records: Sequence[CellRecord],
+    regime: Regime,
+    n: int,
+    metric: str,
+    rng: np.random.Generator,
+    resamples: int,
 ) -> Curve:
     ms, values, failed = _matrix(records, regime, n, metric)
     empty = values.size == 0
@@ -227,7 +232,7 @@ def summarise(
     curves = [
         _curve(records, regime, n, metric, rng, resamples)
         for metric in METRICS
-        for regime in ("sscrl", "scrl")
+        for regime in ("shared", "independent")
         for n in grid.ns
     ]
     baseline = next((dict(r.result) for r in records if r.cell.params.get("kind") == "pixels"), {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from crl._vocab import REGIME_LABELS
 from crl.experiments.fashion_mstar import METRICS, Curve, ExperimentGrid
 from crl.experiments.mstar import SaturationInterval
 
@@ -24,9 +25,11 @@ _LABELS = {"knn_accuracy": "kNN accuracy (k = 20, cosine)", "recall_at_1": "two-
 
 def render_curves(curves: list[Curve], baseline: dict[str, float], path: Path, *, title: str) -> Path:
     """Draw the curves (metric vs m/n, one line per regime and n) with the pixel baseline; write a PNG."""
+    # matplotlib is slow to import: loaded only when a figure is drawn, not when the commands start
     import matplotlib
 
     matplotlib.use("Agg")
+    # pyplot only after choosing the non-interactive Agg backend, so that no display is needed
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, len(METRICS), figsize=(6.0 * len(METRICS), 4.2), squeeze=False)
@@ -43,7 +46,7 @@ def render_curves(curves: list[Curve], baseline: dict[str, float], path: Path, *
                     for mean, high in zip(curve.means, curve.highs, strict=True)
                 ],
             ]
-            style = "-" if curve.regime == "sscrl" else "--"
+            style = "-" if curve.regime == "shared" else "--"
             axis.errorbar(
                 fractions,
                 curve.means,
@@ -51,7 +54,7 @@ def render_curves(curves: list[Curve], baseline: dict[str, float], path: Path, *
                 fmt=style,
                 marker="os^Dv"[index % 5],
                 capsize=3,
-                label=f"{curve.regime.upper()} n = {curve.n}",
+                label=f"{REGIME_LABELS[curve.regime]} n = {curve.n}",
             )
         if metric in baseline:
             axis.axhline(baseline[metric], color="black", linestyle=":", label="raw centred pixels")
@@ -92,9 +95,10 @@ def markdown_report(
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for curve in curves:
+        label = REGIME_LABELS[curve.regime]
         if curve.saturation is None:
             lines.append(
-                f"| {curve.metric} | {curve.regime} | {curve.n} | (too few cells) | | | | | | | | {curve.failed} |"
+                f"| {curve.metric} | {label} | {curve.n} | (too few cells) | | | | | | | | {curve.failed} |"
             )
             continue
         m_star, interval, ratio = _m_star_text(curve.saturation, curve.n)
@@ -102,16 +106,17 @@ def markdown_report(
             "" if curve.gain is None else f"{curve.gain[0]:+.4f} [{curve.gain[1]:+.4f}, {curve.gain[2]:+.4f}]"
         )
         lines.append(
-            f"| {curve.metric} | {curve.regime} | {curve.n} | {curve.saturation.saturation.plateau:.4f} | "
+            f"| {curve.metric} | {label} | {curve.n} | {curve.saturation.saturation.plateau:.4f} | "
             f"{curve.saturation.saturation.tol:.4f} | {m_star} | {interval} | {ratio} | {gain} | "
             f"{curve.steep} | {curve.flat} | {curve.failed} |"
         )
     lines += ["", "Means over seeds (95% Student-t interval) per m:", ""]
     lines += ["| metric | regime | n | m | m/n | mean | interval |", "|---|---|---|---|---|---|---|"]
     for curve in curves:
+        label = REGIME_LABELS[curve.regime]
         for m, mean, low, high in zip(curve.m, curve.means, curve.lows, curve.highs, strict=True):
             lines.append(
-                f"| {curve.metric} | {curve.regime} | {curve.n} | {m} | {m / curve.n:.2f} | {mean:.4f} | "
+                f"| {curve.metric} | {label} | {curve.n} | {m} | {m / curve.n:.2f} | {mean:.4f} | "
                 f"[{low:.4f}, {high:.4f}] |"
             )
     if baseline:
