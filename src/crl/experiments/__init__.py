@@ -2,5 +2,7 @@
 
 - :mod:`crl.experiments.mstar`: the saturation point m*(n) of a metric curve (the C6 rule, with censoring);
 - :mod:`crl.experiments.fashion_cell` and :mod:`crl.experiments.fashion_mstar`: [A]'s m*(n) experiment at small
-  scale on Fashion-MNIST (``crl experiment fashion-mstar``).
+  scale on Fashion-MNIST (``crl experiment fashion-mstar``);
+- :mod:`crl.experiments.learned_vs_ideal`: learned search against [B]'s ideal search on a vMF truth, the
+  descriptive section ``crl verify`` adds beside C8.
 """

@@ -22,8 +22,8 @@ These are descriptive figures, not a claim: they carry no verdict (the alpha bud
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -32,17 +32,21 @@ from torch import Tensor
 from crl.metrics.risk.kernel import ideal_search_cross_entropy
 from crl.models import DualEncoder
 from crl.synthetic.vmf import VMFUniform
-
-if TYPE_CHECKING:
-    from crl.report.sections import NoteSection
+from crl.train.build import Streams
+from crl.train.config import parse_config
+from crl.train.data import build_source
+from crl.train.loop import train
 
 __all__ = [
     "GRIDS",
+    "SECTION_COLUMNS",
+    "SECTION_TITLE",
     "Cell",
     "Setup",
     "compare_search",
     "learned_vs_ideal",
-    "report_section",
+    "section_paragraphs",
+    "section_rows",
     "train_embedding",
 ]
 
@@ -97,11 +101,6 @@ class Cell:
 
 def train_embedding(setup: Setup, k: int, tau: float, seed: int) -> DualEncoder:
     """crl's trainer on the vMF truth: SCRL, k negatives y' ~ p- per anchor, InfoNCE at temperature tau."""
-    from crl.train.build import Streams
-    from crl.train.config import parse_config
-    from crl.train.data import build_source
-    from crl.train.loop import train
-
     config = parse_config(
         {
             "data": {
@@ -231,13 +230,9 @@ SECTION_COLUMNS = (
 )
 
 
-def report_section(fidelity: str, seed: int = 0) -> NoteSection:
-    """The verify report's section of :func:`learned_vs_ideal`: what was done and one row per (k, tau)."""
-    from crl.report.sections import NoteSection
-
-    _, _, setup = GRIDS[fidelity]
-    cells = learned_vs_ideal(fidelity, seed)
-    paragraphs = (
+def section_paragraphs(setup: Setup) -> tuple[str, ...]:
+    """The report section's text before its table: the truth, the training and the columns of one study."""
+    return (
         f"Truth: vMF on S^{setup.dim - 1} with kappa = {setup.kappa} (x uniform, y ~ vMF(x, kappa), y' uniform), "
         "where the ideal similarity s*(x, y) = kappa <x, y> - log C(kappa) is exact. For each (k, tau), crl's "
         f"trainer fits a two-tower MLP ({setup.steps} steps, batch {setup.batch_size}, {setup.n_train} pairs, "
@@ -249,7 +244,11 @@ def report_section(fidelity: str, seed: int = 0) -> NoteSection:
         "(crl's reconstruction, as in C8), KL(M_hat_k normalised || Q_hat_k) and their total variation. "
         "Descriptive figures outside the claims: no verdict, no share of the alpha budget.",
     )
-    rows = tuple(
+
+
+def section_rows(cells: Sequence[Cell]) -> tuple[tuple[str, ...], ...]:
+    """The report section's table: one row of :data:`SECTION_COLUMNS` per (k, tau)."""
+    return tuple(
         (
             str(cell.k),
             f"{cell.tau:g}",
@@ -264,4 +263,3 @@ def report_section(fidelity: str, seed: int = 0) -> NoteSection:
         )
         for cell in cells
     )
-    return NoteSection(SECTION_TITLE, paragraphs, SECTION_COLUMNS, rows)

@@ -7,9 +7,12 @@ import pytest
 import torch
 from scipy.stats import kendalltau
 
+from crl import verify
+from crl.claims.context import Fidelity
+from crl.experiments import learned_vs_ideal as lvi
 from crl.report.document import write_report
-from crl.search import learned_vs_ideal as lvi
 from crl.synthetic.vmf import VMFUniform
+from crl.verify import learned_vs_ideal_section
 from tests.report.test_report import INFO
 
 SMALL = lvi.Setup(n_train=128, steps=3, batch_size=32, hidden=8, queries=60, corpus=80, search_draws=40)
@@ -58,7 +61,7 @@ def test_the_report_section_renders_without_a_verdict(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(lvi.GRIDS, "quick", ((2, 4), (0.5,), SMALL))
-    section = lvi.report_section("quick", seed=1)
+    section = learned_vs_ideal_section("quick", seed=1)
     assert [row[:2] for row in section.rows] == [("2", "0.5"), ("4", "0.5")]
     assert len(section.columns) == len(section.rows[0])
     files = write_report(tmp_path, [], INFO, [section])
@@ -70,16 +73,13 @@ def test_the_report_section_renders_without_a_verdict(
 
 
 def test_verify_adds_the_section_and_survives_its_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crl.claims.context import Fidelity
-    from crl.verify import note_sections
-
     monkeypatch.setitem(lvi.GRIDS, "quick", ((2,), (0.5,), SMALL))
-    (section,) = note_sections(Fidelity.QUICK, seed=0)
+    (section,) = verify.note_sections(Fidelity.QUICK, seed=0)
     assert section.title == lvi.SECTION_TITLE and len(section.rows) == 1
 
     def broken(fidelity: str, seed: int) -> None:
         raise RuntimeError("no truth today")
 
-    monkeypatch.setattr(lvi, "report_section", broken)
-    (failed,) = note_sections(Fidelity.QUICK, seed=0)
+    monkeypatch.setattr(verify, "learned_vs_ideal_section", broken)
+    (failed,) = verify.note_sections(Fidelity.QUICK, seed=0)
     assert failed.rows == () and "RuntimeError: no truth today" in failed.paragraphs[0]
