@@ -27,8 +27,8 @@ from crl.metrics.retrieval import retrieval_metrics
 from crl.metrics.risk import excess_risk
 from crl.models import DualEncoder, embed
 from crl.train.build import derive_generator
-from crl.train.config import SyntheticData, TrainConfig
-from crl.train.data import heldout_pairs, labelled_inputs
+from crl.train.config import TrainConfig
+from crl.train.data import data_kind, heldout_pairs, labelled_inputs
 
 __all__ = ["METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
 
@@ -51,9 +51,14 @@ class EvalSizes:
     inner: int = 512
 
 
+def _has_truth(config: TrainConfig) -> bool:
+    """Whether the config's pairs come from a known ground truth (a synthetic source)."""
+    return data_kind(config.data).truth is not None
+
+
 def default_metric(config: TrainConfig) -> Metric:
     """``excess_risk`` for a synthetic truth, ``knn_error`` for labelled data, else ``recall_error``."""
-    if isinstance(config.data, SyntheticData):
+    if _has_truth(config):
         return "excess_risk"
     if labelled_inputs(config.data, "test") is not None:
         return "knn_error"
@@ -66,7 +71,7 @@ def check_metric(config: TrainConfig, metric: str) -> Metric:
     Raises:
         ValueError: naming ``--metric``, its value and the metrics this data allows.
     """
-    synthetic = isinstance(config.data, SyntheticData)
+    synthetic = _has_truth(config)
     allowed: list[Metric] = ["excess_risk"] if synthetic else ["recall_error"]
     if not synthetic and labelled_inputs(config.data, "test") is not None:
         allowed.insert(0, "knn_error")
@@ -90,21 +95,12 @@ def _model_score(model: DualEncoder) -> object:
     return score
 
 
-def _truth(config: SyntheticData) -> object:
-    if config.truth == "vmf":
-        from crl.synthetic.vmf import VMFUniform
-
-        return VMFUniform(config.dim, config.kappa)
-    from crl.synthetic.gaussian import GaussianTwoTower
-
-    return GaussianTwoTower(config.dim, config.rho)
-
-
 def _excess_risk(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
-    assert isinstance(config.data, SyntheticData)
+    truth = data_kind(config.data).truth
+    assert truth is not None
     estimate = excess_risk(
         _model_score(model),  # type: ignore[arg-type]
-        _truth(config.data),  # type: ignore[arg-type]
+        truth(config.data),
         float(model.tau()),
         generator=derive_generator(config.eval.seed, "advise-excess-risk"),
         n_anchors=sizes.queries,

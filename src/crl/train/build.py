@@ -17,7 +17,7 @@ from torch import nn
 
 from crl._vocab import Regime
 from crl.data.source import PairSource
-from crl.models import MLP, DualEncoder, Encoder, SmallCNN, Temperature, TokenBag
+from crl.models import MLP, DualEncoder, Encoder, MiniLM, SmallCNN, Temperature, TokenBag
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
 from crl.negatives.mining import Mined
 from crl.train.config import CnnModel, LossConfig, MlpModel, ModelConfig, OptimConfig, TrainConfig
@@ -107,8 +107,6 @@ def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torc
 
 def _minilm(config: MiniLMModel) -> nn.Module:
     """The pretrained MiniLM of ``[model] path`` (offline); its width must be ``embedding_dim``."""
-    from crl.models.minilm import MiniLM
-
     backbone = MiniLM(config.path)
     if backbone.dim != config.embedding_dim:
         raise ValueError(

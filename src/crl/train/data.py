@@ -13,8 +13,9 @@ its left half for halves, x for arrays with labels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -31,6 +32,9 @@ from crl.data import (
     load_fashion_mnist,
     split_halves,
 )
+from crl.data.text import SplitFractions, TextPairSource, load_split
+from crl.models.minilm import load_tokenizer
+from crl.synthetic import GaussianTwoTower, GroundTruth, VMFUniform
 from crl.train.build import derive_generator
 from crl.train.config import (
     ArraysData,
@@ -40,10 +44,20 @@ from crl.train.config import (
     SyntheticData,
     TrainConfig,
 )
-from crl.train.config_kinds import ImageData, TextData
+from crl.train.config_kinds import BibleData, ImageData, TextData, TextPairsData, WordnetData
 from crl.train.data_arrays import read_split
 
-__all__ = ["LabelledInputs", "build_source", "heldout_pairs", "labelled_inputs", "text_source"]
+__all__ = [
+    "DATA_KINDS",
+    "DataKind",
+    "LabelledInputs",
+    "build_source",
+    "data_kind",
+    "heldout_pairs",
+    "labelled_inputs",
+    "synthetic_truth",
+    "text_source",
+]
 
 Split = Literal["train", "test"]
 
@@ -85,26 +99,20 @@ def _augmentation(config: ImageData) -> ImageAugmentation:
     )
 
 
-def _truth(config: SyntheticData) -> object:
+def synthetic_truth(config: SyntheticData) -> GroundTruth:
+    """The ground truth of ``[data] truth``: vMF kernel with uniform anchors, or the Gaussian two-tower model."""
     if config.truth == "vmf":
-        from crl.synthetic.vmf import VMFUniform
-
         return VMFUniform(config.dim, config.kappa)
-    from crl.synthetic.gaussian import GaussianTwoTower
-
     return GaussianTwoTower(config.dim, config.rho)
 
 
 def _synthetic_pairs(config: SyntheticData, count: int, generator: torch.Generator) -> SyntheticPairs:
     """``count`` float32 pairs drawn once from the truth of ``config``."""
-    return SyntheticPairs(_truth(config), count, generator, dtype=torch.float32)  # type: ignore[arg-type]
+    return SyntheticPairs(synthetic_truth(config), count, generator, dtype=torch.float32)
 
 
 def text_source(config: TextData, split: Split = "train") -> PairSource:
     """The tokenised pairs of one split of a text source (``split="test"``: the held-out test split)."""
-    from crl.data.text import SplitFractions, TextPairSource, load_split
-    from crl.models.minilm import load_tokenizer
-
     fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
     pairs = load_split(
         config.source,
@@ -120,55 +128,64 @@ def text_source(config: TextData, split: Split = "train") -> PairSource:
     return TextPairSource(pairs, load_tokenizer(config.tokenizer), config.max_seq_length)
 
 
-def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> PairSource:
-    """The training pair source of ``[data]`` (``split="test"`` gives the held-out images' source).
-
-    Synthetic training pairs are drawn once from the "data" stream of ``seed``.
-    """
-    if isinstance(config, TextData):
-        return text_source(config, split)
-    if isinstance(config, ArraysData):
-        return read_split(config, split)
-    if isinstance(config, SyntheticData):
-        count = config.n_train if split == "train" else config.n_heldout
-        stream = "data" if split == "train" else "heldout"
-        return _synthetic_pairs(config, count, derive_generator(seed, stream))
+def _image_source(config: FashionMnistData | DigitsData, seed: int, split: Split) -> PairSource:
+    """Two fresh augmented views of each image per call, or its left and right halves."""
     images = _images(config, split)
     if config.pairs == "halves":
         return halves_pairs(images)
     return TwoViewPairs(images, _augmentation(config))
 
 
-def heldout_pairs(config: TrainConfig) -> PairedArrays:
-    """The fixed held-out pairs: two views of each test image drawn with the ``eval.seed`` generator, the
-    halves of each test image, n_heldout fresh synthetic pairs, or the held-out part of your arrays."""
-    if isinstance(config.data, TextData):
-        raise ValueError(
-            f"[data] source = {config.data.source!r}: text runs are evaluated by retrieval with qrels "
-            "(crl.data.text.evaluation, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
-        )
-    if isinstance(config.data, ArraysData):
-        return read_split(config.data, "test")
-    if isinstance(config.data, SyntheticData):
-        heldout = derive_generator(config.eval.seed, "heldout")
-        return _synthetic_pairs(config.data, config.data.n_heldout, heldout)
-    images = _images(config.data, "test")
-    if config.data.pairs == "halves":
+def _image_heldout(config: FashionMnistData | DigitsData, eval_seed: int) -> PairedArrays:
+    """The halves of each test image, or one fixed draw of two views of it (``eval.seed``'s generator)."""
+    images = _images(config, "test")
+    if config.pairs == "halves":
         return halves_pairs(images)
-    views = TwoViewPairs(images, _augmentation(config.data))
-    return views.materialise(derive_generator(config.eval.seed, "heldout-views"))
+    views = TwoViewPairs(images, _augmentation(config))
+    return views.materialise(derive_generator(eval_seed, "heldout-views"))
 
 
-def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
-    """Anchor-view inputs and labels of a split (``None`` for synthetic data, and arrays without labels)."""
-    if isinstance(config, SyntheticData | TextData):
-        return None
-    if isinstance(config, ArraysData):
-        return _labelled_arrays(config, split)
+def _image_labels(config: FashionMnistData | DigitsData, split: Split) -> LabelledInputs:
+    """The clean image (two views) or its left half (halves) with the image's class."""
     images = _images(config, split)
     pixels = images.images if config.pairs == "augment" else split_halves(images.images)[0]
     inputs = pixels.squeeze(1) if pixels.shape[1] == 1 else pixels
     return LabelledInputs(inputs, images.labels, len(images.class_names))
+
+
+def _synthetic_source(config: SyntheticData, seed: int, split: Split) -> PairSource:
+    """n_train pairs from the "data" stream of ``seed`` (n_heldout from its "heldout" stream for the test split)."""
+    count = config.n_train if split == "train" else config.n_heldout
+    stream = "data" if split == "train" else "heldout"
+    return _synthetic_pairs(config, count, derive_generator(seed, stream))
+
+
+def _synthetic_heldout(config: SyntheticData, eval_seed: int) -> PairedArrays:
+    """n_heldout fresh pairs from the "heldout" stream of ``eval.seed``."""
+    return _synthetic_pairs(config, config.n_heldout, derive_generator(eval_seed, "heldout"))
+
+
+def _text_source(config: TextData, seed: int, split: Split) -> PairSource:
+    return text_source(config, split)
+
+
+def _text_heldout(config: TextData, eval_seed: int) -> PairedArrays:
+    raise ValueError(
+        f"[data] source = {config.source!r}: text runs are evaluated by retrieval with qrels "
+        "(crl.data.text.evaluation, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
+    )
+
+
+def _no_labels(config: Any, split: Split) -> None:
+    return None
+
+
+def _arrays_source(config: ArraysData, seed: int, split: Split) -> PairSource:
+    return read_split(config, split)
+
+
+def _arrays_heldout(config: ArraysData, eval_seed: int) -> PairedArrays:
+    return read_split(config, "test")
 
 
 def _labels_of(pairs: PairedArrays, config: ArraysData) -> Tensor:
@@ -193,3 +210,76 @@ def _labelled_arrays(config: ArraysData, split: Split) -> LabelledInputs | None:
     if split == "train":
         return LabelledInputs(train.x, train_labels, n_classes)
     return LabelledInputs(test.x, test_labels, n_classes)
+
+
+def _source_has_no_labels(config: DataConfig) -> str:
+    return f"[data] source = {config.source!r} has no class labels"
+
+
+def _arrays_have_no_labels(config: ArraysData) -> str:
+    return (
+        "the run's arrays have no labels ([data] labels_key = ''); set labels_key to an (n,) integer array to "
+        "get them"
+    )
+
+
+@dataclass(frozen=True)
+class DataKind:
+    """What crl does with one kind of ``[data]`` source; :data:`DATA_KINDS` holds one per kind.
+
+    Attributes:
+        source: ``source(config, seed, split)``, the pairs of a split (training pairs for ``"train"``).
+        heldout: ``heldout(config, eval_seed)``, the fixed held-out pairs of ``crl eval`` and ``run.eval_every``.
+        labelled: ``labelled(config, split)``, anchor-view inputs with class labels, or ``None`` without labels.
+        truth: ``truth(config)``, the known ground truth of the pairs (synthetic sources), else ``None``.
+        no_labels: ``no_labels(config)``, why ``labelled`` gave no labels, and the fix where there is one.
+    """
+
+    source: Callable[[Any, int, Split], PairSource]
+    heldout: Callable[[Any, int], PairedArrays]
+    labelled: Callable[[Any, Split], LabelledInputs | None]
+    truth: Callable[[Any], GroundTruth] | None = None
+    no_labels: Callable[[Any], str] = _source_has_no_labels
+
+
+_IMAGES = DataKind(_image_source, _image_heldout, _image_labels)
+_TEXT = DataKind(_text_source, _text_heldout, _no_labels)
+
+DATA_KINDS: dict[type, DataKind] = {
+    FashionMnistData: _IMAGES,
+    DigitsData: _IMAGES,
+    SyntheticData: DataKind(_synthetic_source, _synthetic_heldout, _no_labels, synthetic_truth),
+    ArraysData: DataKind(_arrays_source, _arrays_heldout, _labelled_arrays, no_labels=_arrays_have_no_labels),
+    WordnetData: _TEXT,
+    BibleData: _TEXT,
+    TextPairsData: _TEXT,
+}
+"""The data sources by the type of their ``[data]`` config: a new source is one entry here."""
+
+
+def data_kind(config: DataConfig) -> DataKind:
+    """The :class:`DataKind` of a ``[data]`` config."""
+    return DATA_KINDS[type(config)]
+
+
+def build_source(config: DataConfig, *, seed: int, split: Split = "train") -> PairSource:
+    """The training pair source of ``[data]`` (``split="test"`` gives the held-out images' source).
+
+    Synthetic training pairs are drawn once from the "data" stream of ``seed``.
+    """
+    return data_kind(config).source(config, seed, split)
+
+
+def heldout_pairs(config: TrainConfig) -> PairedArrays:
+    """The fixed held-out pairs: two views of each test image drawn with the ``eval.seed`` generator, the
+    halves of each test image, n_heldout fresh synthetic pairs, or the held-out part of your arrays.
+
+    Raises:
+        ValueError: for text sources, which are evaluated by retrieval with qrels instead.
+    """
+    return data_kind(config.data).heldout(config.data, config.eval.seed)
+
+
+def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
+    """Anchor-view inputs and labels of a split (``None`` for synthetic data, text, and arrays without labels)."""
+    return data_kind(config).labelled(config, split)
