@@ -32,8 +32,7 @@ from crl.metrics.ir import IRReport
 from crl.models import DualEncoder, embed
 from crl.models.minilm import MiniLM, save_sentence_transformer
 from crl.train.build import Streams
-from crl.train.config import TrainConfig, load_config
-from crl.train.config_kinds import TextData
+from crl.train.config import TextData, TrainConfig, load_config
 from crl.train.data import text_source
 from crl.train.loop import TrainingLoop
 

