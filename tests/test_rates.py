@@ -5,12 +5,14 @@ log-log line) would be judged false, a window that no model describes would stil
 two-term interval would not cover the true leading exponent at its nominal rate.
 """
 
+import math
+
 import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
 from crl.claims.verdict import Verdict, verdict_rate
-from crl.stats import MISFIT_TOLERANCE, rate_fit
+from crl.stats import MISFIT_TOLERANCE, NonPositiveMeanError, rate_fit, seed_rate
 
 GRID = 2.0 ** np.arange(2, 11)
 
@@ -190,3 +192,45 @@ def test_unsorted_or_repeated_x_is_refused() -> None:
         rate_fit(GRID[::-1], 1.0 / GRID[::-1], rng=np.random.default_rng(0), ci=0.9)
     with pytest.raises(ValueError, match="strictly increasing"):
         rate_fit([1, 2, 2, 3, 4], [1.0, 0.5, 0.5, 0.3, 0.25], rng=np.random.default_rng(0), ci=0.9)
+
+
+SEED_X = np.array([256.0, 512.0, 1024.0, 2048.0, 4096.0])
+
+
+def _seed_values(rate: float, seeds: int, noise: float, rng: np.random.Generator) -> np.ndarray:
+    """(seeds, 5) values c x^rate times independent lognormal noise of relative sd ``noise``."""
+    return (SEED_X**rate)[None, :] * np.exp(noise * rng.standard_normal((seeds, SEED_X.size)))
+
+
+def test_seed_rate_recovers_a_power_law_and_its_jackknife_matches_a_direct_loop() -> None:
+    """If this fails, the rate of the seed means or its delete-one-seed jackknife standard error is wrong."""
+    values = _seed_values(-1.0, 40, 0.05, np.random.default_rng(1))
+    fit = seed_rate(SEED_X, values, 0.99)
+    assert fit.model == "power" and not fit.misfit
+    assert fit.ci_low < -1.0 < fit.ci_high and fit.exponent == pytest.approx(-1.0, abs=0.03)
+    loo = [
+        np.polyfit(np.log(SEED_X), np.log(np.delete(values, s, axis=0).mean(axis=0)), 1)[0] for s in range(40)
+    ]
+    se = math.sqrt(39 / 40 * np.sum((np.asarray(loo) - np.mean(loo)) ** 2))
+    assert fit.power.slope_se == pytest.approx(se, rel=1e-9)
+
+
+def test_misfit_is_the_bare_relative_residual() -> None:
+    """If this fails, a kinked window passes as a power law, or seed noise above 5% is excused as no misfit."""
+    noisy = _seed_values(-1.0, 8, 0.3, np.random.default_rng(3))
+    means = noisy.mean(axis=0)
+    slope, intercept = np.polyfit(np.log(SEED_X), np.log(means), 1)
+    bare = float(np.max(np.abs(means / np.exp(intercept + slope * np.log(SEED_X)) - 1.0)))
+    fit = seed_rate(SEED_X, noisy, 0.99)
+    assert fit.power.max_relative_residual == pytest.approx(bare, rel=1e-9)
+    assert bare > 0.05 and fit.model == "two-term"
+    kinked = np.tile(np.array([1.0, 0.5, 0.25, 0.25, 0.25]), (10, 1)) * (1 + 0.001 * np.arange(10))[:, None]
+    assert seed_rate(SEED_X, kinked, 0.99).misfit
+
+
+def test_non_positive_means_are_refused_by_name() -> None:
+    """If this fails, a negative mean gap reaches a logarithm (a silent NaN) instead of an INCONCLUSIVE part."""
+    values = np.ones((4, 5))
+    values[:, 2] = -1.0
+    with pytest.raises(NonPositiveMeanError, match="<= 0"):
+        seed_rate(SEED_X, values, 0.99)

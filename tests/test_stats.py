@@ -11,6 +11,7 @@ from scipy import stats as scipy_stats
 
 from crl.stats import (
     bound_violations,
+    jackknife_t,
     loglog_slope,
     loglog_slope_from_replicates,
     mean_se,
@@ -245,3 +246,15 @@ def test_mean_se_and_t_interval_match_scipy() -> None:
     assert (low, high) == pytest.approx(ref, rel=1e-12)
     with pytest.raises(ValueError, match="at least 2"):
         mean_se([1.0])
+
+
+def test_jackknife_t_of_a_mean_is_the_student_t_interval() -> None:
+    """If this fails, the jackknife interval of a plain mean differs from the textbook Student-t interval."""
+    values = np.random.default_rng(0).normal(size=(9, 1))
+    interval = jackknife_t(lambda means: float(means[0]), values, 0.99)
+    se = values.std(ddof=1) / 3.0
+    half = scipy_stats.t.ppf(0.995, 8) * se
+    assert interval.se == pytest.approx(se)
+    assert (interval.ci_low, interval.ci_high) == pytest.approx((values.mean() - half, values.mean() + half))
+    with pytest.raises(ValueError, match="at least 3 seeds"):
+        jackknife_t(lambda means: float(means[0]), values[:2], 0.99)

@@ -7,13 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
 
 from crl.claims import c05_trained_gap as c5
 from crl.claims.budget import part_level
 from crl.claims.c05_trained_gap import erm_cell, loglog_slope, offset_power_fit
 from crl.claims.verdict import Verdict
-from crl.stats import jackknife_t
 from crl.sweep import Cell, CellRecord, SweepStore, run_cells
 
 LEVEL = part_level(5)
@@ -27,18 +25,6 @@ def test_offset_power_fit_recovers_a_b_r_from_exact_values() -> None:
         fit = offset_power_fit(x, a + b * x**r)
         assert fit.r == pytest.approx(r, abs=2e-3)
         assert fit.max_relative_residual < 2e-3
-
-
-def test_jackknife_t_of_a_mean_is_the_student_t_interval() -> None:
-    """If this fails, the jackknife interval of a plain mean differs from the textbook Student-t interval."""
-    values = np.random.default_rng(0).normal(size=(9, 1))
-    interval = jackknife_t(lambda means: float(means[0]), values, 0.99)
-    se = values.std(ddof=1) / 3.0
-    half = scipy_stats.t.ppf(0.995, 8) * se
-    assert interval.se == pytest.approx(se)
-    assert (interval.ci_low, interval.ci_high) == pytest.approx((values.mean() - half, values.mean() + half))
-    with pytest.raises(ValueError, match="at least 3 seeds"):
-        jackknife_t(lambda means: float(means[0]), values[:2], 0.99)
 
 
 def test_loglog_slope_is_exact_on_a_power_law() -> None:

@@ -28,7 +28,7 @@ from torch import Tensor
 from crl.claims._gradient_fit import descend
 from crl.claims._sphere_kernel import DIM
 from crl.metrics.risk import kernel_divergences, learned_log_density_ratio, uniform_sphere_quadrature
-from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
+from crl.synthetic import log_vmf_normaliser, vmf_mean_resultant_length
 from crl.synthetic.vmf import VMFUniform
 
 TRAIN_RULES = ((4, 8), (16, 32))

@@ -83,8 +83,7 @@ from crl.stats.saturation import (
     upper_quantile,
 )
 from crl.sweep import Cell, derive_seed
-from crl.synthetic import AsymmetricSphere
-from crl.synthetic._special import log_vmf_normaliser, vmf_mean_resultant_length
+from crl.synthetic import AsymmetricSphere, log_vmf_normaliser, vmf_mean_resultant_length
 
 DIM = 2
 N_PARAMS = 6
