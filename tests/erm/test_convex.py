@@ -118,20 +118,22 @@ def test_erm_beats_s_star_empirically_and_has_non_negative_excess_risk() -> None
     radius = 1.5 * float(ideal_parameters(truth, TAU).norm())
     for regime in ("independent", "shared"):
         record = erm_record(truth, n=256, m=32, tau=TAU, regime=regime, radius=radius, seed=5, n_eval=4096)
-        assert record["status"] == "ok"
-        star_risk = truth.optimal_risk(TAU) - record["star_gap"]
-        assert record["empirical_risk"] <= star_risk + 1e-12
-        assert record["excess_risk"] >= -4.0 * record["excess_risk_se"]
-        assert record["excess_risk"] > 0.0
+        assert record.status == "ok" and record.metrics is not None
+        metrics = record.metrics
+        assert metrics.excess_risk is not None and metrics.excess_risk_se is not None
+        star_risk = truth.optimal_risk(TAU) - metrics.star_gap
+        assert metrics.empirical_risk <= star_risk + 1e-12
+        assert metrics.excess_risk >= -4.0 * metrics.excess_risk_se
+        assert metrics.excess_risk > 0.0
 
 
 def test_a_fit_that_misses_its_tolerance_is_recorded_not_dropped() -> None:
     """If this fails, a non-converged fit is not reported as such (status, reason, no measurements)."""
     truth = VMFUniform(3, 4.0)
     record = erm_record(truth, n=64, m=4, tau=TAU, regime="independent", radius=5.0, seed=0, tolerance=1e-300)
-    assert record["status"] == "not converged" and record["converged"] is False
-    assert "tolerance" in record["reason"] or "did not converge" in record["reason"]
-    assert record["gap"] is None and record["kkt_residual"] > 0.0
+    assert record.status == "not converged" and record.converged is False
+    assert "tolerance" in record.reason or "did not converge" in record.reason
+    assert record.metrics is None and record.to_dict()["gap"] is None and record.kkt_residual > 0.0
 
 
 def test_bad_input_is_named() -> None:

@@ -102,7 +102,7 @@ def erm_cell(cell: Cell) -> dict[str, Any]:
         seed=cell.seed,
         n_eval=int(p["n_eval"]),
         n_bias=int(p["n_bias"]),
-    )
+    ).to_dict()
 
 
 FloatArray = NDArray[np.float64]

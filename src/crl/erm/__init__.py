@@ -13,6 +13,7 @@ from crl.erm.convex import KKT_TOLERANCE, BallFit, fit_ball, gradient_mapping_no
 from crl.erm.lifted import EmpiricalRisk, LiftedFamily, RiskDerivatives
 from crl.erm.mlp import EmbeddingScore, MlpFit, SphereEmbedding, fit_mlp, mlp_empirical_risk
 from crl.erm.trained import (
+    ErmRecord,
     TrainedMetrics,
     erm_record,
     family_for,
@@ -26,6 +27,7 @@ __all__ = [
     "BallFit",
     "EmbeddingScore",
     "EmpiricalRisk",
+    "ErmRecord",
     "LiftedFamily",
     "MlpFit",
     "RiskDerivatives",

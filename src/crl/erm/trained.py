@@ -130,6 +130,54 @@ def trained_metrics(
     )
 
 
+@dataclass(frozen=True)
+class ErmRecord:
+    """One ERM cell: the fit's status and, where the fit converged, its measurements.
+
+    Attributes:
+        status: "ok", "not converged" or "infinite risk" (E exp(s_hat/tau) infinite under p-).
+        converged, active, kkt_residual, tolerance, norm, radius, multiplier, iterations, reason: the fit's
+            :class:`crl.erm.convex.BallFit` status (reason: why it did not converge, or why the risk is infinite).
+        metrics: the measurements; None when the fit did not converge (a counted cell, never dropped).
+    """
+
+    status: str
+    converged: bool
+    active: bool
+    kkt_residual: float
+    tolerance: float
+    norm: float
+    radius: float
+    multiplier: float
+    iterations: int
+    reason: str
+    metrics: TrainedMetrics | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON dict a sweep cell stores: the status fields, then every :class:`TrainedMetrics` field
+        (None without measurements)."""
+        status = {name: getattr(self, name) for name in _FIT_FIELDS}
+        measured = (
+            asdict(self.metrics)
+            if self.metrics is not None
+            else dict.fromkeys(TrainedMetrics.__dataclass_fields__)
+        )
+        return {**status, "status": self.status, **measured}
+
+
+_FIT_FIELDS = (
+    "converged",
+    "active",
+    "kkt_residual",
+    "tolerance",
+    "norm",
+    "radius",
+    "multiplier",
+    "iterations",
+    "reason",
+)
+
+
 def erm_record(
     truth: GroundTruth,
     *,
@@ -142,40 +190,16 @@ def erm_record(
     tolerance: float = KKT_TOLERANCE,
     n_eval: int = 1 << 15,
     n_bias: int = 1 << 14,
-) -> dict[str, Any]:
-    """Sample, fit and measure one cell; a JSON-able record with the fit's status (a sweep cell's result).
-
-    The record always carries ``converged``, ``active``, ``kkt_residual``, ``norm``, ``multiplier`` and ``reason``;
-    a fit that did not converge, or whose population risk is infinite, has ``status`` "not converged" or
-    "infinite risk" and its measurements set to None: it is counted, never dropped.
-    """
+) -> ErmRecord:
+    """Sample, fit and measure one cell (a sweep cell's result, by :meth:`ErmRecord.to_dict`)."""
     generator = torch.Generator().manual_seed(seed)
     risk = sample_risk(truth, n, m, tau, regime, generator)
     fit = fit_ball(risk, radius, tolerance=tolerance)
-    status = {
-        "converged": fit.converged,
-        "active": fit.active,
-        "kkt_residual": fit.kkt_residual,
-        "tolerance": fit.tolerance,
-        "norm": fit.norm,
-        "radius": fit.radius,
-        "multiplier": fit.multiplier,
-        "iterations": fit.iterations,
-        "reason": fit.reason,
-    }
+    status = {name: getattr(fit, name) for name in _FIT_FIELDS}
     if not fit.converged:
-        return {**status, "status": "not converged", **_empty()}
+        return ErmRecord(status="not converged", metrics=None, **status)
     metrics = trained_metrics(risk, fit, truth, generator=generator, n_eval=n_eval, n_bias=n_bias)
     if metrics.excess_risk is None:
-        return {
-            **status,
-            "status": "infinite risk",
-            "reason": "E exp(s_hat/tau) is infinite under p-",
-            **asdict(metrics),
-        }
-    return {**status, "status": "ok", **asdict(metrics)}
-
-
-def _empty() -> dict[str, None]:
-    """The measurement fields of a record without measurements."""
-    return {name: None for name in TrainedMetrics.__dataclass_fields__}
+        status["reason"] = "E exp(s_hat/tau) is infinite under p-"
+        return ErmRecord(status="infinite risk", metrics=metrics, **status)
+    return ErmRecord(status="ok", metrics=metrics, **status)
