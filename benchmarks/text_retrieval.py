@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 from crl.data.text import RetrievalTask, SplitFractions, load_split
-from crl.data.text.evaluation import TEXT_KS, evaluate_retrieval, paired_bootstrap
 from crl.metrics.ir import IRReport
+from crl.metrics.text_retrieval import TEXT_KS, evaluate_retrieval, paired_bootstrap
 from crl.models import DualEncoder, embed
 from crl.models.minilm import MiniLM, save_sentence_transformer
 from crl.train.build import Streams

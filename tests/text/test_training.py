@@ -2,13 +2,14 @@
 
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 
 from crl.data.text import TextPair, TextPairSource
-from crl.models.minilm import load_tokenizer
+from crl.models.minilm import load_tokenizer, tokenize
 from crl.negatives import Draw, EmbeddedBatch
 from crl.train.build import Streams, build_model
 from crl.train.config import ConfigError, MiniLMModel, WordnetData, parse_config
@@ -76,7 +77,7 @@ def test_text_source_tokenises_pairs_and_names_duplicates(tmp_path: Path) -> Non
 
 
 def test_in_batch_false_negatives_are_left_out_of_the_loss() -> None:
-    source = TextPairSource(PAIRS, load_tokenizer(), 12)
+    source = TextPairSource(PAIRS, partial(tokenize, load_tokenizer()), 12)
     indices = torch.arange(len(PAIRS))
     gen = torch.Generator().manual_seed(0)
     a = torch.nn.functional.normalize(torch.randn(6, 5, generator=gen, dtype=torch.float64), dim=1)

@@ -14,9 +14,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from crl.models import project_to_sphere
-
 __all__ = ["knn_accuracy", "knn_predictions", "linear_probe_accuracy", "linear_probe_predictions"]
+
+NORM_FLOOR = 1e-12
+"""Floor on a row's norm in :func:`_unit_rows`, so a zero row maps to zero instead of NaN."""
+
+
+def _unit_rows(z: Tensor) -> Tensor:
+    """Each row on the unit sphere: z / max(||z||_2, eps), eps = :data:`NORM_FLOOR` (cosine similarity as a dot)."""
+    return z / z.norm(dim=-1, keepdim=True).clamp_min(NORM_FLOOR)
 
 
 def knn_accuracy(
@@ -82,8 +88,8 @@ def knn_predictions(
     if temperature <= 0:
         raise ValueError(f"temperature = {temperature} must be > 0")
     classes = n_classes if n_classes is not None else int(train_labels.max()) + 1
-    bank = project_to_sphere(train_features.float())
-    queries = project_to_sphere(test_features.float())
+    bank = _unit_rows(train_features.float())
+    queries = _unit_rows(test_features.float())
     predicted = []
     for start in range(0, queries.shape[0], chunk_size):
         similarity = queries[start : start + chunk_size] @ bank.T

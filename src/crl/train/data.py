@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -33,7 +34,7 @@ from crl.data import (
     split_halves,
 )
 from crl.data.text import SplitFractions, TextPairSource, load_split
-from crl.models.minilm import load_tokenizer
+from crl.models.minilm import load_tokenizer, tokenize
 from crl.synthetic import GaussianTwoTower, GroundTruth, VMFUniform
 from crl.train.build import derive_generator
 from crl.train.config import (
@@ -129,7 +130,7 @@ def text_source(config: TextData, split: Split = "train") -> PairSource:
     )
     if split == "train" and config.n_train > 0:
         pairs = pairs[: config.n_train]
-    return TextPairSource(pairs, load_tokenizer(config.tokenizer), config.max_seq_length)
+    return TextPairSource(pairs, partial(tokenize, load_tokenizer(config.tokenizer)), config.max_seq_length)
 
 
 def _image_source(config: FashionMnistData | DigitsData, seed: int, split: Split) -> PairSource:
@@ -176,7 +177,7 @@ def _text_source(config: TextData, seed: int, split: Split) -> PairSource:
 def _text_heldout(config: TextData, eval_seed: int) -> PairedArrays:
     raise ValueError(
         f"[data] source = {config.source!r}: text runs are evaluated by retrieval with qrels "
-        "(crl.data.text.evaluation, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
+        "(crl.metrics.text_retrieval, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
     )
 
 

@@ -12,8 +12,7 @@ id mask.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -21,7 +20,11 @@ from torch import Tensor
 from crl.data.arrays import GenerateNegatives
 from crl.data.text.pairs import TextPair
 
-__all__ = ["TextPairSource", "item_ids"]
+__all__ = ["TextPairSource", "Tokenize", "item_ids"]
+
+Tokenize = Callable[[Sequence[str], int], dict[str, Tensor]]
+"""texts, max_seq_length -> the mapping batch ``{"input_ids", "attention_mask"}`` of the texts (k, L), truncated
+at max_seq_length word pieces: e.g. :func:`crl.models.minilm.tokenize` with its word-piece tokenizer bound."""
 
 
 def item_ids(pairs: Sequence[TextPair]) -> Tensor:
@@ -45,24 +48,24 @@ def item_ids(pairs: Sequence[TextPair]) -> Tensor:
 
 
 class TextPairSource:
-    """n text pairs (x_i = query, y_i = positive) tokenised by ``tokenizer`` for a transformer or a token bag.
+    """n text pairs (x_i = query, y_i = positive) tokenised by ``tokenize`` for a transformer or a token bag.
 
     Args:
         pairs: the training pairs.
-        tokenizer: a Hugging Face tokenizer (:func:`crl.models.minilm.load_tokenizer`).
+        tokenize: texts, max_seq_length -> mapping batch (:data:`Tokenize`).
         max_seq_length: word pieces kept per text (longer texts are truncated).
 
     Raises:
         ValueError: for no pairs or ``max_seq_length`` < 2.
     """
 
-    def __init__(self, pairs: Sequence[TextPair], tokenizer: Any, max_seq_length: int) -> None:
+    def __init__(self, pairs: Sequence[TextPair], tokenize: Tokenize, max_seq_length: int) -> None:
         if not pairs:
             raise ValueError("a text pair source needs at least one pair; the training split is empty")
         if max_seq_length < 2:
             raise ValueError(f"max_seq_length = {max_seq_length}; use at least 2 ([CLS] and [SEP])")
         self.texts = list(pairs)
-        self.tokenizer = tokenizer
+        self._tokenize = tokenize
         self.max_seq_length = max_seq_length
         self.item_ids = item_ids(self.texts)
 
@@ -87,10 +90,8 @@ class TextPairSource:
         return None
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, Tensor]:
-        """The mapping batch of ``texts`` (:func:`crl.models.minilm.tokenize`)."""
-        from crl.models.minilm import tokenize
-
-        return tokenize(self.tokenizer, texts, self.max_seq_length)
+        """The mapping batch of ``texts``, truncated at ``max_seq_length`` word pieces."""
+        return self._tokenize(texts, self.max_seq_length)
 
     def pairs(
         self, indices: Tensor, generator: torch.Generator
