@@ -33,9 +33,10 @@ from rich.table import Table
 
 from crl.data import PairSource
 from crl.objectives import contrastive_loss
-from crl.train.build import build_model, build_optimizer, build_schedule, derive_generator
+from crl.train.build import build_model, build_optimizer, build_schedule
 from crl.train.config import TrainConfig, load_config, parse_config
 from crl.train.data import build_source
+from crl.train.streams import derive_generator
 from crl.train.trainer import Trainer
 
 CONFIGS = ("configs/fashion_sscrl.toml", "configs/fashion_scrl.toml")

@@ -26,9 +26,9 @@ from crl.metrics.classification import knn_accuracy
 from crl.metrics.retrieval import retrieval_metrics
 from crl.metrics.risk import excess_risk
 from crl.models import DualEncoder, embed
-from crl.train.build import derive_generator
 from crl.train.config import TrainConfig
 from crl.train.data import data_kind, heldout_pairs, labelled_inputs
+from crl.train.streams import derive_generator
 
 __all__ = ["METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
 

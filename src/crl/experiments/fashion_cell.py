@@ -39,8 +39,9 @@ from crl.data import ImageAugmentation, ImageSet, load_fashion_mnist
 from crl.metrics.classification import knn_accuracy
 from crl.models import MLP, Encoder, embed
 from crl.objectives import MovingAverageState, cosine_gamma, moving_average_loss
-from crl.train.build import WarmupCosine, derive_generator
+from crl.train.build import WarmupCosine
 from crl.train.heldout_monitor import rank_of_positive
+from crl.train.streams import derive_generator
 
 __all__ = ["AUGMENTATION", "pixel_baseline", "run_cell"]
 

@@ -32,10 +32,11 @@ from crl.metrics.class_report import PIXELS, ClassRow, centred_pixels, class_rep
 from crl.metrics.ir import DEFAULT_KS, class_retrieval
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
-from crl.train.build import build_model, derive_generator
+from crl.train.build import build_model
 from crl.train.checkpoint import TrainState, load_train_state, resolve_checkpoint
 from crl.train.config import ArraysData, TrainConfig
 from crl.train.data import heldout_pairs, labelled_inputs
+from crl.train.streams import derive_generator
 
 __all__ = [
     "EvalResult",

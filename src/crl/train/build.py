@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -29,7 +27,9 @@ from crl.train.config import (
     OptimConfig,
     TrainConfig,
 )
+from crl.train.data import labelled_inputs
 from crl.train.estimator import pool_size_of
+from crl.train.streams import derive_generator
 
 __all__ = [
     "Streams",
@@ -38,24 +38,11 @@ __all__ = [
     "build_optimizer",
     "build_sampler",
     "build_schedule",
-    "derive_generator",
     "negative_buffer_bytes",
 ]
 
 SCORE_WORKSPACE_BYTES = 4 * 4 * (1 << 22)
 """Score buffers of the losses: at most 2^22 float32 scores per chunk or tile, four such workspaces (64 MiB)."""
-
-
-def derive_generator(seed: int, stream: str, rank: int = 0) -> torch.Generator:
-    """An independent CPU generator for one named random stream of one rank.
-
-    The seed comes from numpy's SeedSequence([seed, crc32(stream), rank]): streams and ranks never share a seed, and
-    the same (seed, stream, rank) always gives the same generator.
-    """
-    state = np.random.SeedSequence([seed, zlib.crc32(stream.encode("utf-8")), rank]).generate_state(
-        2, dtype=np.uint32
-    )
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 @dataclass(frozen=True)
@@ -264,8 +251,6 @@ def build_schedule(
 def _mined_sampler(config: TrainConfig, source: PairSource) -> Sampler:
     """``negatives = "mined"``: hard negatives from an index of the pool (:class:`crl.negatives.mining.Mined`),
     excluding the positive's class when the data have labels."""
-    from crl.train.data import labelled_inputs
-
     if source.generate_negatives is not None:
         raise ValueError(
             "[loss] negatives = 'mined' needs a pool of training pairs to index; synthetic truths draw "

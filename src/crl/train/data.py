@@ -36,7 +36,6 @@ from crl.data import (
 from crl.data.text import SplitFractions, TextPairSource, load_split
 from crl.models.minilm import load_tokenizer, tokenize
 from crl.synthetic import GaussianTwoTower, GroundTruth, VMFUniform
-from crl.train.build import derive_generator
 from crl.train.config import (
     ArraysData,
     BibleData,
@@ -51,6 +50,7 @@ from crl.train.config import (
     WordnetData,
 )
 from crl.train.data_arrays import read_split
+from crl.train.streams import derive_generator
 
 __all__ = [
     "DATA_KINDS",

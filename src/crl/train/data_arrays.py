@@ -15,8 +15,8 @@ from typing import Literal
 import torch
 
 from crl.data import PairedArrays, read_arrays
-from crl.train.build import derive_generator
 from crl.train.config import ArraysData
+from crl.train.streams import derive_generator
 
 __all__ = ["read_pairs", "read_split"]
 
