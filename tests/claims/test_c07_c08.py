@@ -1,4 +1,5 @@
-"""Tests of claims C7, C8 (C9: test_c09.py): each quick run ends PASS with its control FAIL, and their helpers."""
+"""Tests of claims C7, C8 (C9: test_c09_temperature.py): each quick run ends PASS with its control FAIL, and
+their helpers."""
 
 from pathlib import Path
 

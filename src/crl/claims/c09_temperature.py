@@ -2,7 +2,7 @@
 
 Model: VMFUniform(d = 3, kappa = 4), ``M(z, .) = vMF(z, kappa)``. [B] eq. 8,
 ``e^{-2/tau} pi <= Q(z, .) <= e^{2/tau} pi`` for unit-norm phi, is an identity on the normalising support (a unit
-test, tests/claims/test_c09.py). What can fail is its consequence for learning: the best
+test, tests/claims/test_c09_temperature.py). What can fail is its consequence for learning: the best
 ``E_z KL(M(z,.)||Q(z,.))`` over phi is 0 while ``1/tau >= kappa`` (phi of output dimension d + 1 holds
 ``(sqrt(tau kappa) z, sqrt(1 - tau kappa))``, for which Q = M) and rises once 1/tau falls below kappa (then
 ``|log dQ/dpi| <= 2/tau`` cannot span M's range 2 kappa). C9 trains affine phi (``_temperature_parts``) at each

@@ -1,4 +1,4 @@
-"""Empirical risk minimisation on the synthetic truths (issue 10 item 1; claim C5).
+"""Empirical risk minimisation on the synthetic truths (claim C5; C2's erm series).
 
 - :mod:`crl.erm.lifted`: score families linear in lifted features, ``x^T W y + b^T y (+ e|y|^2)``, and [A]'s L_hat
   on a fixed sample (SCRL n x m or SSCRL m shared negatives) with its gradient and Hessian;

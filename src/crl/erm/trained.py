@@ -1,4 +1,4 @@
-"""One ERM fit on a synthetic truth and what crl's exact estimators say about it (issue 10, C5's measurements).
+"""One ERM fit on a synthetic truth and what crl's exact estimators say about it (C5's measurements).
 
 For a truth with a closed-form negative law (``VMFUniform``: uniform sphere; ``GaussianTwoTower``: N(0, I)) and a
 :class:`~crl.erm.lifted.LiftedFamily` containing s* (``ideal_parameters``):
