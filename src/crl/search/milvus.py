@@ -1,0 +1,362 @@
+"""A Milvus collection behind the calls of crl's faiss :class:`~crl.search.Index` (the optional extra crl[milvus]).
+
+Milvus shards and replicates a collection over a cluster; its Python client talks the same way to a laptop's
+standalone server and to a cluster, so :class:`MilvusIndex` serves both, addressed as
+``milvus://HOST:PORT/COLLECTION``. A collection crl creates holds an INT64 primary key ``id``, a float vector
+``vector`` and each item's metadata as Milvus's dynamic fields, filtered by crl's one filter language
+(:mod:`crl.search.filters`).
+
+Scores are those of the faiss backend: the inner product, of the L2-normalised vectors under ``"cosine"``
+(normalised on the way in, stored under Milvus's IP metric), so the two backends rank alike. Each query's hits
+come best first, ties (scores within :data:`TIE`) by ascending id. Reads use the consistency level given at
+connection (``"Strong"`` by default: a search sees every write acknowledged before it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, normalise
+from crl.search._types import METRICS, Metric, SearchResult
+from crl.search.filters import parse_filter
+
+MilvusKind = Literal["flat", "hnsw", "ivf"]
+MILVUS_KINDS: dict[MilvusKind, str] = {"flat": "FLAT", "hnsw": "HNSW", "ivf": "IVF_FLAT"}
+"""crl's index kinds and the Milvus index types that implement them."""
+
+TIE = 1e-5
+"""Scores closer than this count as tied; tied hits are ordered by ascending id."""
+
+MAX_K = 16384
+"""The largest k Milvus answers in one search."""
+
+_URI = re.compile(r"milvus://(?P<host>[^:/]+):(?P<port>\d+)/(?P<collection>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class MilvusAddress:
+    """Where a collection lives: ``milvus://HOST:PORT/COLLECTION``."""
+
+    host: str
+    port: int
+    collection: str
+
+    @classmethod
+    def parse(cls, uri: str) -> MilvusAddress:
+        """The address in ``uri``.
+
+        Raises:
+            ValueError: naming the form, when ``uri`` is not ``milvus://HOST:PORT/COLLECTION`` (a collection
+                name is letters, digits and _, not starting with a digit).
+        """
+        match = _URI.fullmatch(uri)
+        if match is None:
+            raise ValueError(
+                f"{uri[:80]!r} is not a Milvus address; pass milvus://HOST:PORT/COLLECTION, e.g. "
+                "milvus://127.0.0.1:19530/items"
+            )
+        return cls(match["host"], int(match["port"]), match["collection"])
+
+    def __str__(self) -> str:
+        return f"milvus://{self.host}:{self.port}/{self.collection}"
+
+
+class MilvusIndex:
+    """A Milvus collection of vectors with ids and metadata, searched like :class:`~crl.search.Index`.
+
+    Create one with :meth:`create` (a new collection, indexed and loaded) or open an existing one with
+    :meth:`connect`. Writes (:meth:`add`, :meth:`upsert`, :meth:`delete`) are acknowledged by the server; with
+    the default ``"Strong"`` consistency a later :meth:`search` sees them.
+    """
+
+    def __init__(
+        self, collection: Any, address: MilvusAddress, *, metric: Metric, kind: MilvusKind, dim: int
+    ) -> None:
+        """Wrap a loaded pymilvus ``Collection``; use :meth:`create` or :meth:`connect` rather than this."""
+        self._collection = collection
+        self.address = address
+        self.metric: Metric = metric
+        self.kind: MilvusKind = kind
+        self.dim = dim
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        dim: int,
+        *,
+        metric: Metric = "cosine",
+        kind: MilvusKind = "flat",
+        params: Mapping[str, int] | None = None,
+        consistency: str = "Strong",
+        timeout: float = 10.0,
+    ) -> MilvusIndex:
+        """A new, empty collection at ``uri`` for vectors of dimension ``dim``, indexed by ``kind``.
+
+        ``params`` are Milvus's build parameters of the kind: ``hnsw``: ``M`` (default 32) and
+        ``efConstruction`` (80); ``ivf``: ``nlist`` (128). Search parameters go to :meth:`search`. ``timeout``
+        bounds the seconds spent reaching the server.
+
+        Raises:
+            ValueError: on a bad address, dimension, metric or kind, or when the collection exists already
+                (open it with :meth:`connect`, or drop it first).
+        """
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+        from pymilvus import Collection, CollectionSchema, DataType, FieldSchema, utility
+
+        address = MilvusAddress.parse(uri)
+        if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 32768:
+            raise ValueError(f"dim = {dim!r}; pass the vectors' dimension, an int in [1, 32768]")
+        if metric not in METRICS:
+            raise ValueError(f"metric = {metric!r}; pass one of {', '.join(METRICS)}")
+        if kind not in MILVUS_KINDS:
+            raise ValueError(
+                f"kind = {kind!r}; pass one of {', '.join(MILVUS_KINDS)} for a Milvus collection"
+            )
+        alias = _connect(address, timeout)
+        if utility.has_collection(address.collection, using=alias):
+            raise ValueError(
+                f"{address} exists already; open it with MilvusIndex.connect, or drop it "
+                "(pymilvus.utility.drop_collection) to start anew"
+            )
+        fields = [
+            FieldSchema("id", DataType.INT64, is_primary=True),
+            FieldSchema("vector", DataType.FLOAT_VECTOR, dim=dim),
+        ]
+        description = f"crl metric={metric} kind={kind}"
+        schema = CollectionSchema(fields, description=description, enable_dynamic_field=True)
+        collection = Collection(address.collection, schema, using=alias, consistency_level=consistency)
+        collection.create_index("vector", _index_params(kind, dict(params or {})))
+        collection.load()
+        return cls(collection, address, metric=metric, kind=kind, dim=dim)
+
+    @classmethod
+    def connect(cls, uri: str, *, consistency: str = "Strong", timeout: float = 10.0) -> MilvusIndex:
+        """The existing collection at ``uri`` (created by :meth:`create`), loaded for search; ``timeout`` bounds
+        the seconds spent reaching the server.
+
+        Raises:
+            ValueError: on a bad address, a missing collection, or one crl did not create (no crl schema).
+        """
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+        from pymilvus import Collection, utility
+
+        address = MilvusAddress.parse(uri)
+        alias = _connect(address, timeout)
+        if not utility.has_collection(address.collection, using=alias):
+            raise ValueError(
+                f"{address} does not exist; create it with MilvusIndex.create (or crl index build)"
+            )
+        collection = Collection(address.collection, using=alias, consistency_level=consistency)
+        metric, kind = _described(address, collection.description)
+        vector = next((f for f in collection.schema.fields if f.name == "vector"), None)
+        if vector is None:
+            raise ValueError(f"{address} has no 'vector' field; it was not created by crl")
+        collection.load()
+        return cls(collection, address, metric=metric, kind=kind, dim=int(vector.params["dim"]))
+
+    def __len__(self) -> int:
+        """The number of items in the collection (deleted ones excluded)."""
+        rows = self._collection.query(expr="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"])
+
+    def __repr__(self) -> str:
+        return (
+            f"MilvusIndex({str(self.address)!r}, kind={self.kind!r}, metric={self.metric!r}, dim={self.dim})"
+        )
+
+    def add(
+        self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None = None
+    ) -> np.ndarray:
+        """Insert ``vectors`` (n, d) with ``ids`` (n distinct integers not yet in the collection) and
+        ``metadata`` (one dict of scalar fields, or None, per vector); returns the ids.
+
+        Raises:
+            ValueError: on bad vectors, ids or metadata, or an id already in the collection (use :meth:`upsert`).
+        """
+        matrix, new_ids, rows = self._rows(vectors, ids, metadata)
+        present = self._present(new_ids)
+        if present.size:
+            raise ValueError(
+                f"ids holds {int(present[0])}, already in {self.address}; pass new ids, or upsert to replace it"
+            )
+        if new_ids.size:
+            self._collection.insert(_records(matrix, new_ids, rows))
+        return new_ids
+
+    def upsert(
+        self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None = None
+    ) -> np.ndarray:
+        """Insert the items of ``ids`` or replace those present (vector and metadata); returns the ids."""
+        matrix, new_ids, rows = self._rows(vectors, ids, metadata)
+        if new_ids.size:
+            self._collection.upsert(_records(matrix, new_ids, rows))
+        return new_ids
+
+    def delete(self, ids: Any) -> int:
+        """Delete the items of ``ids`` (ids not present are ignored); returns how many were present."""
+        drop = as_ids(
+            [ids] if isinstance(ids, int | np.integer) else ids, len(np.atleast_1d(np.asarray(ids)))
+        )
+        present = self._present(drop)
+        if present.size:
+            self._collection.delete(expr=f"id in [{', '.join(str(int(i)) for i in present)}]")
+        return int(present.size)
+
+    def metadata(self, ids: Any) -> list[dict[str, Any] | None]:
+        """The metadata dict of each id in ``ids`` (None for -1, an empty slot, or an item without metadata)."""
+        flat = np.asarray(ids, dtype=np.int64).ravel()
+        wanted = sorted({int(i) for i in flat if i >= 0})
+        found: dict[int, dict[str, Any]] = {}
+        if wanted:
+            expr = f"id in [{', '.join(map(str, wanted))}]"
+            for row in self._collection.query(expr=expr, output_fields=["*"]):
+                found[int(row["id"])] = {k: v for k, v in row.items() if k not in ("id", "vector")}
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise ValueError(f"id {missing[0]} is not in {self.address}; pass ids of its items")
+        return [found.get(int(i)) or None for i in flat]
+
+    def search(
+        self,
+        queries: Any,
+        k: int,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+    ) -> SearchResult:
+        """The ``k`` items with the largest score for each query of ``queries`` (q, d) among those passing
+        ``filter`` (:mod:`crl.search.filters`), best first, ties by ascending id.
+
+        ``ef_search`` (HNSW; raised to k where smaller, as Milvus requires) and ``nprobe`` (IVF) apply to this
+        call. Slots left empty (fewer than k items pass the filter, or an IVF's probed cells hold fewer) hold
+        id -1 and score -inf; ``found`` counts each query's items and ``shortfall`` says why.
+        """
+        matrix = self._prepare(as_matrix(queries, "queries", self.dim), "queries")
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+            raise ValueError(f"k = {k!r}; pass an int in [1, {MAX_K}] (Milvus's largest k)")
+        checked = parse_filter(filter)
+        expression = checked.milvus_expression() if checked is not None else None
+        param = {"metric_type": "IP", "params": self._search_params(k, ef_search, nprobe)}
+        scores = np.full((matrix.shape[0], k), -np.inf, dtype=np.float32)
+        ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
+        if matrix.shape[0]:
+            hits = self._collection.search(matrix, "vector", param, limit=k, expr=expression)
+            for row, hit in enumerate(hits):
+                order_ids, order_scores = _tie_ordered(np.asarray(hit.ids), np.asarray(hit.distances))
+                ids[row, : order_ids.size], scores[row, : order_ids.size] = order_ids, order_scores
+        found = (ids >= 0).sum(axis=1).astype(np.int64)
+        return SearchResult(scores, ids, found, _shortfall(found, k, checked is not None, self.kind))
+
+    def drop(self) -> None:
+        """Delete the collection and everything in it from the server."""
+        self._collection.drop()
+
+    def _rows(
+        self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None
+    ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
+        matrix = self._prepare(as_matrix(vectors, "vectors", self.dim), "vectors")
+        if ids is None:
+            raise ValueError(
+                f"ids is None; a Milvus collection keys items by the ids you give (n = {len(matrix)})"
+            )
+        new_ids = as_ids(ids, matrix.shape[0])
+        rows = as_metadata(metadata, matrix.shape[0])
+        for row in rows:
+            reserved = {"id", "vector"} & set(row or {})
+            if reserved:
+                raise ValueError(f"metadata uses the reserved field {sorted(reserved)[0]!r}; rename it")
+        return matrix, new_ids, rows
+
+    def _present(self, ids: np.ndarray) -> np.ndarray:
+        if ids.size == 0:
+            return ids
+        rows = self._collection.query(
+            expr=f"id in [{', '.join(str(int(i)) for i in ids)}]", output_fields=["id"]
+        )
+        return np.array(sorted(int(row["id"]) for row in rows), dtype=np.int64)
+
+    def _prepare(self, matrix: np.ndarray, name: str) -> np.ndarray:
+        return normalise(matrix, name) if self.metric == "cosine" else check_ip_norms(matrix, name)
+
+    def _search_params(self, k: int, ef_search: int | None, nprobe: int | None) -> dict[str, int]:
+        if self.kind == "hnsw":
+            return {"ef": max(k, ef_search or 64)}
+        if self.kind == "ivf":
+            return {"nprobe": nprobe or 16}
+        return {}
+
+
+def _connect(address: MilvusAddress, timeout: float) -> str:
+    """A pymilvus connection alias for ``address`` (opened once per process and address).
+
+    Raises:
+        ValueError: naming the address when no Milvus server answers there.
+    """
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
+    from pymilvus import MilvusException, connections
+
+    alias = f"crl-{address.host}-{address.port}"
+    if not connections.has_connection(alias):
+        try:
+            connections.connect(alias, host=address.host, port=str(address.port), timeout=timeout)
+        except MilvusException as error:
+            raise ValueError(
+                f"no Milvus server answers at {address.host}:{address.port} ({error.message}); start one or "
+                "pass the address of a running server"
+            ) from None
+    return alias
+
+
+def _index_params(kind: MilvusKind, params: dict[str, int]) -> dict[str, Any]:
+    defaults = {"flat": {}, "hnsw": {"M": 32, "efConstruction": 80}, "ivf": {"nlist": 128}}[kind]
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise ValueError(
+            f"params has {sorted(unknown)[0]!r}, not a {kind} parameter; pass {sorted(defaults)}"
+        )
+    return {"index_type": MILVUS_KINDS[kind], "metric_type": "IP", "params": {**defaults, **params}}
+
+
+def _described(address: MilvusAddress, description: str) -> tuple[Metric, MilvusKind]:
+    match = re.fullmatch(r"crl metric=(cosine|ip) kind=(flat|hnsw|ivf)", description)
+    if match is None:
+        raise ValueError(f"{address} was not created by crl (its description is {description[:60]!r})")
+    return match[1], match[2]  # type: ignore[return-value]
+
+
+def _records(matrix: np.ndarray, ids: np.ndarray, rows: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    return [
+        {**(row or {}), "id": int(item), "vector": vector.tolist()}
+        for item, vector, row in zip(ids, matrix, rows, strict=True)
+    ]
+
+
+def _tie_ordered(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` and ``scores`` best first; a run of scores each within :data:`TIE` of the one before is ordered
+    by ascending id."""
+    order = np.lexsort((ids, -scores))
+    ids, scores = ids[order], scores[order]
+    run = (
+        np.concatenate([[0], np.cumsum(np.diff(scores) < -TIE)])
+        if scores.size
+        else np.empty(0, dtype=np.int64)
+    )
+    regrouped = np.lexsort((ids, run))
+    return ids[regrouped].astype(np.int64), scores[regrouped].astype(np.float32)
+
+
+def _shortfall(found: np.ndarray, k: int, filtered: bool, kind: MilvusKind) -> str | None:
+    short = int((found < k).sum())
+    if not short:
+        return None
+    why = "fewer than k items pass the filter" if filtered else "the collection holds fewer than k items"
+    if kind == "ivf":
+        why += " (or the IVF cells probed hold fewer: raise nprobe)"
+    return f"{why}: {short} of {found.size} queries found fewer than k = {k}"
