@@ -7,6 +7,7 @@ library does the work. Heavy imports (torch, the claims) happen inside the comma
 
 import typer
 
+from crl import __version__
 from crl.commands.advise import advise
 from crl.commands.config import config
 from crl.commands.embed import embed
@@ -29,8 +30,6 @@ app = typer.Typer(
 @app.command()
 def version() -> None:
     """Print crl's version."""
-    from crl import __version__
-
     typer.echo(__version__)
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from crl.advise.session import AdviseOptions, AdviseResult, Plan
     from crl.train.config import TrainConfig
 
@@ -58,7 +58,10 @@ def advise(
     ] = None,
 ) -> None:
     """Should you spend compute on more negatives (m) or more data (n)? Fit a pilot's error surface and say."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.advise.heldout import EvalSizes
+
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.advise.session import AdviseOptions
 
     if eval_queries < 2:
@@ -100,9 +103,10 @@ def advise_command(
     """Run ``crl advise``; 0 on success (also when the advice is withheld), 2 for bad input."""
 
     def body() -> int:
-        from rich.console import Console
-
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.advise.session import plan_session, run_session
+
+        # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import load_config
 
         if not 0 < options.rel_tol < 1:
@@ -149,8 +153,6 @@ def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int)
 
 
 def _print_result(console: Console, result: AdviseResult) -> None:
-    from rich.table import Table
-
     advice = result.advice
     table = Table(title=f"error surface ({advice.parameters['alpha'].level:.0%} intervals over seeds)")
     for column in ("parameter", "estimate", "low", "high"):

@@ -50,6 +50,7 @@ def config_command(*, defaults: bool, check: Path | None) -> int:
         return EXIT_USAGE
 
     def body() -> int:
+        # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import TrainConfig, config_to_toml, load_config
 
         text = defaults_toml(TrainConfig) if defaults else config_to_toml(load_config(check or Path()))

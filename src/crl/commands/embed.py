@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
@@ -63,8 +64,7 @@ def embed_text_command(
     """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, written to ``out``; 0 or 2."""
 
     def body() -> int:
-        import numpy as np
-
+        # Deferred: it loads torch, which `crl --help` does not need.
         from crl.models.minilm import check_max_seq_length, embed_texts, max_positions
 
         strings = list(texts)
@@ -99,9 +99,10 @@ def embed_command(
     """Run ``crl embed``: read the array, embed it (:func:`crl.serving.evaluate.embed_array`), write ``out``; 0 or 2."""
 
     def body() -> int:
-        import numpy as np
+        # Deferred: torch takes seconds to import, and `crl --help` does not need it.
         import torch
 
+        # Deferred: it loads torch, which `crl --help` does not need.
         from crl.data import read_arrays
 
         if data is None:
@@ -114,6 +115,7 @@ def embed_command(
         except KeyError as error:
             raise ValueError(f"--key {key!r}: {error.args[0]}") from None
         inputs = torch.from_numpy(numeric_inputs(array, key))
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.evaluate import embed_array
 
         vectors = embed_array(

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from crl.metrics.class_report import ClassRow
     from crl.serving.evaluate import EvalResult
 
@@ -35,8 +35,7 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
     """Run ``crl eval``: print the table and write the JSON (default: the run folder's eval.json)."""
 
     def body() -> int:
-        from rich.console import Console
-
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.evaluate import evaluate_checkpoint
 
         result = evaluate_checkpoint(checkpoint, device=device)
@@ -56,8 +55,6 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
 def result_table(result: EvalResult) -> Table:
     """The figures of an evaluation as a rich table (mean ± standard error where there is one; class accuracies
     with their 95% interval and their paired difference from the raw-pixel baseline)."""
-    from rich.table import Table
-
     table = Table(title=f"crl eval (step {result.step})")
     table.add_column("metric", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
@@ -45,11 +46,16 @@ def experiment_command(name: str, *, fidelity: str, out: Path, workers: int = 1,
     (named by this invocation's run id and the commit checked out when it started)."""
 
     def body() -> int:
+        # Deferred: torch takes seconds to import, and `crl --help` does not need it.
         import torch
-        from rich.console import Console
 
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.experiments.fashion_mstar import FIDELITIES, run_experiment, summarise
+
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.experiments.fashion_report import markdown_report, render_curves
+
+        # Deferred: the sweep store is this command's own, and `crl --help` does not need it.
         from crl.sweep import new_run_id
 
         if name not in EXPERIMENTS:

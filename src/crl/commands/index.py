@@ -87,6 +87,7 @@ def index_text_command(model: str, text_file: Path, out: Path, kind: str, params
     """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2."""
 
     def body() -> int:
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.text import text_index
 
         try:
@@ -121,6 +122,7 @@ def index_build_command(
     """Run ``crl index build``; 0, or 2 with one line for bad input."""
 
     def body() -> int:
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.search import KINDS, METRICS
 
         if kind != "auto" and kind not in KINDS:
@@ -128,6 +130,7 @@ def index_build_command(
         if metric not in METRICS:
             raise ValueError(f"--metric {metric!r} is not known; use {' or '.join(METRICS)}")
         inputs, labels = _inputs(checkpoint, data, key, labels_key)
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.encoded import build_from_checkpoint
 
         metadata = None if labels is None else [{"label": int(label)} for label in labels]
@@ -151,9 +154,11 @@ def index_build_command(
 
 def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> tuple[Any, Any]:
     """(inputs, labels or None) of --data, or of the run's own labelled training split."""
+    # Deferred: torch takes seconds to import, and `crl --help` does not need it.
     import torch
 
     if data is not None:
+        # Deferred: it loads torch, which `crl --help` does not need.
         from crl.data import read_arrays
 
         keys = [key] + ([labels_key] if labels_key else [])
@@ -169,7 +174,10 @@ def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> t
         return torch.from_numpy(numeric_inputs(arrays[key], key)), labels
     if labels_key:
         raise ValueError("--labels-key needs --data (the run's own data brings its labels)")
+    # Deferred: it loads torch, which `crl --help` does not need.
     from crl.train.checkpoint import load_train_state, resolve_checkpoint
+
+    # Deferred: it loads torch, which `crl --help` does not need.
     from crl.train.data import labelled_inputs
 
     config = load_train_state(resolve_checkpoint(checkpoint)).config

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
@@ -44,11 +46,13 @@ def search_command(
     """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input."""
 
     def body() -> int:
-        from rich.console import Console
-        from rich.table import Table
-
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.search import Index
+
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.encoded import query_vectors
+
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.text import register_text_search
 
         register_text_search()

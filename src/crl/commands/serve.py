@@ -66,7 +66,10 @@ def serve_command(
     """Load the index (a bad folder is one line, exit 2), then run uvicorn until interrupted."""
 
     def body() -> int:
+        # Deferred: faiss takes seconds to import, and `crl --help` does not need it.
         import faiss
+
+        # Deferred: only serving needs uvicorn, and `crl --help` does not.
         import uvicorn
 
         if not 0 <= port <= 65535:
@@ -89,8 +92,13 @@ def serving_app(
 ) -> FastAPI:
     """The app ``crl serve`` runs: the MiniLM string encoder registered, the index in ``index_dir`` loaded and
     served by :func:`crl.serving.service.create_app` (the limits named as the command's options)."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.search import Index
+
+    # Deferred: it loads torch, faiss and fastapi, which `crl --help` does not need.
     from crl.serving.service import create_app
+
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.serving.text import register_text_search
 
     for option, value in (

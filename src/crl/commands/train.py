@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors, warnings_as_lines
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from crl.train.trainer import RunResult
 
 
@@ -65,6 +65,7 @@ def init_from_override(init_from: Path) -> str:
     Raises:
         FileNotFoundError: if there is no checkpoint at ``init_from``.
     """
+    # Deferred: it loads torch, which `crl --help` does not need.
     from crl.train.checkpoint import resolve_checkpoint
 
     return f"run.init_from={json.dumps(str(resolve_checkpoint(init_from)))}"
@@ -74,9 +75,10 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
     """Run ``crl train``: 0 on success, 2 for a bad config or path (the error names the field, value and fix)."""
 
     def body() -> int:
-        from rich.console import Console
-
+        # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import load_config
+
+        # Deferred: it loads torch, which `crl --help` does not need.
         from crl.train.trainer import Trainer
 
         chosen = [*overrides, init_from_override(init_from)] if init_from is not None else list(overrides)
@@ -97,8 +99,6 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
 def summary_table(result: RunResult) -> Table:
     """A two-column table of a finished run: steps, time and the last logged metrics (paths are printed
     on their own lines, so they are never wrapped or cut)."""
-    from rich.table import Table
-
     table = Table(title="crl train", show_header=False)
     table.add_column("field", no_wrap=True)
     table.add_column("value", no_wrap=True)

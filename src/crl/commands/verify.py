@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from crl.commands._errors import EXIT_USAGE, print_error, run_reporting_errors, warnings_as_lines
 
@@ -82,13 +83,15 @@ def verify_command(
         return EXIT_USAGE
 
     def body() -> int:
+        # Deferred: `crl --help` does not need the executors (ray's among them).
         from crl.sweep.executors import executor_named
 
         runner = executor_named(executor, workers=workers, address=address)  # before the heavy imports
 
+        # Deferred: torch takes seconds to import, and `crl --help` does not need it.
         import torch
-        from rich.console import Console
 
+        # Deferred: it loads torch, faiss and every claim, which `crl --help` does not need.
         from crl.verify import parse_fidelity, run_verify
 
         console = Console()
