@@ -1,4 +1,6 @@
-"""The training configuration: a TOML file validated by pydantic models.
+"""The training configuration: a TOML file validated by pydantic models. The whole schema of that file is this
+one module (over 600 lines, most of them the fields' descriptions), so every section and kind is read in one
+place, and ``crl config`` lists them from it.
 
 Sections: ``[data]``, ``[model]``, ``[loss]``, ``[optim]``, ``[run]``, ``[eval]``. ``[data]`` and ``[model]`` are
 kinds chosen by a tag, ``source`` and ``encoder``: each kind is one pydantic model with only its own fields
