@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from crl.sweep import Executor, InProcess, ProcessPool, SweepStore, default_executor, run_cells
-from crl.sweep.executors import executor_named
+from crl.sweep.run import executor_named
 from tests.sweep.helpers import calls, grid, interrupt_then_resume, kill_driver_then_resume, logged_nan
 
 

@@ -74,7 +74,7 @@ def verify_command(
     ``threads`` sets torch's intra-op threads for the run: the claims compute many small tensor operations, for
     which one thread is several times faster than two competing ones on a 2-core machine (quick: ~50 s vs ~240 s
     measured on a busy machine). ``executor`` and ``address`` choose where the cells are computed
-    (:func:`crl.sweep.executors.executor_named`); this process stores them, and ends a Ray session it started.
+    (:func:`crl.sweep.run.executor_named`); this process stores them, and ends a Ray session it started.
     A results.sqlite that SQLite cannot use is a usage error naming it (exit 2); warnings of the store (a cell
     damaged outside crl and recomputed, cells of an earlier crl without checksums) are one ``warning:`` line each.
     """
@@ -84,7 +84,7 @@ def verify_command(
 
     def body() -> int:
         # Deferred: `crl --help` does not need the executors (ray's among them).
-        from crl.sweep.executors import executor_named
+        from crl.sweep.run import executor_named
 
         runner = executor_named(executor, workers=workers, address=address)  # before the heavy imports
 

@@ -28,7 +28,6 @@ CellOutcome = tuple[Cell, Mapping[str, Any], float]
 """A finished cell: the cell, what its function returned, and the seconds it took."""
 
 __all__ = [
-    "EXECUTORS",
     "CellOutcome",
     "Executor",
     "InProcess",
@@ -36,12 +35,8 @@ __all__ = [
     "check_workers",
     "default_executor",
     "die_with_parent",
-    "executor_named",
     "timed_cell",
 ]
-
-EXECUTORS = ("process", "ray")
-"""The executors ``crl verify --executor`` knows."""
 
 _PR_SET_PDEATHSIG = 1
 """``prctl``'s option: the signal a process receives when the thread that started it ends (linux/prctl.h)."""
@@ -187,35 +182,3 @@ def check_workers(workers: object) -> int:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r} must be an int >= 1 (1 runs the cells in this process).")
     return workers
-
-
-def executor_named(name: str, *, workers: int = 1, address: str | None = None) -> Executor:
-    """The executor of ``crl verify --executor NAME --workers W --address A``.
-
-    ``"process"``: :func:`default_executor` (``workers`` processes of this machine). ``"ray"``:
-    :class:`~crl.sweep.ray_executor.RayExecutor`, joining the cluster at ``address``, or starting a local Ray
-    instance of ``workers`` CPUs when there is none.
-
-    Raises:
-        ValueError: for an unknown name, an address without Ray, ``workers`` with a cluster address, or
-            ``workers < 1``.
-        RayNotInstalledError: for ``"ray"`` when ray is not installed (a ``ValueError`` too).
-    """
-    if name not in EXECUTORS:
-        raise ValueError(f"--executor {name!r} is not known; use one of {', '.join(EXECUTORS)}.")
-    if name == "process":
-        if address is not None:
-            raise ValueError(
-                f"--address {address!r} names a Ray cluster; add --executor ray, or leave out --address"
-            )
-        return default_executor(workers)
-    from crl.sweep.ray_executor import RayExecutor
-
-    if address is None:
-        return RayExecutor(num_cpus=check_workers(workers))
-    if workers != 1:
-        raise ValueError(
-            f"--workers {workers} sizes the process pool or a local Ray instance; the cluster at {address!r} "
-            "schedules its own CPUs: leave out --workers"
-        )
-    return RayExecutor(address)

@@ -36,6 +36,7 @@ def import_ray() -> ModuleType:
         RayNotInstalledError: if ray cannot be imported, naming ``pip install 'crl[ray]'``.
     """
     try:
+        # Deferred: ray is an optional extra (crl[ray]) and slow to import; only the Ray executor needs it.
         import ray
     except ImportError:
         raise RayNotInstalledError(

@@ -1,9 +1,14 @@
-"""Running a sweep's cells: only those the store lacks, on an executor, stored by this process (see crl.sweep)."""
+"""Running a sweep's cells: only those the store lacks, on an executor, stored by this process (see crl.sweep);
+:func:`executor_named` is the executor ``crl verify --executor`` names."""
 
 from collections.abc import Generator, Sequence
 
-from crl.sweep.executors import Executor, default_executor
+from crl.sweep.executors import Executor, check_workers, default_executor
+from crl.sweep.ray_executor import RayExecutor
 from crl.sweep.store import Cell, CellFn, CellRecord, ProgressHook, StoreError, SweepStore
+
+EXECUTORS = ("process", "ray")
+"""The executors ``crl verify --executor`` knows."""
 
 
 def run_cells(
@@ -84,3 +89,33 @@ def _check_unique(claim: str, cells: Sequence[Cell]) -> None:
                 f"{claim}: cell {cell.key} seed {cell.seed} is listed twice; list every cell once."
             )
         seen.add(ident)
+
+
+def executor_named(name: str, *, workers: int = 1, address: str | None = None) -> Executor:
+    """The executor of ``crl verify --executor NAME --workers W --address A``.
+
+    ``"process"``: :func:`default_executor` (``workers`` processes of this machine). ``"ray"``:
+    :class:`~crl.sweep.ray_executor.RayExecutor`, joining the cluster at ``address``, or starting a local Ray
+    instance of ``workers`` CPUs when there is none.
+
+    Raises:
+        ValueError: for an unknown name, an address without Ray, ``workers`` with a cluster address, or
+            ``workers < 1``.
+        RayNotInstalledError: for ``"ray"`` when ray is not installed (a ``ValueError`` too).
+    """
+    if name not in EXECUTORS:
+        raise ValueError(f"--executor {name!r} is not known; use one of {', '.join(EXECUTORS)}.")
+    if name == "process":
+        if address is not None:
+            raise ValueError(
+                f"--address {address!r} names a Ray cluster; add --executor ray, or leave out --address"
+            )
+        return default_executor(workers)
+    if address is None:
+        return RayExecutor(num_cpus=check_workers(workers))
+    if workers != 1:
+        raise ValueError(
+            f"--workers {workers} sizes the process pool or a local Ray instance; the cluster at {address!r} "
+            "schedules its own CPUs: leave out --workers"
+        )
+    return RayExecutor(address)
