@@ -9,6 +9,9 @@
 
 Class-level evaluation embeds the *anchor view* of each labelled image with f: the clean image for two views,
 its left half for halves, x for arrays with labels.
+
+Each kind of ``[data]`` config has one entry in :data:`DATA_KINDS` (a :class:`DataKind`: its training source,
+held-out pairs, labelled inputs, ground truth and why it has no labels); a new data source is one entry there.
 """
 
 from __future__ import annotations
@@ -171,10 +174,12 @@ def _synthetic_heldout(config: SyntheticData, eval_seed: int) -> PairedArrays:
 
 
 def _text_source(config: TextData, seed: int, split: Split) -> PairSource:
+    """The tokenised pairs of the split (:func:`text_source`; the split is fixed by ``split_seed``, not ``seed``)."""
     return text_source(config, split)
 
 
 def _text_heldout(config: TextData, eval_seed: int) -> PairedArrays:
+    """Refused with a ``ValueError``: a text run is evaluated by retrieval with qrels, not on held-out pairs."""
     raise ValueError(
         f"[data] source = {config.source!r}: text runs are evaluated by retrieval with qrels "
         "(crl.metrics.text_retrieval, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
@@ -182,14 +187,17 @@ def _text_heldout(config: TextData, eval_seed: int) -> PairedArrays:
 
 
 def _no_labels(config: Any, split: Split) -> None:
+    """No class labels (synthetic and text sources)."""
     return None
 
 
 def _arrays_source(config: ArraysData, seed: int, split: Split) -> PairSource:
+    """The training or held-out part of your arrays (:func:`crl.train.data_arrays.read_split`)."""
     return read_split(config, split)
 
 
 def _arrays_heldout(config: ArraysData, eval_seed: int) -> PairedArrays:
+    """The held-out part of your arrays: ``heldout_path``, or the ``split_seed`` split (``eval.seed`` unused)."""
     return read_split(config, "test")
 
 
@@ -218,10 +226,12 @@ def _labelled_arrays(config: ArraysData, split: Split) -> LabelledInputs | None:
 
 
 def _source_has_no_labels(config: DataConfig) -> str:
+    """Why a source without class labels gives none."""
     return f"[data] source = {config.source!r} has no class labels"
 
 
 def _arrays_have_no_labels(config: ArraysData) -> str:
+    """Why your arrays gave no labels, and the field that adds them."""
     return (
         "the run's arrays have no labels ([data] labels_key = ''); set labels_key to an (n,) integer array to "
         "get them"
