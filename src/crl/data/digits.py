@@ -36,6 +36,7 @@ def load_digits(
         raise ValueError(f"split: got {split!r}; expected 'train', 'test' or 'all'.")
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction: got {test_fraction}; pass a fraction strictly between 0 and 1.")
+    # Deferred: scikit-learn takes seconds to import, and only this data set needs it.
     from sklearn.datasets import load_digits as sklearn_load_digits
 
     bunch = sklearn_load_digits()

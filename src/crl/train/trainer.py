@@ -44,6 +44,7 @@ from rich.progress import (
 
 from crl._lock import FolderLock, FolderLockedError, remove_temporaries, write_atomically
 from crl.data.source import PairSource
+from crl.models.minilm import export_text_towers
 from crl.train.build import Streams, build_sampler
 from crl.train.checkpoint import (
     CheckpointError,
@@ -64,6 +65,7 @@ from crl.train.config import (
     read_toml,
     resume_differences,
 )
+from crl.train.data import build_source
 from crl.train.distributed import (
     all_gather_equal,
     init_distributed,
@@ -123,8 +125,6 @@ class Trainer:
         self.context = init_distributed(config.run.device)
         _warn_if_bf16_is_emulated(config.run.precision, self.context.device)
         if source is None:
-            from crl.train.data import build_source
-
             source = build_source(config.data, seed=config.run.seed, split="train")
         self.source = source
         context = self.context
@@ -245,8 +245,6 @@ class Trainer:
         """A pretrained text encoder (MiniLM) is also written in sentence-transformers' format into the run folder."""
         max_seq_length = getattr(self.config.data, "max_seq_length", None)
         if max_seq_length is not None:
-            from crl.models.minilm import export_text_towers
-
             export_text_towers(self.loop.model, self.run_dir, max_seq_length=max_seq_length)
 
     def _heldout_monitor(self) -> HeldoutMonitor | None:

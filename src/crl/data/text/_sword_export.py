@@ -18,6 +18,7 @@ WEB_MODULE = "engWEB2015eb"
 
 def export(out_path: str) -> int:
     """Write the verse table to ``out_path`` (atomically) and return the number of verses."""
+    # Deferred: Sword is Debian's python3-sword, importable only by the system Python this script runs under.
     import Sword
 
     manager = Sword.SWMgr()
