@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 Kind = Literal["flat", "hnsw", "ivf", "ivfpq"]
+"""The kinds of index, one :class:`crl.search.kinds.IndexKind` each in :data:`crl.search.kinds.INDEX_KINDS`."""
 Metric = Literal["cosine", "ip"]
-KINDS: tuple[Kind, ...] = ("flat", "hnsw", "ivf", "ivfpq")
+KINDS: tuple[Kind, ...] = get_args(Kind)
 METRICS: tuple[Metric, ...] = ("cosine", "ip")
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import faiss
 import numpy as np
 
-from crl.search import _faiss
 from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, check_k, normalise
 from crl.search._files import (
     FORMAT,
@@ -21,6 +20,16 @@ from crl.search._files import (
     save_folder,
 )
 from crl.search._types import KINDS, METRICS, EncoderProvenance, Kind, Metric, SearchResult
+from crl.search.kinds import (
+    INDEX_KINDS,
+    Family,
+    file_params,
+    is_kind,
+    new_index,
+    resolve_params,
+    search_parameters,
+    stored_sample,
+)
 
 
 class Index:
@@ -70,7 +79,7 @@ class Index:
         """An index of ``kind`` holding ``vectors`` (N, d), with ``ids`` (default 0..N-1) and ``metadata``.
 
         IVF kinds are trained (k-means) on these vectors; vectors added later are assigned to those cells.
-        Parameters and their defaults by N (:mod:`crl.search._faiss`):
+        Parameters and their defaults by N (:mod:`crl.search.kinds`):
 
         - ``hnsw``: ``M`` = 32 links per node, ``efConstruction`` = 80, ``efSearch`` = 64 (128 above 2e5 items).
         - ``ivf``: ``nlist`` = round(4 sqrt(N)) capped at N // 39 (>= 1), ``nprobe`` = round(sqrt(nlist))
@@ -87,11 +96,11 @@ class Index:
             raise ValueError(f"metric = {metric!r}; pass one of {', '.join(METRICS)}")
         matrix = as_matrix(vectors, "vectors")
         n, dim = matrix.shape
-        if kind in ("ivf", "ivfpq") and n == 0:
+        if INDEX_KINDS[kind].family == "ivf" and n == 0:
             raise ValueError(f"kind={kind!r} is trained on the vectors given to build; pass at least one")
-        resolved = _faiss.resolve_params(kind, n, dim, params)
+        resolved = resolve_params(kind, n, dim, params)
         index = cls(
-            _faiss.new_index(kind, dim, resolved),
+            new_index(kind, dim, resolved),
             kind=kind,
             metric=metric,
             dim=dim,
@@ -100,7 +109,7 @@ class Index:
             metadata={},
             encoder=encoder,
         )
-        if kind in ("ivf", "ivfpq"):
+        if INDEX_KINDS[kind].family == "ivf":
             index._faiss.train(index._prepare(matrix, "vectors"))
         index.add(matrix, ids, metadata)
         return index
@@ -108,6 +117,11 @@ class Index:
     def __len__(self) -> int:
         """The number of items in the index."""
         return int(self._ids.shape[0])
+
+    @property
+    def _family(self) -> Family:
+        """How this index searches: its kind's family in the registry (:data:`crl.search.kinds.INDEX_KINDS`)."""
+        return INDEX_KINDS[self.kind].family
 
     def __repr__(self) -> str:
         """The kind, metric, dimension, item count and parameters."""
@@ -142,7 +156,7 @@ class Index:
         unknown = ~np.isin(wanted, self._ids)
         if unknown.any():
             raise ValueError(f"id {int(wanted[unknown][0])} is not in the index; pass ids from index.ids")
-        if self.kind in ("ivf", "ivfpq"):
+        if self._family == "ivf":
             ivf = faiss.extract_index_ivf(self._faiss)
             if ivf.direct_map.type == faiss.DirectMap.NoMap:  # type: ignore[attr-defined]
                 ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # type: ignore[attr-defined]
@@ -190,7 +204,7 @@ class Index:
         """
         matrix = as_matrix(queries, "queries", self.dim)
         k = check_k(k, len(self))
-        extra = _faiss.search_parameters(self.kind, self.params, ef_search, nprobe)
+        extra = search_parameters(self.kind, self.params, ef_search, nprobe)
         if matrix.shape[0] == 0:
             return SearchResult(
                 np.empty((0, k), dtype=np.float32),
@@ -199,7 +213,7 @@ class Index:
             )
         prepared = self._prepare(matrix, "queries")
         scores, ids = self._faiss.search(prepared, k, params=extra)
-        if self.kind == "hnsw":
+        if self._family == "graph":
             scores, ids = self._widen_hnsw(prepared, k, scores, ids, ef_search)
         found = (ids >= 0).sum(axis=1).astype(np.int64)
         scores = np.where(ids < 0, -np.inf, scores).astype(np.float32)
@@ -223,7 +237,7 @@ class Index:
             )
         if drop.size == 0:
             return
-        if self.kind == "hnsw":
+        if self._family == "graph":
             self._rebuild_hnsw_without(drop)
         else:
             self._faiss.remove_ids(drop)
@@ -297,7 +311,7 @@ class Index:
         short = int((found < k).sum())
         if not short:
             return None
-        if self.kind == "hnsw":
+        if self._family == "graph":
             return (
                 f"the HNSW graph reached fewer than k = {k} items for {short} of {found.size} queries even at"
                 f" efSearch = {len(self)} (the item count); rebuild with a larger M or use kind='flat'"
@@ -314,7 +328,7 @@ class Index:
         vectors = inner.reconstruct_n(0, inner.ntotal)
         current = faiss.vector_to_array(self._faiss.id_map).astype(np.int64)
         keep = ~np.isin(current, drop)
-        fresh = _faiss.new_index("hnsw", self.dim, self.params)
+        fresh = new_index(self.kind, self.dim, self.params)
         if keep.any():
             fresh.add_with_ids(np.ascontiguousarray(vectors[keep]), current[keep])
         self._faiss = fresh
@@ -331,8 +345,8 @@ def _check_loaded(folder: Path, manifest: dict[str, Any], index: Any, ids: np.nd
                 f"{path}: field {name!r} = {manifest[name]!r} is not one of {', '.join(allowed)};"
                 " restore the manifest or rebuild the index"
             )
-    if not _is_kind(index, kind):
-        actual = next((name for name in KINDS if _is_kind(index, name)), "not one crl builds")
+    if not is_kind(index, kind):
+        actual = next((name for name in KINDS if is_kind(index, name)), "not one crl builds")
         raise ValueError(
             f"{path}: field 'kind' = {kind!r} disagrees with {folder / INDEX_FILE} (kind {actual!r});"
             " restore the manifest or rebuild the index"
@@ -346,7 +360,7 @@ def _check_loaded(folder: Path, manifest: dict[str, Any], index: Any, ids: np.nd
             f"{folder / IDS_FILE} holds {ids.shape[0]} ids for the {index.ntotal} vectors of"
             f" {folder / INDEX_FILE}; rebuild the index"
         )
-    _check_params(path, manifest["params"], _faiss.file_params(index, kind), folder / INDEX_FILE)
+    _check_params(path, manifest["params"], file_params(index, kind), folder / INDEX_FILE)
     if manifest["metric"] == "cosine":
         _check_unit_norms(path, index, kind, folder / INDEX_FILE)
     _check_encoder(path, manifest["encoder"])
@@ -372,14 +386,10 @@ def _check_params(path: Path, params: Any, actual: dict[str, int], source: Path)
         _check_field(path, f"params.{name}", params[name], value, source)
 
 
-UNIT_NORM_TOLERANCE = {"flat": 1e-3, "hnsw": 1e-3, "ivf": 1e-3, "ivfpq": 0.5}
-"""How far from 1 a stored vector's norm may lie under cosine (IVF-PQ stores a lossy code)."""
-
-
 def _check_unit_norms(path: Path, index: Any, kind: Kind, source: Path) -> None:
     """Raise a ``ValueError`` when a cosine index (by its manifest) stores a vector far from unit norm."""
-    norms = np.linalg.norm(_faiss.stored_sample(index, kind, 16).astype(np.float64), axis=1)
-    off = np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE[kind]
+    norms = np.linalg.norm(stored_sample(index, kind, 16).astype(np.float64), axis=1)
+    off = np.abs(norms - 1.0) > INDEX_KINDS[kind].norm_tolerance
     if off.any():
         raise ValueError(
             f"{path}: field 'metric' = 'cosine' disagrees with {source}, which stores a vector of norm"
@@ -399,10 +409,3 @@ def _check_encoder(path: Path, encoder: Any) -> None:
             f"{path}: field 'encoder' = {encoder!r}; it is null or {{'checkpoint': str, 'fingerprint': str}};"
             " restore the manifest or save the index again"
         )
-
-
-def _is_kind(index: Any, kind: Kind) -> bool:
-    """Whether the faiss ``index`` has the classes an index of ``kind`` is built with."""
-    outer, inner = _faiss.expected_type(kind)
-    wrapped = faiss.downcast_index(index.index) if inner is not None and hasattr(index, "index") else None
-    return isinstance(index, outer) and (inner is None or isinstance(wrapped, inner))
