@@ -14,6 +14,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from crl.stats import jackknife_se
+
 __all__ = ["Interval", "Intervals", "replicate_interval", "t_interval"]
 
 
@@ -85,7 +87,7 @@ def replicate_interval(
     if method == "per_seed" or centre is None:
         return t_interval(np.exp(values) if log else values, level, log=log, extra_var=extra_var)
     middle = math.log(centre) if log else centre
-    spread = (seeds - 1) ** 2 / seeds * float(values.var(ddof=1)) + extra_var
+    spread = jackknife_se(values) ** 2 + extra_var
     half = float(stats.t.ppf((1 + level) / 2, seeds - 1)) * math.sqrt(spread)
     ends = [middle, middle - half, middle + half]
     if log:
