@@ -15,7 +15,7 @@ connection (``"Strong"`` by default: a search sees every write acknowledged befo
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,10 +24,47 @@ import numpy as np
 from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, normalise
 from crl.search._types import METRICS, Metric, SearchResult
 from crl.search.filters import parse_filter
+from crl.search.kinds import INDEX_KINDS
 
 MilvusKind = Literal["flat", "hnsw", "ivf"]
-MILVUS_KINDS: dict[MilvusKind, str] = {"flat": "FLAT", "hnsw": "HNSW", "ivf": "IVF_FLAT"}
-"""crl's index kinds and the Milvus index types that implement them."""
+"""The kinds of :data:`crl.search.kinds.INDEX_KINDS` a Milvus collection offers."""
+
+
+@dataclass(frozen=True)
+class MilvusType:
+    """How Milvus implements one of crl's index kinds.
+
+    Attributes:
+        index_type: Milvus's index type.
+        build: its build parameters and their defaults (``MilvusIndex.create(..., params=...)`` overrides them).
+        search: (k, ef_search, nprobe) -> Milvus's search parameters of one call.
+    """
+
+    index_type: str
+    build: Mapping[str, int]
+    search: Callable[[int, int | None, int | None], dict[str, int]]
+
+
+def _no_search_params(k: int, ef_search: int | None, nprobe: int | None) -> dict[str, int]:
+    return {}
+
+
+def _hnsw_search_params(k: int, ef_search: int | None, nprobe: int | None) -> dict[str, int]:
+    """ef = efSearch (64 unless given), raised to k, as Milvus requires."""
+    return {"ef": max(k, ef_search or 64)}
+
+
+def _ivf_search_params(k: int, ef_search: int | None, nprobe: int | None) -> dict[str, int]:
+    """nprobe cells probed, 16 unless given."""
+    return {"nprobe": nprobe or 16}
+
+
+MILVUS_KINDS: dict[MilvusKind, MilvusType] = {
+    "flat": MilvusType("FLAT", {}, _no_search_params),
+    "hnsw": MilvusType("HNSW", {"M": 32, "efConstruction": 80}, _hnsw_search_params),
+    "ivf": MilvusType("IVF_FLAT", {"nlist": 128}, _ivf_search_params),
+}
+"""crl's index kinds a Milvus collection offers, and how Milvus implements each."""
 
 TIE = 1e-5
 """Scores closer than this count as tied; tied hits are ordered by ascending id."""
@@ -243,7 +280,7 @@ class MilvusIndex:
             raise ValueError(f"k = {k!r}; pass an int in [1, {MAX_K}] (Milvus's largest k)")
         checked = parse_filter(filter)
         expression = checked.milvus_expression() if checked is not None else None
-        param = {"metric_type": "IP", "params": self._search_params(k, ef_search, nprobe)}
+        param = {"metric_type": "IP", "params": MILVUS_KINDS[self.kind].search(k, ef_search, nprobe)}
         scores = np.full((matrix.shape[0], k), -np.inf, dtype=np.float32)
         ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
         if matrix.shape[0]:
@@ -285,13 +322,6 @@ class MilvusIndex:
     def _prepare(self, matrix: np.ndarray, name: str) -> np.ndarray:
         return normalise(matrix, name) if self.metric == "cosine" else check_ip_norms(matrix, name)
 
-    def _search_params(self, k: int, ef_search: int | None, nprobe: int | None) -> dict[str, int]:
-        if self.kind == "hnsw":
-            return {"ef": max(k, ef_search or 64)}
-        if self.kind == "ivf":
-            return {"nprobe": nprobe or 16}
-        return {}
-
 
 def _connect(address: MilvusAddress, timeout: float) -> str:
     """A pymilvus connection alias for ``address`` (opened once per process and address).
@@ -315,17 +345,17 @@ def _connect(address: MilvusAddress, timeout: float) -> str:
 
 
 def _index_params(kind: MilvusKind, params: dict[str, int]) -> dict[str, Any]:
-    defaults = {"flat": {}, "hnsw": {"M": 32, "efConstruction": 80}, "ivf": {"nlist": 128}}[kind]
-    unknown = set(params) - set(defaults)
+    milvus = MILVUS_KINDS[kind]
+    unknown = set(params) - set(milvus.build)
     if unknown:
         raise ValueError(
-            f"params has {sorted(unknown)[0]!r}, not a {kind} parameter; pass {sorted(defaults)}"
+            f"params has {sorted(unknown)[0]!r}, not a {kind} parameter; pass {sorted(milvus.build)}"
         )
-    return {"index_type": MILVUS_KINDS[kind], "metric_type": "IP", "params": {**defaults, **params}}
+    return {"index_type": milvus.index_type, "metric_type": "IP", "params": {**milvus.build, **params}}
 
 
 def _described(address: MilvusAddress, description: str) -> tuple[Metric, MilvusKind]:
-    match = re.fullmatch(r"crl metric=(cosine|ip) kind=(flat|hnsw|ivf)", description)
+    match = re.fullmatch(rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})", description)
     if match is None:
         raise ValueError(f"{address} was not created by crl (its description is {description[:60]!r})")
     return match[1], match[2]  # type: ignore[return-value]
@@ -357,6 +387,6 @@ def _shortfall(found: np.ndarray, k: int, filtered: bool, kind: MilvusKind) -> s
     if not short:
         return None
     why = "fewer than k items pass the filter" if filtered else "the collection holds fewer than k items"
-    if kind == "ivf":
+    if INDEX_KINDS[kind].family == "ivf":
         why += " (or the IVF cells probed hold fewer: raise nprobe)"
     return f"{why}: {short} of {found.size} queries found fewer than k = {k}"
