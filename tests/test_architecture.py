@@ -129,3 +129,17 @@ def test_imports_inside_functions_only_defer_heavy_libraries_and_say_why() -> No
             elif not reason.startswith("#"):
                 wrong.append(f"{where}: say on the line above what the import defers and why")
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_room_imports_another_rooms_private_names() -> None:
+    """A room's underscored modules and names are its own: other rooms use what its package exports."""
+    wrong = []
+    for module, path in _modules():
+        room = _room(module) if module != "crl" else "crl"
+        for target, node in _crl_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            parts = target.split(".")
+            names = [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+            private = any(part.startswith("_") for part in parts[2:]) or any(n.startswith("_") for n in names)
+            if _room(target) != room and not parts[1].startswith("_") and private:
+                wrong.append(f"{path.relative_to(SRC)}:{node.lineno} {target} {names}")
+    assert not wrong, "private names imported across rooms:\n" + "\n".join(wrong)

@@ -45,8 +45,7 @@ from crl.experiments.learned_vs_ideal import (
 from crl.report.document import ReportFiles, write_report
 from crl.report.sections import NoteSection, RunInfo
 from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
-from crl.sweep import Executor, StoreError, SweepStore, new_run_id
-from crl.sweep._integrity import check_results_file
+from crl.sweep import Executor, StoreError, SweepStore, check_results_file, new_run_id
 
 RESULTS_FILE = "results.sqlite"
 

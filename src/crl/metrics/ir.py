@@ -4,7 +4,7 @@ Definitions (those of sentence-transformers' ``InformationRetrievalEvaluator``; 
 with R_q >= 1 relevant items and its ranking r = 1, 2, ... by decreasing score, rel(r) = 1 if the item at
 rank r is relevant):
 
-- accuracy@k = 1[some rel(r) = 1 with r <= k] (a hit rate: crl called this recall@k before);
+- accuracy@k = 1[some rel(r) = 1 with r <= k] (a hit rate, sentence-transformers' accuracy@k);
 - precision@k = (1/k) sum_{r <= k} rel(r);
 - recall@k = (1/R_q) sum_{r <= k} rel(r);
 - MRR@k = 1 / (first r <= k with rel(r) = 1), 0 if none;

@@ -20,7 +20,7 @@ Tie convention (stated once, used everywhere; :mod:`crl.metrics.ir` follows the 
 Definitions, per query with P positives, N negatives and pessimistic ranks R_1 < ... < R_P:
 
 - hit@k = 1[R_1 <= k]; accuracy@k is its mean over queries (the fraction of queries with at least one
-  positive in the top k; crl called it recall@k before it followed sentence-transformers' names).
+  positive in the top k, sentence-transformers' accuracy@k).
 - recall@k = #{r : R_r <= k} / P, the share of the query's positives in its top k (sentence-transformers'
   recall@k); with one positive per query it equals hit@k.
 - reciprocal rank = 1 / R_1; MRR is its mean.

@@ -28,7 +28,7 @@ from torch import Tensor
 from crl._gather import all_gather
 from crl._vocab import Regime
 from crl.negatives import Draw, EmbeddedBatch, Sampler
-from crl.search._checks import as_matrix, normalise
+from crl.search import as_matrix, normalise
 from crl.search.index import Index
 
 __all__ = ["Mined", "MinedNegatives", "check_window", "mine_hard_negatives"]

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from crl.search import EncoderProvenance, Index, Kind, Metric
-from crl.search._files import sha256
+from crl.search import EncoderProvenance, Index, Kind, Metric, sha256
 from crl.serving.evaluate import embed_array
 from crl.train.checkpoint import resolve_checkpoint
 

@@ -19,8 +19,7 @@ from crl.models.minilm import (
     resolve_model_path,
     weights_file,
 )
-from crl.search import EncoderProvenance, Index, Kind, Metric
-from crl.search._files import sha256
+from crl.search import EncoderProvenance, Index, Kind, Metric, sha256
 from crl.serving.encoded import StringEncoder, choose_kind, register_string_encoder
 
 __all__ = ["minilm_string_encoder", "register_text_search", "text_index"]

@@ -19,6 +19,7 @@ other fields but the row id, checked on every read); ``runs(run_id, started, fin
 meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, created)``.
 """
 
+from crl.sweep._integrity import check_results_file
 from crl.sweep.executors import Executor, InProcess, ProcessPool, default_executor
 from crl.sweep.run import run_cells
 from crl.sweep.store import (
@@ -46,6 +47,7 @@ __all__ = [
     "StoreError",
     "SweepStore",
     "canonical_json",
+    "check_results_file",
     "default_executor",
     "derive_seed",
     "new_run_id",

@@ -30,7 +30,7 @@ from scipy import special
 from torch import Tensor
 
 from crl._vocab import check_choice, check_tau
-from crl.synthetic._special import log_vmf_normaliser
+from crl.synthetic import log_vmf_normaliser
 from crl.synthetic.gaussian import GaussianTwoTower
 from crl.synthetic.vmf import VMFUniform
 
