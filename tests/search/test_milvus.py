@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crl.search import Index
+from crl.search import TIE, Index
 from crl.search.milvus import MilvusIndex
 
 N, D = 600, 16
@@ -79,13 +79,15 @@ def _brute_force(
     return ids[keep][np.argsort(-scores, axis=1, kind="stable")[:, :k]]
 
 
-def test_a_flat_collection_returns_the_filtered_brute_force_top_k(server: object, data) -> None:
+def test_a_flat_collection_returns_the_filtered_brute_force_top_k_as_faiss_does(server: object, data) -> None:
     vectors, ids, metadata = data
     collection = MilvusIndex.create(_uri(server, "flat"), D)
     collection.add(vectors, ids, metadata)
     queries = np.random.default_rng(1).standard_normal((5, D)).astype(np.float32)
+    faiss_flat = Index.build(vectors, ids, metadata=metadata)
     labels = np.array([m["label"] for m in metadata])
     years = np.array([m["year"] for m in metadata])
+    spec: dict[str, object] | None
     for spec, keep in (
         (None, np.ones(N, dtype=bool)),
         ({"label": {"in": [0, 2]}}, labels != 1),
@@ -97,12 +99,10 @@ def test_a_flat_collection_returns_the_filtered_brute_force_top_k(server: object
         result = collection.search(queries, 10, filter=spec)
         np.testing.assert_array_equal(result.ids, _brute_force(vectors, ids, queries, 10, keep))
         assert (result.found == 10).all() and result.shortfall is None
-        assert np.all(np.diff(result.scores, axis=1) <= 0)
-    faiss_flat = Index.build(vectors, ids)
-    expected = faiss_flat.search(queries, 10)
-    got = collection.search(queries, 10)
-    np.testing.assert_array_equal(got.ids, expected.ids)
-    np.testing.assert_allclose(got.scores, expected.scores, atol=1e-5)
+        assert np.all(np.diff(result.scores, axis=1) <= TIE)
+        expected = faiss_flat.search(queries, 10, filter=spec)
+        np.testing.assert_array_equal(result.ids, expected.ids)
+        np.testing.assert_allclose(result.scores, expected.scores, atol=1e-5)
     assert len(collection) == N
 
 

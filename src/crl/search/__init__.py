@@ -10,13 +10,14 @@ index files carry. docs/search.md describes kinds, defaults and file layout.
 
 from crl.search._checks import as_matrix, normalise
 from crl.search._files import sha256
-from crl.search._types import KINDS, METRICS, EncoderProvenance, Kind, Metric, SearchResult
+from crl.search._types import KINDS, METRICS, TIE, EncoderProvenance, Kind, Metric, SearchResult
 from crl.search.exact import exact_search
 from crl.search.index import Index
 
 __all__ = [
     "KINDS",
     "METRICS",
+    "TIE",
     "EncoderProvenance",
     "Index",
     "Kind",

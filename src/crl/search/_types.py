@@ -36,3 +36,21 @@ class EncoderProvenance:
 
     checkpoint: str
     fingerprint: str
+
+
+TIE = 1e-5
+"""Scores closer than this count as tied; every backend orders tied hits by ascending id."""
+
+
+def tie_ordered(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of ``scores`` (q, k) and ``ids`` best first, a run of scores each within :data:`TIE` of the one
+    before ordered by ascending id; empty slots (id -1, score -inf) stay last."""
+    order = np.lexsort((ids, -scores), axis=-1)
+    scores, ids = np.take_along_axis(scores, order, -1), np.take_along_axis(ids, order, -1)
+    with np.errstate(invalid="ignore"):
+        steps = np.diff(scores, axis=-1) < -TIE
+    runs = np.concatenate(
+        [np.zeros((scores.shape[0], 1), dtype=np.int64), np.cumsum(steps, axis=-1)], axis=-1
+    )
+    regrouped = np.lexsort((np.where(ids < 0, np.iinfo(np.int64).max, ids), runs), axis=-1)
+    return np.take_along_axis(scores, regrouped, -1), np.take_along_axis(ids, regrouped, -1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from crl.search._files import (
     read_manifest,
     save_folder,
 )
-from crl.search._types import KINDS, METRICS, EncoderProvenance, Kind, Metric, SearchResult
+from crl.search._types import KINDS, METRICS, EncoderProvenance, Kind, Metric, SearchResult, tie_ordered
+from crl.search.filters import Filter, parse_filter
 from crl.search.kinds import (
     INDEX_KINDS,
     Family,
@@ -190,21 +191,32 @@ class Index:
         return new_ids
 
     def search(
-        self, queries: Any, k: int, *, ef_search: int | None = None, nprobe: int | None = None
+        self,
+        queries: Any,
+        k: int,
+        *,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+        filter: Mapping[str, Any] | None = None,
     ) -> SearchResult:
-        """The ``k`` items with the largest score for each query of ``queries`` (q, d), best first.
+        """The ``k`` items with the largest score for each query of ``queries`` (q, d) among those whose metadata
+        passes ``filter`` (:mod:`crl.search.filters`), best first, ties (scores within 1e-5) by ascending id.
 
         The score is the inner product (cosine: of the normalised vectors). ``ef_search`` (HNSW) and
-        ``nprobe`` (IVF) override the index's own setting for this call only. HNSW can return fewer than k
-        items when k is large against efSearch: the queries it did so for are searched again with efSearch
-        doubled, up to the item count, until each has k (the index's own efSearch is unchanged). Slots still
-        unfilled (an IVF whose probed cells held fewer than k items, an HNSW graph that reaches fewer than k
-        items even then) get id -1 and score -inf; the result's ``found`` counts each query's items and its
-        ``shortfall`` says why some query has fewer than k.
+        ``nprobe`` (IVF) override the index's own setting for this call only. A filter becomes a faiss id
+        selector over the passing items (one pass over the metadata per call). HNSW can return fewer than k
+        items when k is large against efSearch, or when a filter lets few items through: the queries it did so
+        for are searched again with efSearch doubled, up to the item count, until each has k (the index's own
+        efSearch is unchanged). Slots still unfilled (fewer than k items pass the filter, an IVF whose probed
+        cells held fewer than k items, an HNSW graph that reaches fewer than k items even then) get id -1 and
+        score -inf; the result's ``found`` counts each query's items and its ``shortfall`` says why some query
+        has fewer than k.
         """
         matrix = as_matrix(queries, "queries", self.dim)
         k = check_k(k, len(self))
-        extra = search_parameters(self.kind, self.params, ef_search, nprobe)
+        passing = self._passing(parse_filter(filter))
+        selector = None if passing is None else faiss.IDSelectorBatch(passing)
+        extra = search_parameters(self.kind, self.params, ef_search, nprobe, selector)
         if matrix.shape[0] == 0:
             return SearchResult(
                 np.empty((0, k), dtype=np.float32),
@@ -212,14 +224,30 @@ class Index:
                 np.empty(0, dtype=np.int64),
             )
         prepared = self._prepare(matrix, "queries")
+        reachable = k if passing is None else min(k, int(passing.size))
         scores, ids = self._faiss.search(prepared, k, params=extra)
         if self._family == "graph":
-            scores, ids = self._widen_hnsw(prepared, k, scores, ids, ef_search)
+            scores, ids = self._widen_hnsw(prepared, k, scores, ids, ef_search, selector, reachable)
         found = (ids >= 0).sum(axis=1).astype(np.int64)
-        scores = np.where(ids < 0, -np.inf, scores).astype(np.float32)
-        return SearchResult(
-            scores=scores, ids=ids.astype(np.int64), found=found, shortfall=self._shortfall(found, k, nprobe)
-        )
+        scores, ids = tie_ordered(np.where(ids < 0, -np.inf, scores).astype(np.float32), ids.astype(np.int64))
+        shortfall = self._shortfall(found, k, nprobe, reachable)
+        return SearchResult(scores=scores, ids=ids, found=found, shortfall=shortfall)
+
+    def upsert(
+        self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None = None
+    ) -> np.ndarray:
+        """Add the items of ``ids``, replacing the vector and metadata of those already present; returns ids.
+
+        A replacement is a :meth:`remove` then an :meth:`add`: in place for the flat and IVF kinds, a rebuild of
+        the graph over the remaining items for HNSW (faiss's HNSW cannot drop a node), so batch the updates.
+        """
+        matrix = as_matrix(vectors, "vectors", self.dim)
+        new_ids = as_ids(ids, matrix.shape[0])
+        rows = as_metadata(metadata, matrix.shape[0])
+        present = new_ids[np.isin(new_ids, self._ids)]
+        if present.size:
+            self.remove(present)
+        return self.add(matrix, new_ids, rows)
 
     def remove(self, ids: Any) -> None:
         """Remove the items with these ``ids`` (and their metadata).
@@ -292,25 +320,46 @@ class Index:
         """``matrix`` as faiss takes it: L2-normalised under cosine, checked for overflow under inner product."""
         return normalise(matrix, name) if self.metric == "cosine" else check_ip_norms(matrix, name)
 
+    def _passing(self, checked: Filter | None) -> np.ndarray | None:
+        """The ids whose metadata passes ``checked`` (None without a filter: every item)."""
+        if checked is None:
+            return None
+        return np.array(
+            [i for i in self._ids.tolist() if checked.matches(self._metadata.get(i))], dtype=np.int64
+        )
+
     def _widen_hnsw(
-        self, prepared: np.ndarray, k: int, scores: np.ndarray, ids: np.ndarray, ef_search: int | None
+        self,
+        prepared: np.ndarray,
+        k: int,
+        scores: np.ndarray,
+        ids: np.ndarray,
+        ef_search: int | None,
+        selector: faiss.IDSelector | None,
+        reachable: int,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``scores``, ``ids`` with the rows HNSW left short of k items searched again, efSearch doubled each
-        round (and at least k) up to the item count."""
+        """``scores``, ``ids`` with the rows HNSW left short of ``reachable`` items (k, or fewer items passing
+        the filter's ``selector``) searched again, efSearch doubled each round (and at least k) up to the
+        item count."""
         ef = ef_search or self.params["efSearch"]
-        short = np.flatnonzero((ids < 0).any(axis=1))
+        short = np.flatnonzero((ids >= 0).sum(axis=1) < reachable)
         while short.size and ef < len(self):
             ef = min(max(2 * ef, k), len(self))
-            wider = faiss.SearchParametersHNSW(efSearch=ef)  # type: ignore[attr-defined]
+            wider = faiss.SearchParametersHNSW(efSearch=ef, sel=selector)  # type: ignore[attr-defined]
             scores[short], ids[short] = self._faiss.search(prepared[short], k, params=wider)
-            short = short[(ids[short] < 0).any(axis=1)]
+            short = short[(ids[short] >= 0).sum(axis=1) < reachable]
         return scores, ids
 
-    def _shortfall(self, found: np.ndarray, k: int, nprobe: int | None) -> str | None:
+    def _shortfall(self, found: np.ndarray, k: int, nprobe: int | None, reachable: int) -> str | None:
         """Why some query found fewer than ``k`` items (None when none did)."""
         short = int((found < k).sum())
         if not short:
             return None
+        if reachable < k:
+            return (
+                f"only {reachable} items pass the filter, fewer than k = {k}: {short} of {found.size} queries"
+                " found fewer than k"
+            )
         if self._family == "graph":
             return (
                 f"the HNSW graph reached fewer than k = {k} items for {short} of {found.size} queries even at"

@@ -282,9 +282,14 @@ def _kinds_taking(setting: str) -> str:
 
 
 def search_parameters(
-    kind: Kind, params: Mapping[str, int], ef_search: int | None, nprobe: int | None
+    kind: Kind,
+    params: Mapping[str, int],
+    ef_search: int | None,
+    nprobe: int | None,
+    selector: faiss.IDSelector | None = None,
 ) -> faiss.SearchParameters | None:
-    """faiss search parameters for one call: efSearch for HNSW, nprobe for IVF; None keeps the index's own."""
+    """faiss search parameters for one call: efSearch for HNSW, nprobe for IVF, and ``selector`` (the ids a
+    filter lets through) for every kind; None keeps the index's own settings and searches every item."""
     for name, value in (("ef_search", ef_search), ("nprobe", nprobe)):
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
@@ -295,8 +300,10 @@ def search_parameters(
         raise ValueError(f"ef_search applies to {_kinds_taking('ef_search')} only; this index is {kind!r}")
     if nprobe is not None and setting != "nprobe":
         raise ValueError(f"nprobe applies to {_kinds_taking('nprobe')} only; this index is {kind!r}")
-    if ef_search is not None:
-        return faiss.SearchParametersHNSW(efSearch=int(ef_search))  # type: ignore[attr-defined]
-    if nprobe is not None:
-        return faiss.SearchParametersIVF(nprobe=min(int(nprobe), params["nlist"]))  # type: ignore[call-arg]
-    return None
+    if setting == "ef_search" and (ef_search is not None or selector is not None):
+        ef = int(ef_search or params["efSearch"])
+        return faiss.SearchParametersHNSW(efSearch=ef, sel=selector)  # type: ignore[attr-defined]
+    if setting == "nprobe" and (nprobe is not None or selector is not None):
+        probes = min(int(nprobe or params["nprobe"]), params["nlist"])
+        return faiss.SearchParametersIVF(nprobe=probes, sel=selector)  # type: ignore[call-arg]
+    return None if selector is None else faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]

@@ -8,8 +8,8 @@ standalone server and to a cluster, so :class:`MilvusIndex` serves both, address
 
 Scores are those of the faiss backend: the inner product, of the L2-normalised vectors under ``"cosine"``
 (normalised on the way in, stored under Milvus's IP metric), so the two backends rank alike. Each query's hits
-come best first, ties (scores within :data:`TIE`) by ascending id. Reads use the consistency level given at
-connection (``"Strong"`` by default: a search sees every write acknowledged before it).
+come best first, ties (scores within 1e-5) by ascending id. Reads use the consistency level given at connection
+(``"Strong"`` by default: a search sees every write acknowledged before it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, normalise
-from crl.search._types import METRICS, Metric, SearchResult
+from crl.search._types import METRICS, Metric, SearchResult, tie_ordered
 from crl.search.filters import parse_filter
 from crl.search.kinds import INDEX_KINDS
 
@@ -65,9 +65,6 @@ MILVUS_KINDS: dict[MilvusKind, MilvusType] = {
     "ivf": MilvusType("IVF_FLAT", {"nlist": 128}, _ivf_search_params),
 }
 """crl's index kinds a Milvus collection offers, and how Milvus implements each."""
-
-TIE = 1e-5
-"""Scores closer than this count as tied; tied hits are ordered by ascending id."""
 
 MAX_K = 16384
 """The largest k Milvus answers in one search."""
@@ -286,8 +283,8 @@ class MilvusIndex:
         if matrix.shape[0]:
             hits = self._collection.search(matrix, "vector", param, limit=k, expr=expression)
             for row, hit in enumerate(hits):
-                order_ids, order_scores = _tie_ordered(np.asarray(hit.ids), np.asarray(hit.distances))
-                ids[row, : order_ids.size], scores[row, : order_ids.size] = order_ids, order_scores
+                ids[row, : len(hit.ids)], scores[row, : len(hit.ids)] = hit.ids, hit.distances
+            scores, ids = tie_ordered(scores, ids)
         found = (ids >= 0).sum(axis=1).astype(np.int64)
         return SearchResult(scores, ids, found, _shortfall(found, k, checked is not None, self.kind))
 
@@ -366,20 +363,6 @@ def _records(matrix: np.ndarray, ids: np.ndarray, rows: list[dict[str, Any] | No
         {**(row or {}), "id": int(item), "vector": vector.tolist()}
         for item, vector, row in zip(ids, matrix, rows, strict=True)
     ]
-
-
-def _tie_ordered(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``ids`` and ``scores`` best first; a run of scores each within :data:`TIE` of the one before is ordered
-    by ascending id."""
-    order = np.lexsort((ids, -scores))
-    ids, scores = ids[order], scores[order]
-    run = (
-        np.concatenate([[0], np.cumsum(np.diff(scores) < -TIE)])
-        if scores.size
-        else np.empty(0, dtype=np.int64)
-    )
-    regrouped = np.lexsort((ids, run))
-    return ids[regrouped].astype(np.int64), scores[regrouped].astype(np.float32)
 
 
 def _shortfall(found: np.ndarray, k: int, filtered: bool, kind: MilvusKind) -> str | None:
