@@ -18,6 +18,7 @@ from crl.commands import app
 from crl.commands.serve import serving_app
 from crl.search import Index
 from crl.serving.service import create_app
+from tests.text.helpers import CORPUS, build_text_index
 
 DIM = 8
 
@@ -194,23 +195,8 @@ def test_crl_serve_answers_text_queries_of_a_text_index(tmp_path: Path, http) ->
     """An index built as the README builds one (crl index build minilm --text-file) answers {"texts": [...]}
     through the app crl serve runs: each line finds itself first with score 1 (one MiniLM load to build,
     one to serve)."""
-    corpus = ["a large expanse of sea", "the domestic dog", "to run quickly", "sea, ocean"]
-    (tmp_path / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
-    built = CliRunner().invoke(
-        app,
-        [
-            "index",
-            "build",
-            "minilm",
-            "--text-file",
-            str(tmp_path / "corpus.txt"),
-            "--out",
-            str(tmp_path / "ix"),
-        ],
-    )
-    assert built.exit_code == 0, built.output
-    with LoopbackServer(serving_app(tmp_path / "ix", max_batch=16, max_k=50)) as server:
-        itself = http.post(f"{server.url}/search", json={"texts": corpus, "k": 1}).json()["results"]
+    with LoopbackServer(serving_app(build_text_index(tmp_path), max_batch=16, max_k=50)) as server:
+        itself = http.post(f"{server.url}/search", json={"texts": CORPUS, "k": 1}).json()["results"]
         water = http.post(f"{server.url}/search", json={"texts": ["water"], "k": 4})
         empty = http.post(f"{server.url}/search", json={"texts": ["water", " "]})
     assert [result["ids"] for result in itself] == [[0], [1], [2], [3]]

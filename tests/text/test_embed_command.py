@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from crl.commands import app
 from crl.models.minilm import MiniLM, embed_texts
+from tests.text.helpers import CORPUS, build_text_index
 
 
 @pytest.fixture(scope="module")
@@ -52,29 +53,13 @@ def test_embed_text_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_index_build_and_search_text_with_minilm(tmp_path: Path, minilm: MiniLM) -> None:
-    corpus = ["a large expanse of sea", "the domestic dog", "to run quickly", "sea, ocean"]
-    (tmp_path / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
-    runner = CliRunner()
-    built = runner.invoke(
-        app,
-        [
-            "index",
-            "build",
-            "minilm",
-            "--text-file",
-            str(tmp_path / "corpus.txt"),
-            "--out",
-            str(tmp_path / "idx"),
-        ],
-    )
-    assert built.exit_code == 0, built.output
-    found = runner.invoke(
-        app, ["search", str(tmp_path / "idx"), "a large body of water", "-k", "4", "--json"]
+    found = CliRunner().invoke(
+        app, ["search", str(build_text_index(tmp_path)), "a large body of water", "-k", "4", "--json"]
     )
     assert found.exit_code == 0, found.output
     hits = json.loads(found.output.strip().splitlines()[-1])["results"]
     scores = (
-        embed_texts(corpus, model=minilm) @ embed_texts(["a large body of water"], model=minilm).T
+        embed_texts(CORPUS, model=minilm) @ embed_texts(["a large body of water"], model=minilm).T
     ).squeeze(1)
     assert [hit["id"] for hit in hits] == scores.argsort(descending=True).tolist()
-    assert hits[0]["metadata"] == {"text": corpus[int(scores.argmax())]}
+    assert hits[0]["metadata"] == {"text": CORPUS[int(scores.argmax())]}
