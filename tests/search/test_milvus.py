@@ -6,6 +6,7 @@ starts once for this module in a temporary folder; outside CI the tests skip, wi
 crl[milvus] is missing or the server cannot start.
 """
 
+import json
 import os
 import socket
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crl.commands.index import index_export_command
+from crl.commands.search import search_command
 from crl.search import TIE, Index
 from crl.search.milvus import MilvusIndex
 
@@ -158,3 +161,29 @@ def test_addresses_and_collections_are_checked(server: object) -> None:
         MilvusIndex.connect(_uri(server, "missing"))
     with pytest.raises(ValueError, match="no Milvus server answers"):
         MilvusIndex.connect(f"milvus://127.0.0.1:{_free_port()}/x", timeout=1.0)
+
+
+def test_an_exported_index_searches_alike_from_the_library_and_the_command_line(
+    server: object, data, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vectors, ids, metadata = data
+    Index.build(vectors, ids, "hnsw", metadata=metadata).save(tmp_path / "ix")
+    uri = _uri(server, "exported")
+    assert index_export_command(tmp_path / "ix", uri, "flat") == 0
+    assert "exported 600 items" in capsys.readouterr().out
+    collection = MilvusIndex.connect(uri)
+    assert (collection.kind, collection.metric, len(collection)) == ("flat", "cosine", N)
+    np.testing.assert_allclose(
+        collection.vectors(ids[:3]), Index.load(tmp_path / "ix").vectors(ids[:3]), atol=1e-6
+    )
+    query = str(int(ids[4]))
+    assert search_command(uri, [query], k=5, as_json=True, filter_json='{"source": "kjv"}') == 0
+    hits = json.loads(capsys.readouterr().out)["results"]
+    keep = np.array([m["source"] == "kjv" for m in metadata])
+    expected = _brute_force(vectors, ids, vectors[4:5], 5, keep)[0].tolist()
+    assert [hit["id"] for hit in hits] == expected
+    assert all(hit["metadata"]["source"] == "kjv" for hit in hits)
+    assert search_command(uri, ["water"]) == 2
+    assert "are item ids" in capsys.readouterr().err
+    assert index_export_command(tmp_path / "ix", uri) == 2
+    assert "exists already" in capsys.readouterr().err

@@ -60,6 +60,17 @@ def test_search_by_item_id_finds_the_item_first(built: Path, capsys: pytest.Capt
     assert "query 5" in capsys.readouterr().out
 
 
+def test_a_filter_keeps_only_the_items_whose_metadata_passes(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = Index.load(built)
+    labels = {int(i): meta["label"] for i, meta in zip(index.ids, index.metadata(index.ids), strict=True)}
+    wanted = labels[3]
+    assert search_command(built, ["3"], k=5, as_json=True, filter_json=f'{{"label": {wanted}}}') == 0
+    hits = json.loads(capsys.readouterr().out)["results"]
+    assert hits[0]["id"] == 3 and len(hits) == 5 and {labels[hit["id"]] for hit in hits} == {wanted}
+
+
 def test_string_queries_use_a_registered_string_encoder(
     built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,6 +134,9 @@ def test_bad_index_build_input_is_one_line(
         (["3"], {"k": 0}, "k = 0"),
         (["3"], {"k": 10**6}, "exceeds"),
         (["3"], {"nprobe": 2}, "nprobe applies"),
+        (["3"], {"filter_json": "{label: 1}"}, "--filter is not JSON"),
+        (["3"], {"filter_json": "[1]"}, "--filter must be a JSON object"),
+        (["3"], {"filter_json": '{"label": {"gt": 1}}'}, "not a condition"),
     ],
 )
 def test_bad_search_input_is_one_line(

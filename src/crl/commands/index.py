@@ -83,6 +83,40 @@ def build(
     )
 
 
+@index_app.command("export")
+def export(
+    index_dir: Annotated[Path, typer.Argument(help="A folder written by crl index build (or Index.save).")],
+    to: Annotated[
+        str, typer.Option("--to", help="The new Milvus collection: milvus://HOST:PORT/COLLECTION.")
+    ],
+    kind: Annotated[
+        str, typer.Option(help="flat, hnsw, ivf or auto (the index's own; IVF-PQ as ivf).")
+    ] = "auto",
+) -> None:
+    """Copy the index in INDEX_DIR (vectors, ids, metadata) into a new Milvus collection (crl[milvus])."""
+    raise typer.Exit(index_export_command(index_dir, to, kind))
+
+
+def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
+    """``crl index export DIR --to milvus://...``: 0, or 2 with one line for bad input."""
+
+    def body() -> int:
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
+        from crl.search import Index
+
+        # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
+        from crl.search.milvus import MILVUS_KINDS, export_index
+
+        if kind != "auto" and kind not in MILVUS_KINDS:
+            raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
+        index = Index.load(index_dir)
+        collection = export_index(index, to, kind=None if kind == "auto" else kind)  # type: ignore[arg-type]
+        typer.echo(f"exported {len(index)} items of {index_dir} into {collection!r}")
+        return EXIT_OK
+
+    return run_reporting_errors(body)
+
+
 def index_text_command(model: str, text_file: Path, out: Path, kind: str, params: dict[str, int]) -> int:
     """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2."""
 

@@ -1,4 +1,8 @@
-"""``crl search DIR QUERY...``: the k nearest items of an index to each query.
+"""``crl search DIR QUERY...``: the k nearest items of an index (or a Milvus collection) to each query.
+
+DIR is a folder written by ``crl index build`` or a Milvus collection, ``milvus://HOST:PORT/COLLECTION`` (the
+optional extra crl[milvus]; its queries are item ids). ``--filter`` restricts the results to items whose metadata
+passes a filter in crl's filter language (:mod:`crl.search.filters`), given as JSON.
 
 A query that is an integer is an item id of the index (its stored vector is the query); any other query is a
 string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.serving.encoded`; a text
@@ -21,33 +25,53 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 
 def search(
-    index_dir: Annotated[Path, typer.Argument(help="A folder written by crl index build (or Index.save).")],
+    index_dir: Annotated[
+        str,
+        typer.Argument(
+            help="A folder written by crl index build (or Index.save), or milvus://HOST:PORT/COLLECTION."
+        ),
+    ],
     queries: Annotated[list[str], typer.Argument(help="Item ids of the index, or strings (text encoders).")],
     k: Annotated[int, typer.Option("--k", "-k", help="Results per query.")] = 10,
     ef_search: Annotated[int | None, typer.Option(help="HNSW efSearch for this search.")] = None,
     nprobe: Annotated[int | None, typer.Option(help="IVF cells probed for this search.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per query.")] = False,
+    filter_json: Annotated[
+        str, typer.Option("--filter", help='Metadata filter as JSON, e.g. \'{"label": {"in": [1, 3]}}\'.')
+    ] = "",
 ) -> None:
     """Search the index in INDEX_DIR for the k nearest items to each QUERY."""
     raise typer.Exit(
-        search_command(index_dir, queries, k=k, ef_search=ef_search, nprobe=nprobe, as_json=as_json)
+        search_command(
+            index_dir,
+            queries,
+            k=k,
+            ef_search=ef_search,
+            nprobe=nprobe,
+            as_json=as_json,
+            filter_json=filter_json,
+        )
     )
 
 
 def search_command(
-    index_dir: Path,
+    index_dir: str | Path,
     queries: list[str],
     *,
     k: int = 10,
     ef_search: int | None = None,
     nprobe: int | None = None,
     as_json: bool = False,
+    filter_json: str = "",
 ) -> int:
     """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input."""
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.search import Index
+
+        # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
+        from crl.search.milvus import MilvusIndex
 
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.encoded import query_vectors
@@ -56,8 +80,15 @@ def search_command(
         from crl.serving.text import register_text_search
 
         register_text_search()
-        index = Index.load(index_dir)
-        found = index.search(query_vectors(index, queries), k, ef_search=ef_search, nprobe=nprobe)
+        chosen = _parsed_filter(filter_json)
+        index: Index | MilvusIndex
+        if str(index_dir).startswith("milvus://"):
+            index = MilvusIndex.connect(str(index_dir))
+            vectors = index.vectors(_item_ids(queries, str(index_dir)))
+        else:
+            index = Index.load(Path(index_dir))
+            vectors = query_vectors(index, queries)
+        found = index.search(vectors, k, ef_search=ef_search, nprobe=nprobe, filter=chosen)
         console = Console(soft_wrap=True)
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
@@ -88,3 +119,23 @@ def search_command(
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def _parsed_filter(text: str) -> dict[str, object] | None:
+    """``--filter``'s JSON as a mapping (checked by the search), or None when not given."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--filter is not JSON ({error.msg}); pass e.g. '{{\"label\": 3}}'") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--filter must be a JSON object {{field: condition}}, got {type(value).__name__}")
+    return value
+
+
+def _item_ids(queries: list[str], address: str) -> list[int]:
+    """The queries of a Milvus collection as item ids."""
+    if not all(query.isdigit() for query in queries):
+        raise ValueError(f"queries of {address} are item ids (integers); got {queries[0][:40]!r}")
+    return [int(query) for query in queries]

@@ -22,8 +22,9 @@ from typing import Any, Literal
 import numpy as np
 
 from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, normalise
-from crl.search._types import METRICS, Metric, SearchResult, tie_ordered
+from crl.search._types import METRICS, Kind, Metric, SearchResult, tie_ordered
 from crl.search.filters import parse_filter
+from crl.search.index import Index
 from crl.search.kinds import INDEX_KINDS
 
 MilvusKind = Literal["flat", "hnsw", "ivf"]
@@ -65,6 +66,9 @@ MILVUS_KINDS: dict[MilvusKind, MilvusType] = {
     "ivf": MilvusType("IVF_FLAT", {"nlist": 128}, _ivf_search_params),
 }
 """crl's index kinds a Milvus collection offers, and how Milvus implements each."""
+
+_EXPORTED_KIND: dict[Kind, MilvusKind] = {"flat": "flat", "hnsw": "hnsw", "ivf": "ivf", "ivfpq": "ivf"}
+"""The Milvus kind a faiss index of each kind is exported as by default."""
 
 MAX_K = 16384
 """The largest k Milvus answers in one search."""
@@ -256,6 +260,23 @@ class MilvusIndex:
             raise ValueError(f"id {missing[0]} is not in {self.address}; pass ids of its items")
         return [found.get(int(i)) or None for i in flat]
 
+    def vectors(self, ids: Any) -> np.ndarray:
+        """The stored vectors (q, d) float32 of ``ids`` (repeats allowed), as the collection holds them (unit
+        norm under cosine)."""
+        wanted = np.asarray(ids.detach().cpu() if hasattr(ids, "detach") else ids)
+        if wanted.ndim != 1 or (wanted.size and wanted.dtype.kind not in "iu"):
+            raise ValueError(f"ids must be a 1-D array of integers, got {wanted.dtype} {wanted.shape}")
+        if wanted.size == 0:
+            return np.empty((0, self.dim), dtype=np.float32)
+        expr = f"id in [{', '.join(str(int(i)) for i in set(wanted.tolist()))}]"
+        rows = {
+            int(r["id"]): r["vector"] for r in self._collection.query(expr=expr, output_fields=["vector"])
+        }
+        missing = [int(i) for i in wanted if int(i) not in rows]
+        if missing:
+            raise ValueError(f"id {missing[0]} is not in {self.address}; pass ids of its items")
+        return np.asarray([rows[int(i)] for i in wanted], dtype=np.float32)
+
     def search(
         self,
         queries: Any,
@@ -373,3 +394,18 @@ def _shortfall(found: np.ndarray, k: int, filtered: bool, kind: MilvusKind) -> s
     if INDEX_KINDS[kind].family == "ivf":
         why += " (or the IVF cells probed hold fewer: raise nprobe)"
     return f"{why}: {short} of {found.size} queries found fewer than k = {k}"
+
+
+def export_index(
+    index: Index, uri: str, *, kind: MilvusKind | None = None, batch: int = 10_000
+) -> MilvusIndex:
+    """A new collection at ``uri`` holding ``index``'s items (its stored vectors, ids and metadata) under the same
+    metric, inserted ``batch`` items at a time. ``kind`` defaults to the index's own, IVF-PQ as IVF (Milvus's
+    IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
+    chosen: MilvusKind = kind or _EXPORTED_KIND[index.kind]
+    collection = MilvusIndex.create(uri, index.dim, metric=index.metric, kind=chosen)
+    ids = index.ids
+    for start in range(0, ids.size, batch):
+        part = ids[start : start + batch]
+        collection.add(index.vectors(part), part, index.metadata(part))
+    return collection

@@ -34,8 +34,8 @@ from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
 from crl.train.build import build_model
 from crl.train.checkpoint import TrainState, load_train_state, resolve_checkpoint
-from crl.train.config import ArraysData, TrainConfig
-from crl.train.data import heldout_pairs, labelled_inputs
+from crl.train.config import TrainConfig
+from crl.train.data import data_kind, heldout_pairs, labelled_inputs
 from crl.train.streams import derive_generator
 
 __all__ = [
@@ -182,15 +182,8 @@ def _class_retrieval(
 
 
 def _no_labels_note(config: TrainConfig) -> str:
-    """Why kNN and linear-probe accuracy were skipped for this run's data."""
-    if isinstance(config.data, ArraysData):
-        return (
-            "kNN and linear-probe accuracy skipped: the run's arrays have no labels ([data] labels_key = ''); "
-            "set labels_key to an (n,) integer array to get them"
-        )
-    return (
-        f"kNN and linear-probe accuracy skipped: [data] source = {config.data.source!r} has no class labels"
-    )
+    """Why kNN and linear-probe accuracy were skipped for this run's data (its kind's own reason)."""
+    return "kNN and linear-probe accuracy skipped: " + data_kind(config.data).no_labels(config.data)
 
 
 def _class_rows(model: DualEncoder, config: TrainConfig, device: torch.device) -> list[ClassRow]:
