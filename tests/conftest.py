@@ -1,9 +1,24 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the quick verify run started in the background when its test is selected."""
 
 from collections.abc import Iterator
 
 import pytest
 import torch
+
+from tests.quick_verify import RUN, TEST_NAME, BackgroundVerify
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the quick verify run at once when its test is among the selected ones (tests/quick_verify.py)."""
+    if any(item.name == TEST_NAME for item in items):
+        config.stash[RUN] = BackgroundVerify.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the background run, if one was started, and remove its folder."""
+    run = config.stash.get(RUN, None)
+    if run is not None:
+        run.stop()
 
 
 @pytest.fixture

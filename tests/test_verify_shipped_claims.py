@@ -7,12 +7,14 @@ part, that every control is judged at its claim's level, and that a second run r
 """
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.quick_verify import RUN, TIMEOUT_S, command, environment
 
 EXPECTED_FILE = Path(__file__).with_name("expected_quick_verdicts.json")
 
@@ -24,9 +26,9 @@ def _expected() -> dict[str, dict[str, str]]:
 
 
 def _verify(out: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "crl", "verify", "--fidelity", "quick", "--out", str(out)]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
+    return subprocess.run(
+        command(out), capture_output=True, text=True, env=environment(), timeout=TIMEOUT_S, check=False
+    )
 
 
 def _exit_code(expected: dict[str, dict[str, str]]) -> int:
@@ -52,13 +54,15 @@ def _check_report(out: Path, rows: list[tuple[str, str, str, str]]) -> None:
             assert (out / "figures" / f"{claim}_{figure['name']}.png").stat().st_size > 5_000, figure["name"]
 
 
-def test_quick_verify_gives_the_committed_verdicts_and_resumes(tmp_path: Path) -> None:
+def test_quick_verify_gives_the_committed_verdicts_and_resumes(request: pytest.FixtureRequest) -> None:
     """If this fails, a verdict of the quick run differs from tests/expected_quick_verdicts.json (explain the
     change in the commit that updates the file, never bend a rule), the report misses a part, a control is judged
-    at another level than its claim, or a second run into the same folder recomputes cells instead of resuming."""
+    at another level than its claim, or a second run into the same folder recomputes cells instead of resuming.
+    The first run was started in the background at collection (tests/quick_verify.py)."""
     expected = _expected()
-    out = tmp_path / "verify"
-    first = _verify(out)
+    background = request.config.stash[RUN]
+    out = background.out
+    first = background.result()
     assert first.returncode == _exit_code(expected), first.stdout[-4000:] + first.stderr[-4000:]
     with sqlite3.connect(out / "results.sqlite") as conn:
         rows = conn.execute("SELECT claim, verdict, control_verdict, result FROM claim_results").fetchall()
