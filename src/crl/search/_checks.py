@@ -73,6 +73,12 @@ def check_ip_norms(x: np.ndarray, name: str) -> np.ndarray:
     return x
 
 
+def prepare(matrix: np.ndarray, metric: str, name: str) -> np.ndarray:
+    """``matrix`` as an inner-product backend takes it: L2-normalised under ``"cosine"``, checked for overflow
+    under ``"ip"``."""
+    return normalise(matrix, name) if metric == "cosine" else check_ip_norms(matrix, name)
+
+
 def as_ids(ids: Any, n: int, name: str = "ids") -> np.ndarray:
     """``ids`` as a 1-D int64 array of ``n`` distinct non-negative integers."""
     if isinstance(ids, torch.Tensor):

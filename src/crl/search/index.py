@@ -9,7 +9,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, check_k, normalise
+from crl.search._checks import as_ids, as_matrix, as_metadata, check_k, prepare
 from crl.search._files import (
     FORMAT,
     IDS_FILE,
@@ -111,7 +111,7 @@ class Index:
             encoder=encoder,
         )
         if INDEX_KINDS[kind].family == "ivf":
-            index._faiss.train(index._prepare(matrix, "vectors"))
+            index._faiss.train(prepare(matrix, metric, "vectors"))
         index.add(matrix, ids, metadata)
         return index
 
@@ -183,7 +183,7 @@ class Index:
             )
         rows = as_metadata(metadata, n)
         if n:
-            self._faiss.add_with_ids(self._prepare(matrix, "vectors"), new_ids)
+            self._faiss.add_with_ids(prepare(matrix, self.metric, "vectors"), new_ids)
         self._ids = np.concatenate([self._ids, new_ids])
         self._metadata.update(
             {int(key): row for key, row in zip(new_ids, rows, strict=True) if row is not None}
@@ -223,7 +223,7 @@ class Index:
                 np.empty((0, k), dtype=np.int64),
                 np.empty(0, dtype=np.int64),
             )
-        prepared = self._prepare(matrix, "queries")
+        prepared = prepare(matrix, self.metric, "queries")
         reachable = k if passing is None else min(k, int(passing.size))
         scores, ids = self._faiss.search(prepared, k, params=extra)
         if self._family == "graph":
@@ -315,10 +315,6 @@ class Index:
             metadata=metadata,
             encoder=None if encoder is None else EncoderProvenance(**encoder),
         )
-
-    def _prepare(self, matrix: np.ndarray, name: str) -> np.ndarray:
-        """``matrix`` as faiss takes it: L2-normalised under cosine, checked for overflow under inner product."""
-        return normalise(matrix, name) if self.metric == "cosine" else check_ip_norms(matrix, name)
 
     def _passing(self, checked: Filter | None) -> np.ndarray | None:
         """The ids whose metadata passes ``checked`` (None without a filter: every item)."""

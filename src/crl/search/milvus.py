@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from crl.search._checks import as_ids, as_matrix, as_metadata, check_ip_norms, normalise
+from crl.search._checks import as_ids, as_matrix, as_metadata, prepare
 from crl.search._types import METRICS, Kind, Metric, SearchResult, tie_ordered
 from crl.search.filters import parse_filter
 from crl.search.index import Index
@@ -293,7 +293,7 @@ class MilvusIndex:
         call. Slots left empty (fewer than k items pass the filter, or an IVF's probed cells hold fewer) hold
         id -1 and score -inf; ``found`` counts each query's items and ``shortfall`` says why.
         """
-        matrix = self._prepare(as_matrix(queries, "queries", self.dim), "queries")
+        matrix = prepare(as_matrix(queries, "queries", self.dim), self.metric, "queries")
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
             raise ValueError(f"k = {k!r}; pass an int in [1, {MAX_K}] (Milvus's largest k)")
         checked = parse_filter(filter)
@@ -316,7 +316,7 @@ class MilvusIndex:
     def _rows(
         self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None
     ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
-        matrix = self._prepare(as_matrix(vectors, "vectors", self.dim), "vectors")
+        matrix = prepare(as_matrix(vectors, "vectors", self.dim), self.metric, "vectors")
         if ids is None:
             raise ValueError(
                 f"ids is None; a Milvus collection keys items by the ids you give (n = {len(matrix)})"
@@ -336,9 +336,6 @@ class MilvusIndex:
             expr=f"id in [{', '.join(str(int(i)) for i in ids)}]", output_fields=["id"]
         )
         return np.array(sorted(int(row["id"]) for row in rows), dtype=np.int64)
-
-    def _prepare(self, matrix: np.ndarray, name: str) -> np.ndarray:
-        return normalise(matrix, name) if self.metric == "cosine" else check_ip_norms(matrix, name)
 
 
 def _connect(address: MilvusAddress, timeout: float) -> str:
