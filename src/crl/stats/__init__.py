@@ -4,7 +4,8 @@ Every claim of docs/theory.md section 7 reduces its measurements to one of three
 
 - **a rate** (C3, C4, C7, C8, C10; C5/C6 vs n): the exponent r of y ~ x^r, e.g. the SCRL inner error
   ``L(s) - E L_hat(s) ~ C / m`` ([A] Thm 4.5) has r = -1; the rule is an equivalence ("the CI of r lies in
-  [r - 0.1, r + 0.1]"), with misfit judged as an effect size and a two-term fallback (:func:`rate_fit`, over
+  [r - 0.1, r + 0.1]"), with a misfit that must be material and significant (:mod:`crl.stats.misfit`) and a
+  two-term fallback (:func:`rate_fit`, over
   :func:`loglog_slope` and :func:`loglog_slope_from_replicates`);
 - **a bound** (C1, C2, C7, C9): how many measured values exceed their bound by more than their Monte-Carlo
   error (:func:`bound_violations`), e.g. C2's ``E* - E(s) <= sqrt((2/tau)(L(s) - L*))`` ([A] Thm 3.4);
@@ -12,7 +13,7 @@ Every claim of docs/theory.md section 7 reduces its measurements to one of three
   metric stays within a Student-t tolerance of its plateau, with censoring (:mod:`crl.stats.saturation`).
 
 Over few seeds, intervals are Student-t by the delete-one-seed jackknife (:func:`jackknife_t`; the rate of seed
-means by the misfit protocol, :func:`seed_rate`).
+means by the misfit protocol, :func:`seed_rate`; an upper-bound rate end to end, :func:`secant_rate`).
 
 All randomness comes from a ``numpy.random.Generator`` passed in; every function is float64 and raises
 ``ValueError`` naming the argument on bad input (never a silent NaN).
@@ -20,25 +21,39 @@ All randomness comes from a ``numpy.random.Generator`` passed in; every function
 
 from crl._vocab import Estimate
 from crl.stats.bounds import INFORMATIVE_SLACK, ViolationCount, bound_violations
-from crl.stats.rates import MISFIT_TOLERANCE, NonPositiveMeanError, RateFit, rate_fit, seed_rate
+from crl.stats.misfit import MISFIT_ALPHA, Misfit, judge_misfit
+from crl.stats.rates import (
+    MISFIT_TOLERANCE,
+    NonPositiveMeanError,
+    RateFit,
+    SecantRate,
+    rate_fit,
+    secant_rate,
+    seed_rate,
+)
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
 from crl.stats.summary import JackknifeInterval, jackknife_se, jackknife_t, mean_se
 
 __all__ = [
     "INFORMATIVE_SLACK",
+    "MISFIT_ALPHA",
     "MISFIT_TOLERANCE",
     "Estimate",
     "JackknifeInterval",
+    "Misfit",
     "NonPositiveMeanError",
     "RateFit",
+    "SecantRate",
     "SlopeFit",
     "ViolationCount",
     "bound_violations",
     "jackknife_se",
     "jackknife_t",
+    "judge_misfit",
     "loglog_slope",
     "loglog_slope_from_replicates",
     "mean_se",
     "rate_fit",
+    "secant_rate",
     "seed_rate",
 ]

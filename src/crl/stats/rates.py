@@ -1,18 +1,19 @@
-"""The rate of a measured quantity, y ~ x^r, by the misfit protocol of docs/theory.md section 7.
+"""The rate of a measured quantity, y ~ x^r, by the misfit protocol of docs/theory.md section 7 (contract v2).
 
 A claimed rate (C3: the SCRL inner error ~ m^-1; C7, C8: ~ k^-1) is tested on a finite window, where an exact
 power law is only the leading term: the exact SCRL inner gap is c1/m + c2/m^2 + ..., whose log-log slope over
-m = 4..1024 is -1.0045 with a half-width of 0.004, so a plain power-law fit would reject a true O(1/m) claim as
-precision grows. The protocol, fixed before data:
+m = 4..1024 is -1.0045 with a half-width of 0.004. The protocol, fixed before data:
 
-1. Fit the power law y = A x^r (:mod:`crl.stats.slopes`) and report its misfit as effect sizes: the largest
-   relative residual ``max_i |y_i / yhat_i - 1|`` and chi^2/dof. No p-value: a misfit test would turn true
-   claims inconclusive as precision grows.
-2. If the largest relative residual is at most 5%, the window is a power law: r and its CI are the rate.
-3. Otherwise fit the two-term model y = a x^r + b x^(r-1) (the leading term and its first correction) and
-   test its leading exponent r; its CI comes from the same kind of bootstrap as the power law's.
-4. If the two-term model's largest relative residual also exceeds 5%, the window is not described by either
-   model: :attr:`RateFit.misfit` is set and the verdict is INCONCLUSIVE. No interval is widened.
+1. Fit the power law y = A x^r (:mod:`crl.stats.slopes`) and judge its misfit by :func:`crl.stats.misfit.judge_misfit`:
+   the window misfits only when a chi^2 goodness-of-fit test on the means' covariance rejects at the fixed
+   level 0.05 (at least 2 degrees of freedom) AND the misfit is material (some point's relative residual
+   exceeds 5% beyond t of its standard errors). A residual the noise explains leaves the power law standing:
+   r and its CI are the rate.
+2. Otherwise fit the two-term model y = a x^r + b x^(r-1) (the leading term and its first correction), judge
+   its misfit the same way, and test its leading exponent r; its CI comes from the same kind of bootstrap as
+   the power law's.
+3. If the two-term model misfits too, the window is not described by either model: :attr:`RateFit.misfit` is
+   set and the verdict is INCONCLUSIVE. No interval is widened.
 
 The two-term model describes a rate only where its leading term leads: a > 0 and the model positive at every
 x of the window (y > 0 there). An r whose least-squares (a, b) break this is not a candidate: 4, 3, 2, 1 over
@@ -22,14 +23,17 @@ remains, when the best one lies on the edge of the searched range, when fewer th
 less than 2 degrees of freedom to show misfit, or when more than 1% of the bootstrap resamples are not
 identified either.
 
-Rates over seeds (:func:`seed_rate`, C10): each seed s holds one value at every grid point x_j (``values[s, j]``,
-a paired design), and the protocol runs on the seed means ybar_j: the power law by least squares of log ybar on
-log x, then the two-term model with relative weights 1/ybar^2 if its largest relative residual exceeds 5%, and a
-misfit if that one's does too. The residual compared with 5% is the bare largest relative residual, as the
-contract states it (an effect size, not a test against the seeds' noise): where the seed means are noisier than
-5%, the fit is a misfit and the part is INCONCLUSIVE, never passed on a noise allowance. The interval of r is the
-delete-one-seed jackknife's (:func:`crl.stats.summary.jackknife_se`: r_(-s) the same fit on the means without
-seed s), ``r -/+ t_{S-1, (1+level)/2} se``.
+Rates over seeds (:func:`seed_rate`, C10's k part): each seed s holds one value at every grid point x_j
+(``values[s, j]``, a paired design), and the protocol runs on the seed means ybar_j, their covariance the seeds'
+sample covariance / S (Hotelling's F in the test, Student-t on S - 1 in the materiality margin): the power law
+by least squares of log ybar on log x, then the two-term model with relative weights 1/ybar^2 if the power law
+misfits. The interval of r is the delete-one-seed jackknife's (:func:`crl.stats.summary.jackknife_se`: r_(-s)
+the same fit on the means without seed s), ``r -/+ t_{S-1, (1+level)/2} se``.
+
+Upper-bound rates end to end (:func:`secant_rate`, C5's and C10's n parts): a part that claims "falls at least
+as fast as x^r" is judged on the secant slope between the window's ends, ``log(ybar_hi / ybar_lo) /
+log(x_hi / x_lo)``, with the delete-one-seed jackknife Student-t interval; the fitted slope is reported beside
+it. No model is fitted, so no misfit is judged.
 """
 
 import math
@@ -42,20 +46,25 @@ from numpy.typing import ArrayLike
 from scipy import stats as scipy_stats
 
 from crl.stats._validate import FloatArray, as_finite_1d, check_boot
+from crl.stats.misfit import (
+    MATERIAL_TOLERANCE,
+    MIN_MISFIT_DOF,
+    Misfit,
+    judge_misfit,
+    power_jacobian,
+    two_term_jacobian,
+)
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
-from crl.stats.summary import jackknife_se
+from crl.stats.summary import jackknife_se, jackknife_t
 
-MISFIT_TOLERANCE = 0.05
-"""Largest relative residual ``|y / yhat - 1|`` that a model may leave on a window it describes."""
+MISFIT_TOLERANCE = MATERIAL_TOLERANCE
+"""Relative residual, beyond t standard errors, above which a significant misfit is material (5%)."""
 
 _GRID_STEP = 0.002
 """Spacing of the profile grid over the leading exponent r (refined by a parabola through the minimum)."""
 
 TWO_TERM_PARAMETERS = 3
 """Free parameters of the two-term model: a, b and r."""
-
-MIN_MISFIT_DOF = 2
-"""Fewest degrees of freedom a model must leave for its residuals to show misfit."""
 
 MAX_UNIDENTIFIED_SHARE = 0.01
 """Largest share of bootstrap resamples whose exponent may be unidentified before the window misfits."""
@@ -73,13 +82,16 @@ class RateFit:
         model: ``"power"`` (y = A x^r) or ``"two-term"`` (y = a x^r + b x^(r-1)).
         power: the power-law fit, always reported (its slope, CI and misfit).
         max_relative_residual: ``max_i |y_i / yhat_i - 1|`` of the model used.
-        chi2_per_dof: weighted residual sum of squares per degree of freedom of the model used (``None``
-            without standard errors or degrees of freedom).
-        misfit: True when even the model used leaves a relative residual above :data:`MISFIT_TOLERANCE`,
-            or its exponent is not identified (the verdict is then INCONCLUSIVE).
+        chi2_per_dof: the goodness-of-fit chi^2 per degree of freedom of the model used (``None`` for exact
+            values or an unidentified exponent).
+        misfit: True when even the model used misfits, material and significant
+            (:func:`crl.stats.misfit.judge_misfit`), or its exponent is not identified (the verdict is then
+            INCONCLUSIVE).
         n_points: number of x values.
         reason: why the two-term model could not describe the window (``""`` when it could or was not
             needed).
+        power_test: the power law's misfit judgement.
+        test: the misfit judgement of the model used (``None`` when its exponent is not identified).
     """
 
     exponent: float
@@ -93,22 +105,21 @@ class RateFit:
     misfit: bool
     n_points: int
     reason: str = ""
+    power_test: Misfit | None = None
+    test: Misfit | None = None
 
     def describe(self) -> str:
-        """One line for a report: model, misfit effect sizes, and the power law's slope when it was not used."""
-        power_misfit = (
-            f"power law misfit (max relative residual {self.power.max_relative_residual:.3g} > "
-            f"{MISFIT_TOLERANCE:g}, slope {self.power.slope:.4g})"
-        )
+        """One line for a report: the model used and its misfit judgement, and the power law's when it was not
+        used."""
+        power = self.power_test.describe() if self.power_test is not None else "no test"
+        power_misfit = f"power law (slope {self.power.slope:.4g}): {power}"
         if self.reason:
             return f"{power_misfit}; two-term exponent not identified: {self.reason}: INCONCLUSIVE"
-        text = f"{self.model} model, max relative residual {self.max_relative_residual:.3g}"
-        if self.chi2_per_dof is not None:
-            text += f", chi2/dof {self.chi2_per_dof:.3g}"
+        text = f"{self.model} model: {self.test.describe() if self.test is not None else 'no test'}"
         if self.model == "two-term":
             text += f"; {power_misfit}"
         if self.misfit:
-            text += f"; neither model fits within {MISFIT_TOLERANCE:g}: INCONCLUSIVE"
+            text += "; neither model fits (misfit material and significant): INCONCLUSIVE"
         return text
 
 
@@ -139,7 +150,8 @@ def rate_fit(
         rng: the generator of the bootstrap resamples.
         ci: confidence level of the interval, in (0, 1) (a claim passes its per-part level).
         n_boot: bootstrap resamples (>= 100).
-        tolerance: largest relative residual a model may leave, in (0, 1) (docs/theory.md: 5%).
+        tolerance: the materiality margin of a misfit, in (0, 1) (docs/theory.md: 5%); a misfit counts only
+            when it is also significant (:func:`crl.stats.misfit.judge_misfit`).
 
     Raises:
         ValueError: on fewer than 4 points, x not strictly increasing, a tolerance outside (0, 1), both or
@@ -171,7 +183,10 @@ def rate_fit(
         power = loglog_slope(gx, values, y_se, rng=rng, n_boot=n_boot, ci=ci)
         means = values
         se = None if y_se is None else as_finite_1d("y_se", y_se)
-    if power.max_relative_residual <= tolerance:
+    power_test = judge_misfit(
+        means, power.predict(gx), power_jacobian(gx), standard_errors=se, tolerance=tolerance
+    )
+    if not power_test.misfit:
         return RateFit(
             exponent=power.slope,
             ci_low=power.ci_low,
@@ -180,11 +195,18 @@ def rate_fit(
             model="power",
             power=power,
             max_relative_residual=power.max_relative_residual,
-            chi2_per_dof=power.chi2_per_dof,
+            chi2_per_dof=_chi2_per_dof(power_test),
             misfit=False,
             n_points=int(gx.size),
+            power_test=power_test,
+            test=power_test,
         )
-    return _two_term_rate(gx, means, se, groups, power, rng, ci, n_boot, tolerance)
+    return _two_term_rate(gx, means, se, groups, power, power_test, rng, ci, n_boot, tolerance)
+
+
+def _chi2_per_dof(test: Misfit) -> float | None:
+    """chi^2 / dof of a misfit judgement (``None`` for exact values)."""
+    return None if test.chi2 is None else test.chi2 / test.dof
 
 
 class NonPositiveMeanError(ValueError):
@@ -232,6 +254,7 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     power_fitted = np.exp(intercept + slope * log_x)
     t = float(scipy_stats.t.ppf(0.5 + level / 2.0, n_seeds - 1))
     power_residual = float(np.max(np.abs(means / power_fitted - 1.0)))
+    power_test = judge_misfit(means, power_fitted, power_jacobian(gx), seed_values=data)
     power_se = jackknife_se(_power_slopes(log_x, loo.T))
     power = SlopeFit(
         slope=slope,
@@ -247,17 +270,44 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
         dof=int(gx.size) - 2,
         max_relative_residual=power_residual,
     )
-    if power_residual <= MISFIT_TOLERANCE:
+    if not power_test.misfit:
         return RateFit(
-            slope, power.ci_low, power.ci_high, level, "power", power, power_residual, None, False, gx.size
+            slope,
+            power.ci_low,
+            power.ci_high,
+            level,
+            "power",
+            power,
+            power_residual,
+            _chi2_per_dof(power_test),
+            False,
+            int(gx.size),
+            power_test=power_test,
+            test=power_test,
         )
+    if gx.size - TWO_TERM_PARAMETERS < MIN_MISFIT_DOF:
+        reason = (
+            f"{gx.size} points leave the two-term model {gx.size - TWO_TERM_PARAMETERS} degree of freedom; its "
+            f"misfit needs at least {MIN_MISFIT_DOF}"
+        )
+        return _unidentified(power, level, gx.size, reason, power_test=power_test)
     u = gx / math.exp(float(log_x.mean()))
     weights = 1.0 / means**2
     grid = _exponent_grid(slope)
     exponent = float(_profile_minimisers(u, means[:, None], weights, grid)[0])
-    ratio = means / _two_term_fitted(u, means, weights, exponent)
-    residual = float(np.max(np.abs(ratio - 1.0)))
-    se = jackknife_se(_profile_minimisers(u, loo.T, weights, grid))
+    if math.isnan(exponent):
+        reason = "no exponent has an interior best fit with a leading term a > 0 and a positive model"
+        return _unidentified(power, level, gx.size, reason, power_test=power_test)
+    fitted, jacobian = _two_term_fitted(u, means, weights, exponent)
+    residual = float(np.max(np.abs(means / fitted - 1.0)))
+    test = judge_misfit(means, fitted, jacobian, seed_values=data)
+    leave_one_out = _profile_minimisers(u, loo.T, weights, grid)
+    if np.any(np.isnan(leave_one_out)):
+        reason = (
+            f"{int(np.sum(np.isnan(leave_one_out)))} of {n_seeds} leave-one-seed-out fits have no exponent"
+        )
+        return _unidentified(power, level, gx.size, reason, exponent, residual, power_test)
+    se = jackknife_se(leave_one_out)
     return RateFit(
         exponent,
         exponent - t * se,
@@ -266,9 +316,88 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
         "two-term",
         power,
         residual,
-        None,
-        residual > MISFIT_TOLERANCE,
+        _chi2_per_dof(test),
+        test.misfit,
         int(gx.size),
+        power_test=power_test,
+        test=test,
+    )
+
+
+@dataclass(frozen=True)
+class SecantRate:
+    """An end-to-end rate: the secant slope of the seed means between a window's ends (module docstring).
+
+    Attributes:
+        exponent: ``log(ybar_hi / ybar_lo) / log(x_hi / x_lo)``.
+        ci_low, ci_high: its delete-one-seed jackknife Student-t interval at ``ci_level``.
+        ci_level: the interval's level.
+        se: the jackknife standard error.
+        seeds: S.
+        fitted_slope: the least-squares log-log slope over the whole window (reported, not judged).
+        x: the window's x values.
+        means: the seed means at each x.
+    """
+
+    exponent: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    se: float
+    seeds: int
+    fitted_slope: float
+    x: tuple[float, ...]
+    means: tuple[float, ...]
+
+    def describe(self) -> str:
+        """One line for a report: the ends, the jackknife, and the fitted slope beside."""
+        return (
+            f"secant between x = {self.x[0]:g} and {self.x[-1]:g} (means {self.means[0]:.4g} -> "
+            f"{self.means[-1]:.4g}), jackknife se {self.se:.3g} over {self.seeds} seeds; fitted slope over "
+            f"{len(self.x)} points {self.fitted_slope:.3g} (reported, not judged)"
+        )
+
+
+def secant_rate(x: ArrayLike, values: ArrayLike, level: float) -> SecantRate:
+    """The secant slope of the seed means between the window's ends, with its jackknife Student-t interval.
+
+    Args:
+        x: J >= 2 grid values > 0, strictly increasing.
+        values: (S, J) per-seed values, S >= 3 (seed s holds one value at every x).
+        level: the confidence level.
+
+    Raises:
+        ValueError: on bad shapes, fewer than 3 seeds, non-finite values or x not increasing.
+        NonPositiveMeanError: when an end's mean, or a leave-one-seed-out mean there, is <= 0.
+    """
+    gx = as_finite_1d("x", x)
+    data = np.asarray(values, dtype=np.float64)
+    if gx.size < 2 or np.any(gx <= 0.0) or np.any(np.diff(gx) <= 0.0):
+        raise ValueError(f"x must hold at least 2 increasing values > 0; got {gx.tolist()}.")
+    if data.ndim != 2 or data.shape[1] != gx.size or data.shape[0] < 3:
+        raise ValueError(f"values must be (seeds >= 3, {gx.size}); got shape {data.shape}.")
+    ends = data[:, [0, -1]]
+    n_seeds = data.shape[0]
+    _check_positive(ends.mean(axis=0))
+    _check_positive((ends.sum(axis=0)[None, :] - ends) / (n_seeds - 1))
+    span = math.log(gx[-1] / gx[0])
+    interval = jackknife_t(lambda means: math.log(means[1] / means[0]) / span, ends, level)
+    means = data.mean(axis=0)
+    fitted = (
+        float(_power_slopes(np.log(gx), means[:, None])[0])
+        if np.all(means > 0.0) and gx.size > 2
+        else math.nan
+    )
+    return SecantRate(
+        interval.value,
+        interval.ci_low,
+        interval.ci_high,
+        level,
+        interval.se,
+        n_seeds,
+        fitted,
+        tuple(map(float, gx)),
+        tuple(map(float, means)),
     )
 
 
@@ -278,6 +407,7 @@ def _two_term_rate(
     se: FloatArray | None,
     groups: list[FloatArray] | None,
     power: SlopeFit,
+    power_test: Misfit,
     rng: np.random.Generator,
     ci: float,
     n_boot: int,
@@ -294,7 +424,7 @@ def _two_term_rate(
             f"{x.size} points leave the two-term model {dof} degree of freedom; its misfit needs at least "
             f"{MIN_MISFIT_DOF} (at least {TWO_TERM_PARAMETERS + MIN_MISFIT_DOF} points)"
         )
-        return _unidentified(power, ci, x.size, reason)
+        return _unidentified(power, ci, x.size, reason, power_test=power_test)
     weights = 1.0 / (se**2 if se is not None else y**2)
     grid = _exponent_grid(power.slope)
     u = x / math.exp(float(np.mean(np.log(x))))
@@ -304,8 +434,8 @@ def _two_term_rate(
             f"no exponent in [{grid[0]:.3g}, {grid[-1]:.3g}] has an interior best fit with a leading term "
             "a > 0 and a positive model over the window"
         )
-        return _unidentified(power, ci, x.size, reason)
-    fitted = _two_term_fitted(u, y, weights, exponent)
+        return _unidentified(power, ci, x.size, reason, power_test=power_test)
+    fitted, jacobian = _two_term_fitted(u, y, weights, exponent)
     residual = float(np.max(np.abs(y / fitted - 1.0)))
     boot = _bootstrap_samples(y, fitted, se, groups, rng, n_boot)
     boot_exponents = _profile_minimisers(u, boot, weights, grid)
@@ -313,9 +443,9 @@ def _two_term_rate(
     unidentified = n_boot - identified.size
     if unidentified > MAX_UNIDENTIFIED_SHARE * n_boot:
         reason = f"{unidentified} of {n_boot} bootstrap resamples have no identified exponent"
-        return _unidentified(power, ci, x.size, reason, exponent, residual)
+        return _unidentified(power, ci, x.size, reason, exponent, residual, power_test)
     low, high = np.quantile(identified, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
-    chi2 = float(np.sum((y - fitted) ** 2 / se**2)) / dof if se is not None else None
+    test = judge_misfit(y, fitted, jacobian, standard_errors=se, tolerance=tolerance)
     return RateFit(
         exponent=exponent,
         ci_low=float(low),
@@ -324,9 +454,11 @@ def _two_term_rate(
         model="two-term",
         power=power,
         max_relative_residual=residual,
-        chi2_per_dof=chi2,
-        misfit=residual > tolerance,
+        chi2_per_dof=_chi2_per_dof(test),
+        misfit=test.misfit,
         n_points=int(x.size),
+        power_test=power_test,
+        test=test,
     )
 
 
@@ -337,6 +469,7 @@ def _unidentified(
     reason: str,
     exponent: float = math.nan,
     residual: float = math.inf,
+    power_test: Misfit | None = None,
 ) -> RateFit:
     """A two-term fit whose exponent is not identified: misfit, with an unbounded interval and the reason."""
     return RateFit(
@@ -351,6 +484,7 @@ def _unidentified(
         misfit=True,
         n_points=n_points,
         reason=reason,
+        power_test=power_test,
     )
 
 
@@ -403,12 +537,15 @@ def _profile_minimisers(u: FloatArray, ys: FloatArray, weights: FloatArray, grid
     return np.asarray(np.where(interior, refined, np.nan))
 
 
-def _two_term_fitted(u: FloatArray, y: FloatArray, weights: FloatArray, exponent: float) -> FloatArray:
-    """The fitted values of y = a u^r + b u^(r-1) at the given r (a, b by weighted least squares)."""
+def _two_term_fitted(
+    u: FloatArray, y: FloatArray, weights: FloatArray, exponent: float
+) -> tuple[FloatArray, FloatArray]:
+    """The fitted values of y = a u^r + b u^(r-1) at the given r (a, b by weighted least squares), and the
+    Jacobian of their logarithm in (a, b, r) (:func:`crl.stats.misfit.two_term_jacobian`)."""
     design = _design(u, exponent)
     sqrt_w = np.sqrt(weights)
     coef, *_ = np.linalg.lstsq(sqrt_w[:, None] * design, sqrt_w * y, rcond=None)
-    return np.asarray(design @ coef)
+    return np.asarray(design @ coef), two_term_jacobian(u, float(coef[0]), float(coef[1]), exponent)
 
 
 def _bootstrap_samples(
