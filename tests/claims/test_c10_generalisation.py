@@ -10,6 +10,7 @@ from crl.claims.base import Verdict
 from crl.claims.c10_generalisation import (
     MODEL,
     _rate_part,
+    _secant_part,
     _tau_part,
     _unconverged,
     draw_tuples,
@@ -37,13 +38,20 @@ def test_non_positive_means_make_the_rate_part_inconclusive() -> None:
 
 
 def test_every_verdict_of_the_rate_parts_is_reachable() -> None:
-    """If this fails, the n part cannot PASS on a 1/n gap, FAIL on a flat one, or be INCONCLUSIVE when noisy."""
+    """If this fails, the n part (end to end) cannot PASS on a 1/n gap, FAIL on a flat one, or be INCONCLUSIVE
+    when noisy; or the k part (a fitted rate) cannot reach all three."""
     rng = np.random.default_rng(2)
-    assert _rate_part("n", list(X), _seeds(-1.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.PASS
-    assert _rate_part("n", list(X), _seeds(0.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.FAIL
-    assert _rate_part("n", list(X), _seeds(-0.45, 4, 0.3, rng), -0.45, 0.998).verdict is Verdict.INCONCLUSIVE
+    assert _secant_part("n", list(X), _seeds(-1.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.PASS
+    assert _secant_part("n", list(X), _seeds(0.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.FAIL
+    assert (
+        _secant_part("n", list(X), _seeds(-0.45, 4, 0.3, rng), -0.45, 0.998).verdict is Verdict.INCONCLUSIVE
+    )
     assert _rate_part("k", list(X), _seeds(0.0, 30, 0.1, rng), 0.1, 0.998).verdict is Verdict.PASS
     assert _rate_part("k", list(X), _seeds(0.5, 30, 0.1, rng), 0.1, 0.998).verdict is Verdict.FAIL
+    assert _rate_part("k", list(X), _seeds(0.1, 12, 0.3, rng), 0.1, 0.998).verdict is Verdict.INCONCLUSIVE
+    fewer_seeds_than_points = _rate_part("k", list(X), _seeds(0.0, 4, 0.1, rng), 0.1, 0.998)
+    assert fewer_seeds_than_points.verdict is Verdict.INCONCLUSIVE
+    assert "more seeds than" in fewer_seeds_than_points.reason
 
 
 def test_every_verdict_of_the_tau_part_is_reachable() -> None:

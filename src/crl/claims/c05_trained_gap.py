@@ -10,16 +10,21 @@ Per fit: G = L(s_hat) - L_hat(s_hat), its variance-reduced form G_cv (same expec
 L(s_hat) - L* and E* - E(s_hat), exact inner expectations. |G| is the absolute value of the seed mean of G_cv.
 
 Rule (five parts, each at the per-part level; intervals by the delete-one-seed jackknife with Student-t
-quantiles, :func:`crl.stats.jackknife_t`):
+quantiles, :func:`crl.stats.jackknife_t`; contract v2 of docs/theory.md section 7):
 
 1. SCRL, vs m at fixed n on the window of m where the ball binds in no seed and every fit converged: fit
    |G|(m) = a + b m^r; PASS when r's CI upper end <= -0.9, FAIL when its lower end > -0.9
    (:func:`crl.claims.verdict.verdict_at_most`, bound = r + delta with r = -1, delta = 0.1); INCONCLUSIVE
-   with fewer than 4 window points or a largest relative residual above 5%.
+   with fewer than 5 window points (the misfit test needs 2 degrees of freedom beside a, b, r) or a misfit
+   that is material and significant (:func:`crl.stats.judge_misfit` on the seeds' covariance).
 2. SSCRL, the same with bound -0.4 (r = -1/2).
-3. SSCRL's |G| above SCRL's at each m of both windows: the CI of log(|G|_SSCRL/|G|_SCRL) above 0 at every m
-   (each m at the part's level divided over the window's m, Bonferroni), below 0 at some m: FAIL.
-4. SCRL vs n at fixed m: the log-log slope of |G| has CI upper end <= -0.45.
+3. SSCRL's |G| above SCRL's at each m of both windows with m <= n/4 (above it both regimes share the n-floor):
+   the CI of log(|G|_SSCRL/|G|_SCRL) above 0 at every such m (each m at the part's level divided over those m,
+   Bonferroni), below 0 at some m: FAIL.
+4. SCRL vs n at fixed m, end to end (:func:`crl.stats.secant_rate`): the secant slope between the window's
+   ends of the floor-free gap G - b*_m = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) (>= 0 per seed; b*_m =
+   L* - L_hat(s*) is the fixed-s* inner bias on the same sample) has CI upper end <= -0.45. The leftover floor
+   b*_m, measured with fresh negatives, is reported at the largest n.
 5. The same for the excess risk L(s_hat) - L*.
 
 Control: the unbounded Gaussian truth (GaussianTwoTower(3, rho=0.9), family plus e|y|^2), parts 1-3 on the same
@@ -45,7 +50,6 @@ a grid, (a, b) by weighted linear least squares, then a parabola through the gri
 is the largest relative residual ``max_j |y_j/yhat_j - 1|`` (an effect size; above 5% the verdict is INCONCLUSIVE).
 """
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -59,7 +63,8 @@ from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_above, verdict_at_most
 from crl.erm.trained import erm_record, ideal_parameters
-from crl.stats import MISFIT_TOLERANCE, jackknife_t
+from crl.stats import NonPositiveMeanError, jackknife_t, judge_misfit, secant_rate
+from crl.stats.misfit import offset_power_jacobian
 from crl.sweep import Cell, CellRecord
 from crl.synthetic import GaussianTwoTower, VMFUniform
 from crl.synthetic.base import GroundTruth
@@ -174,13 +179,6 @@ def _profile(
     return rss, a, b
 
 
-def loglog_slope(x: FloatArray, y: FloatArray) -> float:
-    """OLS slope of log y on log x (y > 0)."""
-    lx, ly = np.log(np.asarray(x, dtype=np.float64)), np.log(np.asarray(y, dtype=np.float64))
-    cx = lx - lx.mean()
-    return float(cx @ (ly - ly.mean()) / (cx @ cx))
-
-
 M_GRIDS = {
     Fidelity.QUICK: (8, 16, 32, 64, 128, 256),
     Fidelity.STANDARD: (8, 16, 32, 64, 128, 256, 512, 1024),
@@ -203,8 +201,11 @@ N_BIAS = {Fidelity.QUICK: 1024, Fidelity.STANDARD: 2048, Fidelity.FULL: 8192}
 BOUNDS = {"independent": -0.9, "shared": -0.4}
 """r + delta: SCRL r = -1, SSCRL r = -1/2, delta = 0.1 (upper-bound rule)."""
 N_BOUND = -0.45
-"""-1/2 + 0.05: the slope in n of |G| and of the excess risk."""
-MIN_WINDOW = 4
+"""-1/2 + 0.05: the secant slope in n of the floor-free gap and of the excess risk."""
+MIN_WINDOW = 5
+"""a, b and r plus the 2 degrees of freedom the misfit test needs."""
+RATIO_SHARE = 4
+"""The SSCRL/SCRL ratio is judged only where m <= n / 4."""
 
 
 class TrainedGap(Claim):
@@ -220,23 +221,26 @@ class TrainedGap(Claim):
     parts: ClassVar[int] = 5
     statement: ClassVar[str] = (
         "For the ERM over a bounded score class, the gap L(s_hat) - L_hat(s_hat) decays in m at least like 1/m "
-        "(SCRL) and 1/sqrt(m) (SSCRL), where it is larger than in SCRL, and the gap and the excess risk decay "
-        "in n at least like 1/sqrt(n)."
+        "(SCRL) and 1/sqrt(m) (SSCRL), where it is larger than in SCRL (m <= n/4), and the gap without its "
+        "fixed-m floor and the excess risk decay in n at least like 1/sqrt(n)."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C5, on VMFUniform(3, kappa=4), tau = 0.5, ERM of gcl L_hat over x^T W y + "
-        "b^T y with |theta| <= 1.5 |theta*| (Newton with a multiplier search, KKT residual <= 1e-8 per fit). "
-        "|G| = |seed mean of G_cv| (G minus the fixed-s* gap of the same sample plus its expectation). "
-        "Intervals: delete-one-seed jackknife, Student-t with seeds - 1 dof. (1) SCRL and (2) SSCRL vs m at n = "
-        "1024 (quick 256, full 4096), m in {8, ..., 1024} (quick to 256), on the window of m where no seed's "
-        "ball binds and every fit converged (at least 4 m, else INCONCLUSIVE): fit |G| = a + b m^r by relative "
-        "least squares (largest relative residual above 5%: INCONCLUSIVE); PASS if r's CI upper end <= -0.9 "
-        "(SCRL) or <= -0.4 (SSCRL), FAIL if its lower end is above it, else INCONCLUSIVE. (3) At every m of "
-        "both windows the CI of log(|G| SSCRL / |G| SCRL) lies above 0 (Bonferroni over those m): PASS; below "
-        "0 at some m: FAIL. (4, 5) SCRL vs n at m = 256 (quick 64), n in {256, ..., 4096} (quick {128, ..., "
-        "1024}, full to 16384): the log-log slope of |G| and of the excess risk L(s_hat) - L* has CI upper end "
-        "<= -0.45 (PASS), lower end above (FAIL). Seeds: 12 (quick 4, full 16). Every r and slope is reported "
-        "as measured; non-converged fits are counted and reported."
+        "docs/theory.md section 7, C5 (contract v2), on VMFUniform(3, kappa=4), tau = 0.5, ERM of gcl L_hat "
+        "over x^T W y + b^T y with |theta| <= 1.5 |theta*| (Newton with a multiplier search, KKT residual <= "
+        "1e-8 per fit). |G| = |seed mean of G_cv| (G minus the fixed-s* gap of the same sample plus its "
+        "expectation). Intervals: delete-one-seed jackknife, Student-t with seeds - 1 dof. (1) SCRL and (2) "
+        "SSCRL vs m at n = 1024 (quick 256, full 4096), m in {8, ..., 1024} (quick to 256), on the window of m "
+        "where no seed's ball binds and every fit converged (at least 5 m, else INCONCLUSIVE): fit |G| = a + b "
+        "m^r by relative least squares; a misfit that is material and significant (chi^2 on the seeds' "
+        "covariance at alpha 0.05 and a relative residual above 5% beyond t se) is INCONCLUSIVE; PASS if r's "
+        "CI upper end <= -0.9 (SCRL) or <= -0.4 (SSCRL), FAIL if its lower end is above it, else INCONCLUSIVE. "
+        "(3) At every m <= n/4 of both windows the CI of log(|G| SSCRL / |G| SCRL) lies above 0 (Bonferroni "
+        "over those m): PASS; below 0 at some m: FAIL. (4, 5) SCRL vs n at m = 256 (quick 64), n in {256, ..., "
+        "4096} (quick {128, ..., 1024}, full to 16384), end to end: the secant slope between the window's ends "
+        "of the floor-free gap G - b*_m = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) and of the excess risk "
+        "L(s_hat) - L* has CI upper end <= -0.45 (PASS), lower end above (FAIL); the fitted slope and the "
+        "leftover floor b*_m at the largest n are reported. Seeds: 12 (quick 4, full 16). Every r and slope is "
+        "reported as measured; non-converged fits are counted and reported."
     )
     control_description: ClassVar[str] = (
         "The unbounded Gaussian truth: GaussianTwoTower(3, rho=0.9), family x^T W y + b^T y + e|y|^2 (contains "
@@ -356,7 +360,7 @@ def _m_parts(
         verdicts.append(verdict)
         stats.extend(statistic)
         reasons.extend(reason)
-    both = [m for m in windows["independent"] if m in windows["shared"]]
+    both = [m for m in windows["independent"] if m in windows["shared"] and RATIO_SHARE * m <= n]
     verdict, statistic, reason = _ratio_part(data, arm, n, both, level)
     return [*verdicts, verdict], stats + statistic, reasons + reason
 
@@ -375,17 +379,25 @@ def _exponent_part(
     x = np.array(window, dtype=np.float64)
     seeds = np.column_stack([data.values((arm, regime, n, m), "gap_cv") for m in window])
     try:
-        fit = offset_power_fit(x, np.abs(seeds.mean(axis=0)))
+        means = seeds.mean(axis=0)
+        fit = offset_power_fit(x, np.abs(means))
         interval = jackknife_t(lambda means: offset_power_fit(x, np.abs(means)).r, seeds, level)
+        fitted = fit.predict(x)
+        test = judge_misfit(
+            np.abs(means),
+            fitted,
+            offset_power_jacobian(x, fit.a, fit.b, fit.r),
+            seed_values=seeds * np.sign(means)[None, :],
+        )
     except ValueError as error:
         return Verdict.INCONCLUSIVE, [], [f"{label}: the fit failed ({error})"]
     detail = (
-        f"a = {fit.a:.3g}, b = {fit.b:.3g}, max relative residual {fit.max_relative_residual:.3g}; "
+        f"a = {fit.a:.3g}, b = {fit.b:.3g}, {test.describe()}; "
         f"jackknife se {interval.se:.3g} over {interval.seeds} seeds"
     )
     stat = Statistic(name, interval.value, interval.ci_low, interval.ci_high, level, detail)
-    if fit.max_relative_residual > MISFIT_TOLERANCE:
-        return Verdict.INCONCLUSIVE, [stat], [f"{label}: misfit ({detail})"]
+    if test.misfit:
+        return Verdict.INCONCLUSIVE, [stat], [f"{label}: misfit, material and significant ({detail})"]
     verdict = verdict_at_most(stat, BOUNDS[regime])
     reason = [] if verdict is not Verdict.INCONCLUSIVE else [f"{label}: CI of r straddles {BOUNDS[regime]}"]
     return verdict, [stat], reason
@@ -396,7 +408,11 @@ def _ratio_part(
 ) -> tuple[Verdict, list[Statistic], list[str]]:
     """Part 3: at each m of both windows the CI of log(|G| SSCRL / |G| SCRL) against 0 (Bonferroni over m)."""
     if not window:
-        return Verdict.INCONCLUSIVE, [], [f"{arm}: no m in both windows for the SSCRL/SCRL ratio"]
+        return (
+            Verdict.INCONCLUSIVE,
+            [],
+            [f"{arm}: no m <= n/{RATIO_SHARE} in both windows for the SSCRL/SCRL ratio"],
+        )
     each = 1.0 - (1.0 - level) / len(window)
     verdicts, stats = [], []
     for m in window:
@@ -425,41 +441,66 @@ def _log_ratio(means: np.ndarray) -> float:
     return math.log(abs(means[0])) - math.log(abs(means[1]))
 
 
+def floor_free_gap(data: "_Series", key: tuple[str, str, int, int]) -> np.ndarray:
+    """(seeds,) G - b*_m = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) = G - star_gap: the gap without the
+    fixed-s* inner bias of the sample, >= 0 up to the Monte-Carlo error of L(s_hat) - L*."""
+    return data.values(key, "gap") - data.values(key, "star_gap")
+
+
+def leftover_floor(data: "_Series", key: tuple[str, str, int, int]) -> tuple[float, float]:
+    """b*_m = L* - E L_hat_m(s*) at one point, measured with fresh negatives (G_cv - G + star_gap), as a mean
+    over seeds with its standard error."""
+    floor = data.values(key, "gap_cv") - data.values(key, "gap") + data.values(key, "star_gap")
+    return float(floor.mean()), float(floor.std(ddof=1) / math.sqrt(floor.size))
+
+
+N_QUANTITIES = (("floor_free", "G - b*_m"), ("excess_risk", "L(s_hat) - L*"))
+"""Parts 4 and 5: the floor-free gap and the excess risk, each judged end to end in n."""
+
+
+def _n_values(data: "_Series", key: tuple[str, str, int, int], name: str) -> np.ndarray:
+    """(seeds,) values of a part 4/5 quantity at one point."""
+    return floor_free_gap(data, key) if name == "floor_free" else data.values(key, name)
+
+
 def _n_parts(
     data: _Series, grid: tuple[int, ...], m: int, level: float
 ) -> tuple[list[Verdict], list[Statistic], list[str]]:
-    """Parts 4 and 5: log-log slopes in n of |G| and of the excess risk (SCRL, fixed m)."""
+    """Parts 4 and 5: secant slopes in n of the floor-free gap and of the excess risk (SCRL, fixed m)."""
     usable = [
         n for n in grid if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
     ]
     verdicts, stats, reasons = [], [], []
-    for name, label in (("gap_cv", "|G|"), ("excess_risk", "L(s_hat) - L*")):
-        if len(usable) < 3:
+    for name, label in N_QUANTITIES:
+        if len(usable) < 2 or usable[0] != grid[0] or usable[-1] != grid[-1]:
             verdicts.append(Verdict.INCONCLUSIVE)
-            reasons.append(f"slope of {label} in n: {len(usable)} usable n (< 3): too few points")
+            reasons.append(f"rate of {label} in n: a window end has failed fits (usable n = {usable})")
             continue
-        x = np.array(usable, dtype=np.float64)
-        seeds = np.column_stack([data.values(("claim", "independent", n, m), name) for n in usable])
-        interval = jackknife_t(functools.partial(_abs_slope, x), seeds, level)
+        seeds = np.column_stack([_n_values(data, ("claim", "independent", n, m), name) for n in usable])
+        try:
+            rate = secant_rate(usable, seeds, level)
+        except NonPositiveMeanError as error:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            reasons.append(f"rate of {label} in n: {error}")
+            continue
+        detail = rate.describe()
+        if name == "floor_free":
+            floor, floor_se = leftover_floor(data, ("claim", "independent", usable[-1], m))
+            detail += f"; leftover floor b*_m at n = {usable[-1]}: {floor:.3g} (se {floor_se:.2g})"
         stat = Statistic(
-            f"slope of {label} in n (SCRL, m = {m}), n = {usable}",
-            interval.value,
-            interval.ci_low,
-            interval.ci_high,
+            f"secant slope of {label} in n (SCRL, m = {m}), n = {usable[0]}..{usable[-1]}",
+            rate.exponent,
+            rate.ci_low,
+            rate.ci_high,
             level,
-            f"OLS on logs of seed means; jackknife se {interval.se:.3g} over {interval.seeds} seeds",
+            detail,
         )
         verdict = verdict_at_most(stat, N_BOUND)
         verdicts.append(verdict)
         stats.append(stat)
         if verdict is Verdict.INCONCLUSIVE:
-            reasons.append(f"slope of {label} in n: CI straddles {N_BOUND}")
+            reasons.append(f"rate of {label} in n: CI straddles {N_BOUND}")
     return verdicts, stats, reasons
-
-
-def _abs_slope(x: np.ndarray, means: np.ndarray) -> float:
-    """Log-log slope of ``|means|`` against x."""
-    return loglog_slope(x, np.abs(means))
 
 
 def _figure(data: _Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
@@ -485,15 +526,15 @@ def _figure(data: _Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
 
 
 def _n_figure(data: _Series, grid: tuple[int, ...], m: int) -> FigureSpec:
-    """|G| and the excess risk against n (SCRL, fixed m), bars 1 se."""
+    """The floor-free gap G - b*_m and the excess risk against n (SCRL, fixed m), bars 1 se."""
     keys = [
         ("claim", "independent", n, m)
         for n in grid
         if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
     ]
     series = []
-    for name, label in (("gap_cv", "|G|"), ("excess_risk", "L(s_hat) - L*")):
-        values = [data.values(k, name) for k in keys]
+    for name, label in N_QUANTITIES:
+        values = [_n_values(data, k, name) for k in keys]
         series.append(
             points(
                 f"{label} (SCRL, m = {m})",
@@ -503,7 +544,12 @@ def _n_figure(data: _Series, grid: tuple[int, ...], m: int) -> FigureSpec:
             )
         )
     return loglog_figure(
-        "gap_vs_n", "C5: gap and excess risk vs n", "n (pairs)", "value", *series, theory_slope=-0.5
+        "gap_vs_n",
+        "C5: floor-free gap and excess risk vs n",
+        "n (pairs)",
+        "value",
+        *series,
+        theory_slope=-0.5,
     )
 
 

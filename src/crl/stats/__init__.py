@@ -24,6 +24,7 @@ from crl.stats.bounds import INFORMATIVE_SLACK, ViolationCount, bound_violations
 from crl.stats.misfit import MISFIT_ALPHA, Misfit, judge_misfit
 from crl.stats.rates import (
     MISFIT_TOLERANCE,
+    FewSeedsError,
     NonPositiveMeanError,
     RateFit,
     SecantRate,
@@ -39,6 +40,7 @@ __all__ = [
     "MISFIT_ALPHA",
     "MISFIT_TOLERANCE",
     "Estimate",
+    "FewSeedsError",
     "JackknifeInterval",
     "Misfit",
     "NonPositiveMeanError",

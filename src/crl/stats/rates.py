@@ -213,6 +213,11 @@ class NonPositiveMeanError(ValueError):
     """A seed mean (or a leave-one-seed-out mean) is <= 0, so its logarithm, and the rate, are undefined."""
 
 
+class FewSeedsError(ValueError):
+    """No more seeds than window points: the seeds' covariance of the means, which the misfit test needs, is
+    singular."""
+
+
 def _power_slopes(log_x: FloatArray, means: FloatArray) -> FloatArray:
     """Least-squares slopes of log means on log x, one per column of ``means`` (J, C)."""
     centred = log_x - log_x.mean()
@@ -235,6 +240,7 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
 
     Raises:
         ValueError: on bad shapes or fewer than 3 seeds or 4 points.
+        FewSeedsError: with no more seeds than points.
         NonPositiveMeanError: when a mean or leave-one-out mean is <= 0.
     """
     gx = np.asarray(x, dtype=np.float64)
@@ -244,6 +250,11 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     if not np.all(np.isfinite(data)) or np.any(gx <= 0.0):
         raise ValueError("values must be finite and x > 0.")
     n_seeds = data.shape[0]
+    if n_seeds <= gx.size:
+        raise FewSeedsError(
+            f"{n_seeds} seeds for {gx.size} points: the misfit test needs more seeds than window points (their "
+            "covariance is singular otherwise)."
+        )
     means = data.mean(axis=0)
     loo = (data.sum(axis=0)[None, :] - data) / (n_seeds - 1)
     _check_positive(means)
