@@ -1,5 +1,6 @@
 """C6 (synthetic): the m* rule with its censoring, the slope intervals, the verdict, the fit and the exact metric."""
 
+import itertools
 import math
 import zlib
 
@@ -10,6 +11,8 @@ from scipy import stats as scipy_stats
 
 from crl.claims.base import Verdict
 from crl.claims.c06_saturation import (
+    LINE,
+    M_OVER_N,
     CircleTruth,
     Sample,
     _cell_params,
@@ -17,6 +20,8 @@ from crl.claims.c06_saturation import (
     claim_and_control,
     draw_sample,
     fit_in_ball,
+    fit_on_line,
+    m_grid,
     risk_derivatives,
 )
 from crl.objectives import contrastive_loss_from_scores
@@ -105,31 +110,79 @@ def test_every_verdict_is_reachable() -> None:
     assert _judge(diff, 3)[0] is Verdict.INCONCLUSIVE  # unconverged fits block a PASS
 
 
-def test_the_swapped_arms_control_fails_where_the_claim_passes() -> None:
-    """If this fails, the control is not the claim's rule with the arms swapped (an SSCRL' arm in SCRL's role),
-    so it could not show a FAIL where the claim's effect is resolved."""
+def test_the_null_control_is_the_claims_difference_on_its_own_arms() -> None:
+    """If this fails, the control is not the claim's rule (slope(SSCRL) - slope(SCRL)) applied to the null
+    setting's arms, or it mirrors the claim (the swapped-arms control of contract v1, a replication)."""
     scrl = np.full(41, 0.5)
     sscrl = np.full(41, 1.0)
     sscrl[1::2] = 0.9
+    alike = np.full(41, 0.5)
+    alike[1::2] = 0.6
     slopes = {
-        arm: SlopeBounds(s, s, s) for arm, s in {"scrl": scrl, "sscrl": sscrl, "control": sscrl}.items()
+        arm: SlopeBounds(s, s, s)
+        for arm, s in {
+            "scrl": scrl,
+            "sscrl": sscrl,
+            "null-scrl": alike,
+            "null-sscrl": alike[::-1].copy(),
+        }.items()
     }
     claim, control = claim_and_control(slopes, 0.9)
-    assert _judge(claim, 0)[0] is Verdict.PASS and _judge(control, 0)[0] is Verdict.FAIL
-    assert control.point == pytest.approx(-claim.point)
-    assert (control.ci_low, control.ci_high) == pytest.approx((-claim.ci_high, -claim.ci_low))
+    assert _judge(claim, 0)[0] is Verdict.PASS
+    assert _judge(control, 0)[0] is Verdict.INCONCLUSIVE
+    assert control.point == pytest.approx(0.0)
 
 
-def test_the_control_arm_is_sscrl_on_pairs_of_its_own() -> None:
-    """If this fails, the control's SSCRL' arm shares the claim's pairs or is not the shared-negative regime."""
+def test_the_null_arms_share_their_pairs_and_not_the_claims() -> None:
+    """If this fails, the null control's two regimes see different pairs, or the claim's pairs."""
 
     class Seeds:
         def seed_for(self, *key: object) -> int:
             return zlib.crc32(repr(key).encode())
 
-    params = {arm: _cell_params(Seeds(), arm, 64, 3, (2, 4)) for arm in ("scrl", "sscrl", "control")}  # type: ignore[arg-type]
-    assert params["control"]["regime"] == "sscrl" == params["sscrl"]["regime"]
-    assert params["scrl"]["pair_seed"] == params["sscrl"]["pair_seed"] != params["control"]["pair_seed"]
+    arms = ("scrl", "sscrl", "null-scrl", "null-sscrl")
+    params = {arm: _cell_params(Seeds(), arm, 64, 3, (2, 4)) for arm in arms}  # type: ignore[arg-type]
+    assert params["null-sscrl"]["regime"] == "sscrl" and params["null-scrl"]["regime"] == "scrl"
+    assert params["scrl"]["pair_seed"] == params["sscrl"]["pair_seed"]
+    assert (
+        params["null-scrl"]["pair_seed"] == params["null-sscrl"]["pair_seed"] != params["scrl"]["pair_seed"]
+    )
+
+
+def test_every_arm_ends_at_sixteen_n() -> None:
+    """If this fails, the arms' grids end at different m_max(n), or SSCRL (m* ~ n) can be right-censored by the
+    grid's end by construction."""
+    for n in (8, 16, 256, 1024):
+        grid = m_grid(n)
+        assert (
+            grid[0] == 2 and grid[-1] == M_OVER_N * n and all(b == 2 * a for a, b in itertools.pairwise(grid))
+        )
+        assert grid[-2] >= 8 * n
+
+
+@pytest.mark.parametrize("regime", ["independent", "shared"])
+def test_the_line_fit_minimises_the_risk_over_c(regime: str) -> None:
+    """If this fails, the null class's fit is not the minimiser of L_hat(c <x, y>) over |c| <= radius: checked
+    against a dense grid of c (float64 brute force) and, at a small radius, on the boundary."""
+    truth = CircleTruth(kappa=4.0, kappa0=0.0, tau=0.5)
+    sample = draw_sample(truth, 30, 256, regime, torch.Generator().manual_seed(7))  # type: ignore[arg-type]
+    grid = np.linspace(-4.0, 4.0, 801)
+    values = [risk_derivatives(float(c) * LINE, sample, truth.tau)[0] for c in grid]
+    best = float(grid[int(np.argmin(values))])
+    fit = fit_on_line(sample, truth.tau, LINE, 4.0)
+    assert fit.converged and not fit.constrained
+    assert float(fit.theta @ LINE / (LINE @ LINE)) == pytest.approx(best, abs=0.011)
+    edge = fit_on_line(sample, truth.tau, LINE, 0.5)
+    assert edge.constrained and float(edge.theta @ LINE / (LINE @ LINE)) == pytest.approx(0.5)
+
+
+def test_the_null_truth_has_the_null_class_ideal_score() -> None:
+    """If this fails, s* of the null truth is not in the class s = c <x, y> (the control would be misspecified)."""
+    truth = CircleTruth(kappa=4.0, kappa0=0.0, tau=0.5)
+    ideal = truth.ideal_parameters()
+    torch.testing.assert_close(ideal, 2.0 * LINE)
+    assert truth.excess_risk(2.0 * LINE) == pytest.approx(0.0, abs=1e-12)
+    assert truth.excess_risk(1.5 * LINE) > 0.0
 
 
 def test_excess_risk_is_zero_at_s_star_and_matches_a_quadrature_of_l_minus_l_star() -> None:

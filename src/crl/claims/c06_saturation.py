@@ -13,9 +13,14 @@ largest m, tol = max(Student-t half-width of the plateau at the per-part level, 
 grid's ends; the least-squares slope of log m* on log n as an interval over the censored values; the CI of
 slope(SSCRL) - slope(SCRL) by a bootstrap over >= 30 seeds; PASS when it lies above 0.
 
-Negative control: swapped arms. The claim's SCRL arm in SSCRL's role and a second SSCRL arm (SSCRL', on pairs
-and negatives independent of the claim's) in SCRL's: slope(SCRL) - slope(SSCRL') has minus the claim's true
-difference, so where the claim holds the rule must return FAIL.
+Null control (contract v2): a setting where [A]'s mechanism is absent. Uniform anchors (kappa0 = 0) and the
+one-parameter score class s = c <x, y> (:func:`fit_on_line`): the shared negatives' fluctuation averages out
+over uniform anchors (C4's control shows it), so both regimes' m* grow alike; the true difference
+slope(SSCRL) - slope(SCRL) is about 0 and the rule must not PASS. Its arms run on the same grids.
+
+Grids: every arm at n ends at the same m_max(n) = M_OVER_N n (at least the smallest grid's top), doubling from
+m = 2, so the plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not
+right-censored by the grid's end.
 
 The fit: [A]'s gcl empirical risk minimised over a norm ball of linear scores on the circle, and its exact
 excess risk.
@@ -83,7 +88,7 @@ from crl.stats.saturation import (
     upper_quantile,
 )
 from crl.sweep import Cell, derive_seed
-from crl.synthetic import AsymmetricSphere, log_vmf_normaliser, vmf_mean_resultant_length
+from crl.synthetic import AsymmetricSphere, VMFUniform, log_vmf_normaliser, vmf_mean_resultant_length
 
 DIM = 2
 N_PARAMS = 6
@@ -108,8 +113,11 @@ class CircleTruth:
         bias = torch.tensor([-self.tau * self.kappa0, 0.0], dtype=torch.float64)
         return pack(matrix, bias)
 
-    def model(self) -> AsymmetricSphere:
-        """The same law as a :class:`crl.synthetic.AsymmetricSphere` (its samplers draw the training data)."""
+    def model(self) -> AsymmetricSphere | VMFUniform:
+        """The same law as a :class:`crl.synthetic.AsymmetricSphere` (its samplers draw the training data), or,
+        with uniform anchors (kappa0 = 0), as a :class:`crl.synthetic.VMFUniform`."""
+        if self.kappa0 == 0.0:
+            return VMFUniform(DIM, self.kappa)
         return AsymmetricSphere(DIM, self.kappa, self.kappa0, negative_law="anchor")
 
     def excess_risk(self, theta: Tensor) -> float:
@@ -297,27 +305,77 @@ def fit_in_ball(sample: Sample, tau: float, radius: float, start: Tensor | None 
     return Fit(theta, value, lam, residual, lam > 0.0, residual <= GRAD_TOLERANCE)
 
 
+def fit_on_line(sample: Sample, tau: float, direction: Tensor, radius: float, start: float = 0.0) -> Fit:
+    """The minimiser of L_hat over theta = c d, |c| <= radius (the null control's class s = c <x, y> with
+    d = theta of A = I, b = 0), by 1-D Newton on the convex L_hat(c d) with dL/dc = <grad, d> and
+    d^2L/dc^2 = d^T Hess d, clipped to the interval. The KKT residual is |dL/dc| at an interior c, and
+    max(0, -sign(c) dL/dc) on the boundary."""
+    c = max(-radius, min(radius, start))
+    value, grad, hess = risk_derivatives(c * direction, sample, tau)
+    for _ in range(_MAX_NEWTON):
+        slope, curvature = float(grad @ direction), float(direction @ hess @ direction)
+        if _line_residual(c, slope, radius) <= GRAD_TOLERANCE:
+            break
+        step = -slope / max(curvature, 1e-300)
+        t = 1.0
+        while t > 1e-12:
+            candidate = max(-radius, min(radius, c + t * step))
+            c_value, c_grad, c_hess = risk_derivatives(candidate * direction, sample, tau)
+            if c_value <= value + 1e-4 * slope * (candidate - c):
+                break
+            t *= 0.5
+        if t <= 1e-12 or candidate == c:
+            break
+        c, value, grad, hess = candidate, c_value, c_grad, c_hess
+    slope = float(grad @ direction)
+    residual = _line_residual(c, slope, radius)
+    bound = abs(c) >= radius
+    return Fit(
+        c * direction, value, abs(slope) if bound else 0.0, residual, bound, residual <= GRAD_TOLERANCE
+    )
+
+
+def _line_residual(c: float, slope: float, radius: float) -> float:
+    """KKT residual of min L(c) on [-radius, radius]: |L'| inside; on an end, the part of L' pointing out."""
+    if c >= radius:
+        return max(0.0, slope)
+    if c <= -radius:
+        return max(0.0, -slope)
+    return abs(slope)
+
+
 def _kkt_residual(theta: Tensor, grad: Tensor, lam: float, radius: float) -> float:
     """``|grad + lam theta| + lam |radius - |theta||``: stationarity plus complementary slackness."""
     return float((grad + lam * theta).norm()) + lam * abs(radius - float(theta.norm()))
 
 
 TRUTH = CircleTruth(kappa=4.0, kappa0=2.0, tau=0.5)
+NULL_TRUTH = CircleTruth(kappa=4.0, kappa0=0.0, tau=0.5)
+"""The null control's truth: uniform anchors (kappa0 = 0), s* = tau kappa <x, y>."""
 RADIUS = 6.0
-"""Ball radius: 2 |theta*| (|theta*| = tau sqrt(2 kappa^2 + kappa0^2) = 3)."""
-ARMS = ("scrl", "sscrl", "control")
-REGIME = {"scrl": "scrl", "sscrl": "sscrl", "control": "sscrl"}
+"""Ball radius: 2 |theta*| (|theta*| = tau sqrt(2 kappa^2 + kappa0^2) = 3); the null class's |c| <= 6 / sqrt(2)
+(s* has c = tau kappa = 2)."""
+LINE = pack(torch.eye(DIM, dtype=torch.float64), torch.zeros(DIM, dtype=torch.float64))
+"""theta of s = <x, y> (A = I, b = 0): the null class is s = c <x, y>, theta = c LINE."""
+ARMS = ("scrl", "sscrl", "null-scrl", "null-sscrl")
+REGIME = {"scrl": "scrl", "sscrl": "sscrl", "null-scrl": "scrl", "null-sscrl": "sscrl"}
 """Arm -> its regime's label in the cell parameters. Arm and label are in every cell's parameters, from which its
 seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_cell` reads the ``Regime``."""
+M_OVER_N = 16
+"""m_max(n) = 16 n: four doublings beyond m* ~ n, so SSCRL's plateau lies past its m*."""
 PLANS: dict[Fidelity, dict[str, Any]] = {
-    Fidelity.QUICK: {"n": (8, 16, 32, 64, 128), "m": tuple(2**i for i in range(1, 10)), "seeds": 30},
-    Fidelity.STANDARD: {"n": (32, 64, 128, 256, 512), "m": tuple(2**i for i in range(1, 12)), "seeds": 32},
-    Fidelity.FULL: {
-        "n": tuple(2**i for i in range(5, 12)),
-        "m": tuple(2**i for i in range(1, 15)),
-        "seeds": 64,
-    },
+    Fidelity.QUICK: {"n": (8, 16, 32, 64, 128), "seeds": 30},
+    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32},
+    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 11)), "seeds": 64},
 }
+
+
+def m_grid(n: int) -> tuple[int, ...]:
+    """The doubling grid 2, 4, ..., m_max(n) = :data:`M_OVER_N` n of every arm at n."""
+    top = M_OVER_N * n
+    return tuple(2**i for i in range(1, int(math.log2(top)) + 1))
+
+
 N_BOOT = 2000
 UNBOUNDED = 99.0
 """Shown in place of an interval end that censoring leaves unbounded (the report stores finite numbers only)."""
@@ -328,8 +386,10 @@ def saturation_cell(cell: Cell) -> dict[str, Any]:
     params = cell.params
     n = int(params["n"])
     regime: Regime = "shared" if params["regime"] == "sscrl" else "independent"
+    null = str(params["arm"]).startswith("null")
+    truth = NULL_TRUTH if null else TRUTH
     pairs_generator = torch.Generator().manual_seed(int(params["pair_seed"]))
-    anchors, positives = TRUTH.model().sample(n, pairs_generator)
+    anchors, positives = truth.model().sample(n, pairs_generator)
     rows: dict[str, list[Any]] = {
         "excess": [],
         "empirical": [],
@@ -340,15 +400,26 @@ def saturation_cell(cell: Cell) -> dict[str, Any]:
     start = None
     for m in params["m_grid"]:
         generator = torch.Generator().manual_seed(derive_seed(cell.seed, int(m)))
-        sample = draw_sample(TRUTH, n, int(m), regime, generator, pairs=(anchors, positives))
-        fit: Fit = fit_in_ball(sample, TRUTH.tau, RADIUS, start)
+        sample = draw_sample(truth, n, int(m), regime, generator, pairs=(anchors, positives))
+        fit: Fit = (
+            fit_on_line(
+                sample, truth.tau, LINE, RADIUS / math.sqrt(DIM), 0.0 if start is None else _along(start)
+            )
+            if null
+            else fit_in_ball(sample, truth.tau, RADIUS, start)
+        )
         start = fit.theta
-        rows["excess"].append(TRUTH.excess_risk(fit.theta))
+        rows["excess"].append(truth.excess_risk(fit.theta))
         rows["empirical"].append(fit.empirical_risk)
         rows["kkt"].append(fit.kkt_residual)
         rows["constrained"].append(fit.constrained)
         rows["converged"].append(fit.converged)
     return rows
+
+
+def _along(theta: Tensor) -> float:
+    """c of theta = c LINE."""
+    return float(theta @ LINE / (LINE @ LINE))
 
 
 class Saturation(Claim):
@@ -391,26 +462,25 @@ class Saturation(Claim):
     def run(self, ctx: ClaimContext) -> ClaimResult:
         """Fit every (arm, n, seed, m), find m*(n) per arm, and judge the slope differences."""
         plan = PLANS[ctx.fidelity]
-        grid_n, grid_m, n_seeds = plan["n"], plan["m"], plan["seeds"]
+        grid_n, n_seeds = plan["n"], plan["seeds"]
         cells = [
             Cell(params, ctx.seed_for(params))
             for arm in ARMS
             for n in grid_n
             for r in range(n_seeds)
-            for params in [_cell_params(ctx, arm, n, r, grid_m)]
+            for params in [_cell_params(ctx, arm, n, r, m_grid(n))]
         ]
         records = ctx.run_cells(cells, saturation_cell)
         by_arm = {arm: _stack(records, arm, grid_n, n_seeds, "excess") for arm in ARMS}
         unconverged = sum(not ok for record in records for ok in record.result["converged"])
         weights = seed_weights(n_seeds, ctx.rng("bootstrap"), N_BOOT)
         log_n = np.log(np.asarray(grid_n, dtype=np.float64))
-        m_values = np.asarray(grid_m, dtype=np.float64)
-        sats = {arm: saturations(m_values, by_arm[arm], weights, ctx.level) for arm in ARMS}
+        sats = {arm: saturations_by_n(grid_n, by_arm[arm], weights, ctx.level) for arm in ARMS}
         slopes = {arm: slope_bounds(log_n, sats[arm]) for arm in ARMS}
         claim, control = claim_and_control(slopes, ctx.level)
         verdict, reasons = _judge(claim, unconverged)
         control_verdict, control_reasons = _judge(control, unconverged)
-        table = _table(grid_n, grid_m, by_arm, sats, records)
+        table = _table(grid_n, by_arm, sats, records)
         return self.result(
             ctx,
             verdict=verdict,
@@ -420,29 +490,50 @@ class Saturation(Claim):
             ],
             control_verdict=control_verdict,
             control_statistics=[
-                _difference_statistic("control: slope(SCRL) - slope(SSCRL')", control, ctx.level),
-                _slope_statistic("control", slopes["control"], ctx.level),
+                _difference_statistic(
+                    "null control: slope(SSCRL) - slope(SCRL), uniform anchors, s = c <x, y>",
+                    control,
+                    ctx.level,
+                ),
+                *(_slope_statistic(arm, slopes[arm], ctx.level) for arm in ("null-sscrl", "null-scrl")),
             ],
-            figures=[_figure(grid_n, grid_m, sats)],
+            figures=[_figure(grid_n, sats)],
             table=table,
-            notes=_notes(grid_n, grid_m, n_seeds, sats, slopes, records, unconverged),
+            notes=_notes(grid_n, n_seeds, sats, slopes, records, unconverged),
             reasons=reasons,
             control_reasons=control_reasons,
         )
 
 
 def claim_and_control(slopes: dict[str, SlopeBounds], level: float) -> tuple[Difference, Difference]:
-    """The claim's slope(SSCRL) - slope(SCRL) and the swapped-arms control's slope(SCRL) - slope(SSCRL')."""
+    """The claim's slope(SSCRL) - slope(SCRL) and the null control's, the same difference on its arms."""
     claim = slope_difference(slopes["sscrl"], slopes["scrl"], level)
-    control = slope_difference(slopes["scrl"], slopes["control"], level)
+    control = slope_difference(slopes["null-sscrl"], slopes["null-scrl"], level)
     return claim, control
+
+
+def saturations_by_n(
+    grid_n: Sequence[int], values: list[np.ndarray], weights: np.ndarray, level: float
+) -> Saturations:
+    """m*(n) of one arm, each n on its own grid :func:`m_grid` (``values[i]`` is (S, M_i)), joined over n."""
+    parts = [
+        saturations(np.asarray(m_grid(n), dtype=np.float64), values[i][:, None, :], weights, level)
+        for i, n in enumerate(grid_n)
+    ]
+    return Saturations(
+        np.concatenate([p.log_m for p in parts], axis=1),
+        np.concatenate([p.censor for p in parts], axis=1),
+        np.concatenate([p.plateau for p in parts], axis=1),
+        np.concatenate([p.tol for p in parts], axis=1),
+    )
 
 
 def _cell_params(
     ctx: ClaimContext, arm: str, n: int, replicate: int, grid_m: Sequence[int]
 ) -> dict[str, Any]:
-    """A cell's parameters; SCRL and SSCRL share the pairs of (n, replicate), the control's SSCRL' its own."""
-    pair_key = "control" if arm == "control" else "claim"
+    """A cell's parameters; the two regimes of the claim share the pairs of (n, replicate), and so do the two
+    regimes of the null control (drawn from its own truth)."""
+    pair_key = "null" if arm.startswith("null") else "claim"
     return {
         "arm": arm,
         "regime": REGIME[arm],
@@ -453,14 +544,14 @@ def _cell_params(
     }
 
 
-def _stack(records: list[Any], arm: str, grid_n: Sequence[int], n_seeds: int, key: str) -> np.ndarray:
-    """(S, N, M) array of one arm's per-m values ``key``."""
+def _stack(records: list[Any], arm: str, grid_n: Sequence[int], n_seeds: int, key: str) -> list[np.ndarray]:
+    """Per n, the (S, M_n) array of one arm's per-m values ``key`` on that n's grid."""
     rows: dict[tuple[int, int], list[float]] = {}
     for record in records:
         params = record.cell.params
         if params["arm"] == arm:
             rows[(int(params["replicate"]), int(params["n"]))] = record.result[key]
-    return np.asarray([[rows[(r, n)] for n in grid_n] for r in range(n_seeds)], dtype=np.float64)
+    return [np.asarray([rows[(r, n)] for r in range(n_seeds)], dtype=np.float64) for n in grid_n]
 
 
 def _judge(difference: Difference, unconverged: int) -> tuple[Verdict, list[str]]:
@@ -495,9 +586,12 @@ def _shown(value: float) -> float:
 
 def _slope_statistic(arm: str, slope: SlopeBounds, level: float) -> Statistic:
     """One arm's slope (reported against 1/2 and 1, not judged)."""
-    name = {"sscrl": "slope of log m* on log n, SSCRL", "scrl": "slope of log m* on log n, SCRL"}.get(
-        arm, f"slope of log m* on log n, {arm}"
-    )
+    name = {
+        "sscrl": "slope of log m* on log n, SSCRL",
+        "scrl": "slope of log m* on log n, SCRL",
+        "null-sscrl": "null control: slope of log m* on log n, SSCRL",
+        "null-scrl": "null control: slope of log m* on log n, SCRL",
+    }[arm]
     detail = f"bounds on the data [{slope.low[0]:.3g}, {slope.high[0]:.3g}]; reported against 1/2 and 1, not judged"
     return Statistic(
         name,
@@ -511,20 +605,19 @@ def _slope_statistic(arm: str, slope: SlopeBounds, level: float) -> Statistic:
 
 def _table(
     grid_n: Sequence[int],
-    grid_m: Sequence[int],
-    by_arm: dict[str, np.ndarray],
+    by_arm: dict[str, list[np.ndarray]],
     sats: dict[str, Saturations],
     records: list[Any],
 ) -> list[dict[str, Any]]:
     """One row per (arm, n, m): mean metric with its se, the plateau, tol, m*(n) and its censoring, and the
     fraction of seeds whose ball constraint binds."""
-    constrained = {arm: _stack(records, arm, grid_n, by_arm[arm].shape[0], "constrained") for arm in ARMS}
+    constrained = {arm: _stack(records, arm, grid_n, by_arm[arm][0].shape[0], "constrained") for arm in ARMS}
     rows = []
     for arm in ARMS:
         values, sat = by_arm[arm], sats[arm]
         for i, n in enumerate(grid_n):
-            for j, m in enumerate(grid_m):
-                column = values[:, i, j]
+            for j, m in enumerate(m_grid(n)):
+                column = values[i][:, j]
                 rows.append(
                     {
                         "arm": arm,
@@ -532,7 +625,7 @@ def _table(
                         "m": m,
                         "excess_risk": float(column.mean()),
                         "excess_risk_se": float(column.std(ddof=1) / math.sqrt(column.size)),
-                        "ball_active_fraction": float(constrained[arm][:, i, j].mean()),
+                        "ball_active_fraction": float(constrained[arm][i][:, j].mean()),
                         "plateau": float(sat.plateau[0, i]),
                         "tol": float(sat.tol[0, i]),
                         "m_star": float(math.exp(sat.log_m[0, i])),
@@ -544,7 +637,6 @@ def _table(
 
 def _notes(
     grid_n: Sequence[int],
-    grid_m: Sequence[int],
     n_seeds: int,
     sats: dict[str, Saturations],
     slopes: dict[str, SlopeBounds],
@@ -564,21 +656,26 @@ def _notes(
         parts.append(f"{arm}: " + "; ".join(stars) + f"; slope {slopes[arm].point[0]:.3g} (vs 1/2 and 1)")
     worst = max(max(record.result["kkt"]) for record in records)
     return (
-        f"{n_seeds} seeds, n in {list(grid_n)}, m in {list(grid_m)}. "
+        f"{n_seeds} seeds, n in {list(grid_n)}, m = 2, 4, ..., {M_OVER_N} n at each n (every arm). "
         + " | ".join(parts)
         + f". Largest KKT residual {worst:.2g}; fits not converged: {unconverged}."
     )
 
 
-def _figure(grid_n: Sequence[int], grid_m: Sequence[int], sats: dict[str, Saturations]) -> FigureSpec:
+def _figure(grid_n: Sequence[int], sats: dict[str, Saturations]) -> FigureSpec:
     """m*(n) per arm on log-log axes (censored points at their bounds), with slopes 1/2 and 1 for reference."""
-    labels = {"scrl": "SCRL", "sscrl": "SSCRL", "control": "control: SSCRL' (independent pairs)"}
+    labels = {
+        "scrl": "SCRL",
+        "sscrl": "SSCRL",
+        "null-scrl": "null control SCRL (uniform anchors, s = c<x, y>)",
+        "null-sscrl": "null control SSCRL (uniform anchors, s = c<x, y>)",
+    }
     series = [
         points(
             labels[arm],
             list(grid_n),
             np.exp(sats[arm].log_m[0]).tolist(),
-            control=arm == "control",
+            control=arm.startswith("null"),
         )
         for arm in ARMS
     ]
