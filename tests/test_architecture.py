@@ -15,6 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "crl"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
+        "_validate",
         "_vocab _cache _lock _gather",
         "synthetic data",
         "search",

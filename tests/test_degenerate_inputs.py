@@ -56,7 +56,7 @@ def test_d0_embeddings_are_refused_by_every_objective(loss: object) -> None:
 
 def test_d0_embeddings_are_refused_by_the_retrieval_metrics() -> None:
     """d = 0 gave recall 0 without a word."""
-    with pytest.raises(ValueError, match=r"queries: .*d >= 1, got \(4, 0\)"):
+    with pytest.raises(ValueError, match=r"queries has shape \(4, 0\): d = 0 .*pass d >= 1"):
         retrieval_metrics(EMPTY, EMPTY, positive_index=torch.arange(4))
 
 

@@ -1,7 +1,7 @@
-"""The shared words of crl, defined once: loss forms, regimes of negatives, the temperature check, an estimate.
+"""The shared words of crl, defined once: loss forms, regimes of negatives, an estimate.
 
-Every layer (objectives, negatives, metrics, training, claims) imports these names from here, as scikit-learn
-keeps one validation module; nothing here imports another part of crl.
+Every layer (objectives, negatives, metrics, training, claims) imports these names from here; the checks of
+arguments (a temperature, a count, a choice among these words) live in :mod:`crl._validate`, the one floor below.
 
 - ``Form``: the per-anchor contrastive loss. With Delta_j = s(x, y'_j) - s(x, y) and m negatives,
   ``infonce`` = log(1 + sum_j exp(Delta_j/tau)), ``dcl`` = log sum_j exp(Delta_j/tau),
@@ -15,12 +15,13 @@ keeps one validation module; nothing here imports another part of crl.
   methods.
 """
 
-import math
 import typing
 from dataclasses import dataclass
 from typing import Literal
 
 from scipy import stats as scipy_stats
+
+from crl._validate import check_level
 
 Form = Literal["infonce", "dcl", "gcl"]
 KernelForm = Literal["infonce", "dcl"]
@@ -31,40 +32,6 @@ KERNEL_FORMS: tuple[str, ...] = typing.get_args(KernelForm)
 REGIMES: tuple[str, ...] = typing.get_args(Regime)
 REGIME_LABELS: dict[str, str] = {"shared": "SSCRL", "independent": "SCRL"}
 """The regimes' names in [A], for displayed text only (keys, cell parameters and arguments use ``Regime``)."""
-
-
-def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    """One of ``allowed``; ``ValueError`` naming ``name`` and listing the choices otherwise."""
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name}={value!r} is not known; use one of {', '.join(map(repr, allowed))}.")
-    return value
-
-
-def check_tau(tau: object) -> float:
-    """A temperature tau: a finite real number > 0 (``ValueError`` naming tau otherwise).
-
-    Returns:
-        ``float(tau)``.
-    """
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau <= 0:
-        raise ValueError(
-            f"tau={tau!r} must be a finite number > 0 (typical values: 0.01 to 1), e.g. tau=0.1."
-        )
-    return float(tau)
-
-
-def check_count(name: str, value: object, minimum: int) -> int:
-    """An integer ``>= minimum`` named ``name`` (``ValueError`` otherwise; a bool is not a count)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}.")
-    return value
-
-
-def check_level(name: str, level: object) -> float:
-    """A confidence level in (0, 1) (``ValueError`` naming it otherwise)."""
-    if isinstance(level, bool) or not isinstance(level, int | float) or not 0.0 < level < 1.0:
-        raise ValueError(f"{name}={level!r} must be a number in (0, 1), e.g. 0.95.")
-    return float(level)
 
 
 @dataclass(frozen=True)

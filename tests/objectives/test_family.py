@@ -199,7 +199,7 @@ def test_bad_tensors_raise_value_error():
         contrastive_loss(a, p, tau=0.1, regime="independent")
     with pytest.raises(ValueError, match=r"needs n >= 2"):
         contrastive_loss(a[:1], p[:1], tau=0.1)
-    with pytest.raises(ValueError, match=r"pass floating embeddings"):
+    with pytest.raises(ValueError, match=r"pass a floating tensor"):
         contrastive_loss(torch.ones(4, 3, dtype=torch.long), p, tau=0.1)
     with pytest.raises(ValueError, match=r"symmetric=True and positive_offset need regime='shared'"):
         contrastive_loss(a, p, torch.zeros(4, 2, 3), tau=0.1, regime="independent", symmetric=True)

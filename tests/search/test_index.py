@@ -230,11 +230,11 @@ def test_bad_vectors() -> None:
 def test_bad_k_and_empty_index() -> None:
     index = Index.build(small(20, 8))
     for k in (0, -1):
-        with pytest.raises(ValueError, match=f"k = {k}; pass k >= 1"):
+        with pytest.raises(ValueError, match=f"k={k} must be an integer >= 1"):
             index.search(small(1, 8), k)
     with pytest.raises(ValueError, match="k = 21 exceeds the 20 items"):
         index.search(small(1, 8), 21)
-    with pytest.raises(ValueError, match="k must be an integer"):
+    with pytest.raises(ValueError, match=r"k=2\.5 must be an integer >= 1"):
         index.search(small(1, 8), 2.5)  # type: ignore[arg-type]
     index.remove(index.ids)
     with pytest.raises(ValueError, match="the index is empty"):

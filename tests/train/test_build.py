@@ -1,12 +1,15 @@
 """Run construction: the LR schedule's closed form, weight-decay groups, seeded streams, data order, samplers."""
 
 import math
+from typing import get_args
 
 import pytest
 import torch
 
 from crl.negatives import EmbeddedBatch, Gathered, Independent, Queue, Shared
 from crl.train.build import (
+    MODEL_KINDS,
+    NEGATIVE_KINDS,
     Streams,
     WarmupCosine,
     build_model,
@@ -14,8 +17,14 @@ from crl.train.build import (
     build_sampler,
     build_schedule,
 )
-from crl.train.config import parse_config
+from crl.train.config import LossConfig, ModelConfig, parse_config
 from crl.train.cursor import DataCursor
+
+
+def test_every_encoder_and_negatives_kind_has_one_registry_entry() -> None:
+    """A kind missing here fails with a KeyError at build time instead of when the config is read."""
+    assert set(MODEL_KINDS) == set(get_args(get_args(ModelConfig)[0]))
+    assert set(NEGATIVE_KINDS) == set(get_args(LossConfig.model_fields["negatives"].annotation))
 
 
 def test_warmup_cosine_closed_form() -> None:

@@ -2,14 +2,20 @@
 
 from typing import get_args
 
+from crl.data.text import TEXT_SOURCES
 from crl.synthetic import GaussianTwoTower, VMFUniform
-from crl.train.config import DataConfig, SyntheticData, parse_config
+from crl.train.config import DataConfig, SyntheticData, TextData, parse_config
 from crl.train.data import DATA_KINDS, data_kind, synthetic_truth
 
 
 def test_every_data_kind_has_one_registry_entry() -> None:
     kinds = set(get_args(get_args(DataConfig)[0]))
     assert set(DATA_KINDS) == kinds
+
+
+def test_every_text_source_of_the_config_has_one_text_registry_entry() -> None:
+    sources = {get_args(kind.model_fields["source"].annotation)[0] for kind in get_args(TextData)}
+    assert set(TEXT_SOURCES) == sources
 
 
 def test_only_synthetic_sources_have_a_truth() -> None:

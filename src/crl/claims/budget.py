@@ -8,7 +8,7 @@ numbers are fixed in docs/claims before a claim's first run, no level depends on
 claims ship.
 """
 
-from crl._vocab import check_count
+from crl._validate import check_count
 
 FAMILY_ALPHA = 0.05
 """alpha: the probability that a run in which every claim is true fails some claim."""

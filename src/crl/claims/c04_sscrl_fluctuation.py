@@ -43,7 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from crl._vocab import REGIME_LABELS, Regime, check_count, check_tau
+from crl._validate import check_count, check_tau
+from crl._vocab import REGIME_LABELS, Regime
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from crl._validate import PROBABILITY, check
+
 
 def horizontal_flip(images: Tensor) -> Tensor:
     """Mirror every image left-right: out[..., i, j] = in[..., i, W - 1 - j]."""
@@ -25,7 +27,7 @@ def horizontal_flip(images: Tensor) -> Tensor:
 def random_horizontal_flip(images: Tensor, generator: torch.Generator, *, p: float = 0.5) -> Tensor:
     """Mirror each image left-right with probability ``p``, independently."""
     _check_images(images)
-    _check_probability("p", p)
+    check("p", p, PROBABILITY)
     flip = _uniform((images.shape[0],), generator, images) < p
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
@@ -102,7 +104,7 @@ def random_erasing(
     and clipped to 1..H and 1..W, and a uniform position inside the image.
     """
     _check_images(images)
-    _check_probability("p", p)
+    check("p", p, PROBABILITY)
     _check_interval("scale", scale, low=0.0, high=1.0)
     _check_interval("ratio", ratio, low=0.0, high=math.inf)
     if not 0.0 <= value <= 1.0:
@@ -148,8 +150,8 @@ class ImageAugmentation:
         _check_interval("crop_ratio", self.crop_ratio, low=0.0, high=math.inf)
         if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) or self.max_shift < 0:
             raise ValueError(f"max_shift: got {self.max_shift!r}; pass an int >= 0 (pixels).")
-        _check_probability("flip_p", self.flip_p)
-        _check_probability("erase_p", self.erase_p)
+        check("flip_p", self.flip_p, PROBABILITY)
+        check("erase_p", self.erase_p, PROBABILITY)
         _check_interval("erase_scale", self.erase_scale, low=0.0, high=1.0)
         if not math.isfinite(self.noise_std) or self.noise_std < 0:
             raise ValueError(f"noise_std: got {self.noise_std}; pass a finite standard deviation >= 0.")
@@ -192,11 +194,6 @@ def _check_images(images: Tensor) -> None:
     low, high = float(images.min()), float(images.max())
     if not (low >= 0.0 and high <= 1.0):
         raise ValueError(f"images: values span [{low}, {high}], expected [0, 1] (NaN is not allowed).")
-
-
-def _check_probability(name: str, p: float) -> None:
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name}: got {p}; a probability must lie in [0, 1].")
 
 
 def _check_interval(name: str, interval: tuple[float, float], *, low: float, high: float) -> None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import REGIMES, Regime, check_choice, check_tau
+from crl._validate import check_choice, check_tau
+from crl._vocab import REGIMES, Regime
 from crl.metrics.risk import FeatureScore
 
 _CHUNK_ELEMENTS = 1 << 19

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from crl._vocab import REGIMES, Regime, check_choice, check_count, check_tau
+from crl._validate import check_choice, check_count, check_tau
+from crl._vocab import REGIMES, Regime
 
 
 class SphereEmbedding(nn.Module):

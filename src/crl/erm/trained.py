@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from crl._vocab import Regime, check_count
+from crl._validate import check_count
+from crl._vocab import Regime
 from crl.erm.convex import KKT_TOLERANCE, BallFit, fit_ball
 from crl.erm.lifted import EmpiricalRisk, LiftedFamily
 from crl.metrics.risk import auc_gap, excess_risk, inner_gap_draws

@@ -34,7 +34,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crl._vocab import REGIMES, Regime, check_choice
+from crl._validate import check_choice
+from crl._vocab import REGIMES, Regime
 from crl.data import ImageAugmentation, ImageSet, load_fashion_mnist
 from crl.metrics.classification import knn_accuracy
 from crl.models import MLP, Encoder, embed

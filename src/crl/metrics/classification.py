@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from crl._validate import Integer, check
+
 __all__ = ["knn_accuracy", "knn_predictions", "linear_probe_accuracy", "linear_probe_predictions"]
 
 NORM_FLOOR = 1e-12
@@ -188,10 +190,8 @@ def _check_train_set(
             f"test_features has {test_features.shape[1]} dimensions, train_features {train_features.shape[1]};"
             " embed both with the same encoder"
         )
-    if n_classes is not None and (
-        isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1
-    ):
-        raise ValueError(f"n_classes = {n_classes!r}; pass a positive integer or None")
+    if n_classes is not None:
+        check("n_classes", n_classes, Integer(1, example=" (or None: 1 + the largest label)"))
     _check_labels("train_labels", train_labels, train_features.shape[0], n_classes)
 
 

@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from crl._validate import check_count
 from crl.data.source import Batch
 from crl.objectives import Temperature
 
@@ -65,11 +66,6 @@ def init_parameters(module: nn.Module, generator: torch.Generator) -> None:
                 nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
 
 
-def _check_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
 class MLP(nn.Module):
     """Multi-layer perceptron on flattened inputs: Linear -> ReLU -> ... -> Linear.
 
@@ -89,10 +85,10 @@ class MLP(nn.Module):
         self, in_features: int, hidden: Sequence[int], out_features: int, *, generator: torch.Generator
     ) -> None:
         super().__init__()
-        _check_positive_int("in_features", in_features)
-        _check_positive_int("out_features", out_features)
+        check_count("in_features", in_features, 1)
+        check_count("out_features", out_features, 1)
         for width in hidden:
-            _check_positive_int("hidden width", width)
+            check_count("hidden width", width, 1)
         widths = [in_features, *hidden]
         layers: list[nn.Module] = []
         for fan_in, fan_out in itertools.pairwise(widths):
@@ -152,18 +148,18 @@ class SmallCNN(nn.Module):
     ) -> None:
         super().__init__()
         height, width = image_shape
-        _check_positive_int("in_channels", in_channels)
+        check_count("in_channels", in_channels, 1)
         if pool not in ("flatten", "mean"):
             raise ValueError(
                 f"pool = {pool!r} is not known; use 'flatten' or 'mean' (global average pooling)"
             )
-        _check_positive_int("out_features", out_features)
-        _check_positive_int("hidden", hidden)
+        check_count("out_features", out_features, 1)
+        check_count("hidden", hidden, 1)
         if not channels:
             raise ValueError("channels must list at least one convolution width, got an empty sequence")
         stages: list[nn.Module] = []
         for c in channels:
-            _check_positive_int("channel width", c)
+            check_count("channel width", c, 1)
             norm: list[nn.Module] = [nn.BatchNorm2d(c)] if batch_norm else []
             stages += [nn.Conv2d(in_channels, c, 3, padding=1), *norm, nn.ReLU(), nn.MaxPool2d(2)]
             in_channels = c

@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from crl._validate import check_count
 from crl.data.source import Batch
-from crl.models.encoders import _check_positive_int, init_parameters
+from crl.models.encoders import init_parameters
 
 __all__ = ["TokenBag"]
 
@@ -39,9 +40,9 @@ class TokenBag(nn.Module):
         self, vocab_size: int, token_dim: int, out_features: int, *, generator: torch.Generator
     ) -> None:
         super().__init__()
-        _check_positive_int("vocab_size", vocab_size)
-        _check_positive_int("token_dim", token_dim)
-        _check_positive_int("out_features", out_features)
+        check_count("vocab_size", vocab_size, 1)
+        check_count("token_dim", token_dim, 1)
+        check_count("out_features", out_features, 1)
         self.tokens = nn.Embedding(vocab_size, token_dim)
         self.head = nn.Linear(token_dim, out_features)
         with torch.no_grad():

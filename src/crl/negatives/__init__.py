@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from crl._gather import all_gather, all_gather_with_grad
+from crl._validate import check_count
 from crl._vocab import Regime
 
 __all__ = [
@@ -134,16 +135,6 @@ class Sampler(ABC):
             raise ValueError(f"{type(self).__name__} keeps no state, got keys {sorted(state)}")
 
 
-def _check_m(n_negatives: int) -> None:
-    if not isinstance(n_negatives, int) or isinstance(n_negatives, bool) or n_negatives < 1:
-        raise ValueError(f"n_negatives (m) must be a positive integer, got {n_negatives!r}")
-
-
-def _check_pool(pool_size: int) -> None:
-    if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
-        raise ValueError(f"pool_size must be a positive integer, got {pool_size!r}")
-
-
 class _Source:
     """Where drawn negatives come from: a pool of ``pool_size`` items, or a generator of samples y' ~ p-."""
 
@@ -151,7 +142,7 @@ class _Source:
         if (pool_size is None) == (generate is None):
             raise ValueError("give exactly one of pool_size and generate (the source of the negatives)")
         if pool_size is not None:
-            _check_pool(pool_size)
+            check_count("pool_size", pool_size, 1)
         self.pool_size = pool_size
         self.generate = generate
 
@@ -199,7 +190,7 @@ class Shared(Sampler):
                     "in-batch negatives take no pool_size or generate; give n_negatives for a draw"
                 )
         else:
-            _check_m(n_negatives)
+            check_count("n_negatives", n_negatives, 1)
             self.source = _Source(pool_size, generate)
 
     @classmethod
@@ -244,7 +235,7 @@ class Independent(Sampler):
     def __init__(
         self, n_negatives: int, *, pool_size: int | None = None, generate: Generate | None = None
     ) -> None:
-        _check_m(n_negatives)
+        check_count("n_negatives", n_negatives, 1)
         self.n_negatives = n_negatives
         self.source = _Source(pool_size, generate)
 
@@ -281,7 +272,7 @@ class Queue(Sampler):
     regime: Regime = "shared"
 
     def __init__(self, size: int, dim: int, *, two_sided: bool = False, distributed: bool = False) -> None:
-        _check_m(size)
+        check_count("n_negatives", size, 1)
         if not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
         self.size = size

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from crl._gather import all_gather
+from crl._validate import Interval, check
 from crl._vocab import Regime
 from crl.negatives import Draw, EmbeddedBatch, Sampler
 from crl.search import as_matrix, normalise
@@ -68,10 +69,8 @@ def check_window(window: Any) -> tuple[int, int]:
     return lo, hi
 
 
-def _check_margin(margin: Any) -> float:
-    if isinstance(margin, bool) or not isinstance(margin, int | float) or not np.isfinite(margin):
-        raise ValueError(f"margin = {margin!r}; pass a finite number (0 keeps scores up to the positive's)")
-    return float(margin)
+MARGIN = Interval(example=" (0 keeps scores up to the positive's)")
+"""The margin below the positive's score: any finite number."""
 
 
 def mine_hard_negatives(
@@ -101,7 +100,7 @@ def mine_hard_negatives(
         ef_search, nprobe: per-call search settings of an HNSW / IVF index.
     """
     lo, hi = check_window(window)
-    margin = _check_margin(margin)
+    margin = check("margin", margin, MARGIN)
     query = as_matrix(anchors, "anchors", index.dim)
     pos = as_matrix(positives, "positives", index.dim)
     n = query.shape[0]
@@ -185,7 +184,7 @@ class Mined(Sampler):
         if isinstance(refresh_every, bool) or not isinstance(refresh_every, int) or refresh_every < 1:
             raise ValueError(f"refresh_every = {refresh_every!r}; pass a positive integer (steps)")
         self.window = check_window(window)
-        self.margin = _check_margin(margin)
+        self.margin = check("margin", margin, MARGIN)
         if labels is not None and tuple(labels.shape) != (pool_size,):
             raise ValueError(f"labels has shape {tuple(labels.shape)}; pass one label per pool item")
         self.pool_size, self.dim, self.n_negatives = pool_size, dim, n_negatives

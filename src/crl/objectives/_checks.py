@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor
 
-from crl._vocab import check_tau
+from crl._validate import Floats, check, check_tau
 
 Tiling = Literal["auto", "dense", "tiled"]
 Reduction = Literal["mean", "none"]
@@ -21,24 +21,11 @@ REDUCTIONS: tuple[str, ...] = typing.get_args(Reduction)
 
 
 def check_embeddings(name: str, x: object, ndim: int) -> Tensor:
-    """Check that ``x`` is a floating tensor with ``ndim`` dimensions and at least one row.
+    """A floating tensor with ``ndim`` dimensions and at least one row, returned as it is (no copy).
 
     Finiteness is checked with the other inputs by :func:`check_inputs`, once devices and dtypes agree.
-
-    Returns:
-        ``x`` itself (no copy), so the caller can write ``a = check_embeddings("anchors", a, 2)``.
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor, got {type(x).__name__}; convert it with torch.as_tensor."
-        )
-    if not x.is_floating_point():
-        raise ValueError(f"{name} has dtype {x.dtype}; pass floating embeddings (e.g. {name}.float()).")
-    if x.ndim != ndim:
-        raise ValueError(f"{name} has shape {tuple(x.shape)} ({x.ndim} dims); expected {ndim} dims.")
-    if x.shape[0] == 0:
-        raise ValueError(f"{name} has shape {tuple(x.shape)}: it holds no rows; pass at least one.")
-    return x
+    return check(name, x, Floats(ndim=ndim, min_rows=1))
 
 
 def check_pair(anchors: object, positives: object) -> tuple[Tensor, Tensor]:
@@ -211,20 +198,6 @@ def check_logit_range(
             f"rounding error tau*eps exceeds half of its digits; use a smaller tau{_wider(dtype)}, or "
             "oce_loss(..., disutility='entropic'), which computes the same risk stably."
         )
-
-
-def check_real(name: str, value: object) -> float:
-    """A finite real number (an int or float, not a bool) named ``name``, as a float.
-
-    Raises:
-        TypeError: for another type (a string, a bool, a tensor).
-        ValueError: for NaN or +-inf.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name}={value!r} must be a real number (int or float), got {type(value).__name__}.")
-    if not math.isfinite(value):
-        raise ValueError(f"{name}={value!r} must be a finite number.")
-    return float(value)
 
 
 def upcast(x: Tensor) -> Tensor:

@@ -17,7 +17,8 @@ from typing import Literal
 
 from torch import Tensor
 
-from crl._vocab import Regime, check_count
+from crl._validate import check_count
+from crl._vocab import Regime
 from crl.objectives._checks import check_embeddings, upcast
 
 NegativeSetKind = Literal["in_batch", "shared", "pair", "independent"]

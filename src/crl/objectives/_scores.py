@@ -12,7 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl._vocab import REGIMES, Regime, check_choice, check_count
+from crl._validate import check_choice, check_count
+from crl._vocab import REGIMES, Regime
 from crl.objectives._checks import (
     REDUCTIONS,
     Reduction,

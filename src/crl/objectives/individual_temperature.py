@@ -31,17 +31,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import check_choice, check_count
+from crl._validate import check_choice, check_count, check_real
 from crl.objectives._blocks import spans
-from crl.objectives._checks import (
-    TILINGS,
-    Tiling,
-    check_embeddings,
-    check_inputs,
-    check_pair,
-    check_real,
-    upcast,
-)
+from crl.objectives._checks import TILINGS, Tiling, check_embeddings, check_inputs, check_pair, upcast
 from crl.objectives._lse import Kernel, row_lse
 from crl.objectives._mask import LeaveOut
 

@@ -17,7 +17,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from crl._vocab import FORMS, REGIMES, Form, Regime, check_choice, check_count
+from crl._validate import check_choice, check_count
+from crl._vocab import FORMS, REGIMES, Form, Regime
 from crl.negatives import Negatives
 from crl.objectives._checks import (
     REDUCTIONS,

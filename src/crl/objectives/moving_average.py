@@ -38,7 +38,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl._vocab import check_choice, check_count, check_tau
+from crl._validate import check_choice, check_count, check_tau
 from crl.objectives._checks import REDUCTIONS, Reduction, check_embeddings, check_inputs, check_pair, upcast
 
 GammaLike = float | Callable[[int], float]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import Regime, check_choice
+from crl._validate import check_choice
+from crl._vocab import Regime
 from crl.objectives._checks import REDUCTIONS, Reduction, check_logit_range, check_scores, highest_score
 from crl.objectives._scores import loss_from_scores
 from crl.objectives.temperature import TauLike, resolve_tau

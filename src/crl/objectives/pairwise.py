@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from crl._vocab import Regime, check_choice
-from crl.objectives._checks import Reduction, check_real
+from crl._validate import check_choice, check_real
+from crl._vocab import Regime
+from crl.objectives._checks import Reduction
 from crl.objectives._score_kernel import PairwiseKernel, chunked_kernel_values
 from crl.objectives._scores import loss_from_scores
 from crl.objectives._sigmoid_kernel import sigmoid_chunk_values

@@ -5,7 +5,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from crl.objectives._checks import check_real, check_tau_value
+from crl._validate import check_real
+from crl.objectives._checks import check_tau_value
 
 
 class Temperature(nn.Module):

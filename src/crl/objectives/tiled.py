@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from crl._vocab import check_count
+from crl._validate import check_count
 from crl.objectives._blocks import (
     LN_2,
     LOG2_E,

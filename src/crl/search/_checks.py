@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from crl._validate import Integer, check
+
 MAX_IP_NORM = 1e18
 """The largest vector norm an inner-product index takes: inner products of two such vectors are at most 1e36, and
 the squared distances IVF-PQ takes between them at most 4e36, below float32's maximum 3.4e38."""
@@ -103,15 +105,12 @@ def as_ids(ids: Any, n: int, name: str = "ids") -> np.ndarray:
 
 def check_k(k: Any, n: int) -> int:
     """``k`` as an int with 1 <= k <= n (the index's item count)."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer):
-        raise ValueError(f"k must be an integer, got {k!r}")
-    if k <= 0:
-        raise ValueError(f"k = {k}; pass k >= 1")
+    k = check("k", k, Integer(1))
     if n == 0:
         raise ValueError("the index is empty; add vectors (index.add) before searching")
     if k > n:
         raise ValueError(f"k = {k} exceeds the {n} items of the index; pass k <= {n}")
-    return int(k)
+    return k
 
 
 def as_metadata(metadata: Sequence[dict[str, Any] | None] | None, n: int) -> list[dict[str, Any] | None]:

@@ -1,32 +1,28 @@
-"""Argument checks shared by crl.stats: finite 1-d float64 arrays, levels, bootstrap sizes, log points."""
+"""The arguments of crl.stats, checked with :mod:`crl._validate`'s constraints: finite 1-d float64 arrays,
+bootstrap sizes and levels, the points of a log-log fit."""
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crl._vocab import check_level
+from crl._validate import FiniteArray, Integer, check, check_level
 
 FloatArray = NDArray[np.float64]
 
 
 MIN_POINTS = 3
 
+BOOTSTRAP_SIZE = Integer(100, example=" for a percentile interval (2000 typical)")
+"""The number of bootstrap resamples of a percentile interval."""
+
 
 def as_finite_1d(name: str, values: ArrayLike) -> FloatArray:
     """``values`` as a 1-D float64 array, raising ``ValueError`` if anything is NaN or infinite."""
-    array = np.asarray(values, dtype=np.float64).reshape(-1)
-    if not np.all(np.isfinite(array)):
-        raise ValueError(
-            f"{name} contains {int(np.sum(~np.isfinite(array)))} NaN/inf entries; pass finite numbers."
-        )
-    return array
+    return check(name, values, FiniteArray())
 
 
 def check_boot(n_boot: int, ci: float) -> None:
     """Validate the bootstrap size and confidence level."""
-    if n_boot < 100:
-        raise ValueError(
-            f"n_boot={n_boot!r} is too small for a percentile interval; use at least 100 (2000 typical)."
-        )
+    check("n_boot", n_boot, BOOTSTRAP_SIZE)
     check_level("ci", ci)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as scipy_stats
 
-from crl._vocab import check_level
+from crl._validate import check_level
 from crl.stats._validate import as_finite_1d
 
 INFORMATIVE_SLACK = 0.1

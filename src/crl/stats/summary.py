@@ -14,7 +14,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as scipy_stats
 
-from crl._vocab import Estimate, check_level
+from crl._validate import check_level
+from crl._vocab import Estimate
 from crl.stats._validate import FloatArray, as_finite_1d
 
 

@@ -22,6 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from crl._validate import Integer, check
 from crl.sweep.store import Cell, CellFn
 
 CellOutcome = tuple[Cell, Mapping[str, Any], float]
@@ -179,6 +180,4 @@ def default_executor(workers: int) -> Executor:
 
 def check_workers(workers: object) -> int:
     """``workers`` as an int >= 1 (``ValueError`` naming it otherwise)."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers={workers!r} must be an int >= 1 (1 runs the cells in this process).")
-    return workers
+    return check("workers", workers, Integer(1, example=" (1 runs the cells in this process)"))

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from crl._vocab import check_count
+from crl._validate import POSITIVE, check, check_count, check_generator
 from crl.synthetic._axial import (
     AxialMixture,
     converge,
@@ -60,9 +60,7 @@ from crl.synthetic.base import (
     ExactModel,
     check_dtype,
     check_finite_points,
-    check_generator,
     check_points,
-    check_positive,
     check_shape,
 )
 from crl.synthetic.vmf import sample_vmf, vmf_log_density
@@ -97,7 +95,7 @@ def _as_float_tuple(name: str, values: float | Sequence[float]) -> tuple[float, 
         raise ValueError(
             f"{name} must be a number > 0 or a non-empty sequence of them, got {name}={values!r}"
         )
-    return tuple(check_positive(name, v) for v in items)
+    return tuple(check(name, v, POSITIVE) for v in items)
 
 
 def _anchor_means(
@@ -168,7 +166,7 @@ class AsymmetricSphere(ExactModel):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         self._dim = check_count("dim", dim, 2)
-        self.kappa = check_positive("kappa", kappa)
+        self.kappa = check("kappa", kappa, POSITIVE)
         self.anchor_kappas = _as_float_tuple("anchor_kappa", anchor_kappa)
         k = len(self.anchor_kappas)
         weights = (1.0,) * k if anchor_weights is None else _as_float_tuple("anchor_weights", anchor_weights)

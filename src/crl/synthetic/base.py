@@ -18,7 +18,6 @@ intermediate: chunk the candidates for large n m d). They are ground truth, not 
 promised (AsymmetricSphere's marginal density goes through scipy).
 """
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -26,7 +25,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from crl._vocab import check_tau
+from crl._validate import Floats, check, check_tau
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -196,18 +195,6 @@ class ExactModel(ABC):
         return -check_tau(tau) * self.mean_kl()
 
 
-def check_positive(name: str, value: float) -> float:
-    """Validate a finite real number > 0 (a concentration, a weight) named ``name``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {name}={value!r}")
-    return float(value)
-
-
 def check_shape(shape: Sequence[int]) -> tuple[int, ...]:
     """Validate a batch shape of negatives: a sequence of integers >= 0."""
     if isinstance(shape, int) or not all(
@@ -215,16 +202,6 @@ def check_shape(shape: Sequence[int]) -> tuple[int, ...]:
     ):
         raise ValueError(f"shape must be a tuple of integers >= 0 such as (n, m), got shape={shape!r}")
     return tuple(shape)
-
-
-def check_generator(generator: torch.Generator) -> torch.Generator:
-    """Validate the source of randomness: a ``torch.Generator`` (never the global RNG)."""
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be a torch.Generator, got {type(generator).__name__}; "
-            "pass torch.Generator().manual_seed(seed)"
-        )
-    return generator
 
 
 def check_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -235,22 +212,12 @@ def check_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def check_points(name: str, points: Tensor, dim: int) -> Tensor:
-    """Validate a floating tensor of points in R^dim (last dimension = dim)."""
-    if not isinstance(points, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(points).__name__}")
-    if not points.is_floating_point():
-        raise TypeError(f"{name} must be a floating tensor, got dtype {points.dtype}; convert with .double()")
-    if points.ndim == 0 or points.shape[-1] != dim:
-        raise ValueError(f"{name} must have last dimension d={dim}, got shape {tuple(points.shape)}")
-    return points
+    """A floating tensor of points in R^dim (last dimension = dim)."""
+    return check(name, points, Floats(last_dim=dim))
 
 
 def check_finite_points(name: str, points: Tensor, dim: int) -> Tensor:
     """:func:`check_points`, and every entry finite (a NaN anchor would give NaN positives silently)."""
-    check_points(name, points, dim)
-    if not bool(torch.isfinite(points).all()):
-        bad = int((~torch.isfinite(points)).sum())
-        raise ValueError(
-            f"{name} contains {bad} NaN/Inf entries; pass finite points (check where they came from)"
-        )
-    return points
+    return check(
+        name, points, Floats(last_dim=dim, finite=True, fix="pass finite points (check where they came from)")
+    )

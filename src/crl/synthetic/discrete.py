@@ -27,14 +27,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from crl._vocab import check_count
-from crl.synthetic.base import (
-    ExactModel,
-    check_dtype,
-    check_generator,
-    check_points,
-    check_shape,
-)
+from crl._validate import check_count, check_generator
+from crl.synthetic.base import ExactModel, check_dtype, check_points, check_shape
 
 
 def _check_class_sizes(class_sizes: Sequence[int], include_anchor: bool) -> tuple[int, ...]:

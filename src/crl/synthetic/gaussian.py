@@ -27,24 +27,19 @@ import torch
 from scipy import integrate
 from torch import Tensor
 
-from crl._vocab import check_count
+from crl._validate import Interval, check, check_count, check_generator
 from crl.synthetic._special import exp_or_inf
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
     check_dtype,
     check_finite_points,
-    check_generator,
     check_points,
     check_shape,
 )
 
-
-def _check_rho(rho: float) -> float:
-    """Validate the correlation: a finite number with |rho| < 1."""
-    if isinstance(rho, bool) or not isinstance(rho, int | float) or not math.isfinite(rho) or abs(rho) >= 1:
-        raise ValueError(f"rho must be a number with |rho| < 1, got rho={rho!r}; e.g. rho=0.8")
-    return float(rho)
+CORRELATION = Interval(-1.0, 1.0, closed="neither", example=", e.g. rho=0.8")
+"""The correlation rho: a number with |rho| < 1."""
 
 
 def _ranking_form_eigenvalues(rho: float) -> np.ndarray:
@@ -105,7 +100,7 @@ class GaussianTwoTower(ExactModel):
 
     def __init__(self, dim: int, rho: float, dtype: torch.dtype = torch.float64) -> None:
         self._dim = check_count("dim", dim, 1)
-        self.rho = _check_rho(rho)
+        self.rho = check("rho", rho, CORRELATION)
         self._dtype = check_dtype(dtype)
 
     def __repr__(self) -> str:

@@ -19,16 +19,14 @@ import torch
 from scipy import integrate, special
 from torch import Tensor
 
-from crl._vocab import check_count
+from crl._validate import POSITIVE, check, check_count, check_generator
 from crl.synthetic._special import exp_or_inf, log_vmf_normaliser, vmf_mean_resultant_length
 from crl.synthetic.base import (
     QUADRATURE_TOLERANCE,
     ExactModel,
     check_dtype,
     check_finite_points,
-    check_generator,
     check_points,
-    check_positive,
     check_shape,
 )
 
@@ -247,7 +245,7 @@ class VMFUniform(ExactModel):
 
     def __init__(self, dim: int, kappa: float, dtype: torch.dtype = torch.float64) -> None:
         self._dim = check_count("dim", dim, 2)
-        self.kappa = check_positive("kappa", kappa)
+        self.kappa = check("kappa", kappa, POSITIVE)
         if self.kappa > VMF_KAPPA_MAX:
             raise ValueError(
                 f"kappa must be <= {VMF_KAPPA_MAX:g} (beyond it the exact answers lose their digits to "

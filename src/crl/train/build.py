@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -19,6 +21,7 @@ from crl.models import MLP, DualEncoder, Encoder, MiniLM, SmallCNN, Temperature,
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
 from crl.negatives.mining import Mined
 from crl.train.config import (
+    BagModel,
     CnnModel,
     LossConfig,
     MiniLMModel,
@@ -32,6 +35,8 @@ from crl.train.estimator import pool_size_of
 from crl.train.streams import derive_generator
 
 __all__ = [
+    "MODEL_KINDS",
+    "NEGATIVE_KINDS",
     "Streams",
     "WarmupCosine",
     "build_model",
@@ -74,13 +79,15 @@ class Streams:
         )
 
 
-def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    if isinstance(config, MlpModel):
-        return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
-    if isinstance(config, MiniLMModel):
-        return _minilm(config)
-    if not isinstance(config, CnnModel):
-        return TokenBag(config.vocab_size, config.token_dim, config.embedding_dim, generator=generator)
+def _mlp(config: MlpModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
+    return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
+
+
+def _bag(config: BagModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
+    return TokenBag(config.vocab_size, config.token_dim, config.embedding_dim, generator=generator)
+
+
+def _cnn(config: CnnModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
     if len(input_shape) not in (2, 3):
         raise ValueError(
             f"model.encoder = 'cnn' needs image inputs (C, H, W) or (H, W), but the data gives shape {input_shape}; "
@@ -99,7 +106,7 @@ def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torc
     )
 
 
-def _minilm(config: MiniLMModel) -> nn.Module:
+def _minilm(config: MiniLMModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
     """The pretrained MiniLM of ``[model] path`` (offline); its width must be ``embedding_dim``."""
     backbone = MiniLM(config.path)
     if backbone.dim != config.embedding_dim:
@@ -108,6 +115,18 @@ def _minilm(config: MiniLMModel) -> nn.Module:
             f"into {backbone.dim} dimensions; set model.embedding_dim = {backbone.dim}"
         )
     return backbone
+
+
+Backbone = Callable[[Any, tuple[int, ...], torch.Generator], nn.Module]
+"""``backbone(config, input_shape, generator)``: one tower's network for a ``[model]`` config and its inputs."""
+
+MODEL_KINDS: dict[type, Backbone] = {MlpModel: _mlp, CnnModel: _cnn, BagModel: _bag, MiniLMModel: _minilm}
+"""The encoders by the type of their ``[model]`` config: a new encoder is its config class in
+:data:`crl.train.config.ModelConfig` and one entry here."""
+
+
+def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
+    return MODEL_KINDS[type(config)](config, input_shape, generator)
 
 
 def build_model(
@@ -152,10 +171,10 @@ def negative_buffer_bytes(config: TrainConfig, positive_shape: tuple[int, ...]) 
 def _buffer_terms(config: TrainConfig, positive_shape: tuple[int, ...]) -> tuple[int, int, int]:
     """(R, P, S) of :func:`negative_buffer_bytes`."""
     loss = config.loss
-    b = config.data.batch_size
-    per_anchor = {"in_batch": 0, "shared_pool": 1, "queue": 1, "independent_pool": b, "mined": b}
-    inputs = 0 if loss.negatives == "queue" else math.prod(positive_shape)
-    return per_anchor[loss.negatives] * loss.n_negatives, inputs, 2 if loss.symmetric else 1
+    kind = NEGATIVE_KINDS[loss.negatives]
+    rows = (config.data.batch_size if kind.per_anchor else 1) * loss.n_negatives
+    inputs = math.prod(positive_shape) if kind.holds_inputs else 0
+    return rows, inputs, 2 if loss.symmetric else 1
 
 
 def _machine_memory_bytes() -> int:
@@ -193,19 +212,7 @@ def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool 
             (:func:`check_negative_memory`), before anything is allocated.
     """
     check_negative_memory(config, source.positive_shape)
-    loss = config.loss
-    m = loss.n_negatives
-    if loss.negatives == "in_batch":
-        return Gathered() if distributed else Shared.in_batch()
-    if loss.negatives == "queue":
-        return Queue(m, config.model.embedding_dim, two_sided=loss.symmetric, distributed=distributed)
-    generate = source.generate_negatives
-    pool = pool_size_of(loss, source.n_pairs, generated=generate is not None)
-    if loss.negatives == "mined":
-        return _mined_sampler(config, source)
-    if loss.negatives == "shared_pool":
-        return Shared.from_generator(generate, m) if generate is not None else Shared.from_pool(pool, m)
-    return Independent.from_generator(generate, m) if generate is not None else Independent.from_pool(pool, m)
+    return NEGATIVE_KINDS[config.loss.negatives].sampler(config, source, distributed)
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
@@ -248,9 +255,36 @@ def build_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _mined_sampler(config: TrainConfig, source: PairSource) -> Sampler:
+def _in_batch(config: TrainConfig, source: PairSource, distributed: bool) -> Sampler:
+    return Gathered() if distributed else Shared.in_batch()
+
+
+def _queue(config: TrainConfig, source: PairSource, distributed: bool) -> Sampler:
+    loss = config.loss
+    return Queue(
+        loss.n_negatives, config.model.embedding_dim, two_sided=loss.symmetric, distributed=distributed
+    )
+
+
+def _pool(config: TrainConfig, source: PairSource) -> int:
+    """``[loss] pool_size`` checked against the source (:func:`pool_size_of`): the pool of the pool kinds."""
+    return pool_size_of(config.loss, source.n_pairs, generated=source.generate_negatives is not None)
+
+
+def _shared_pool(config: TrainConfig, source: PairSource, distributed: bool) -> Sampler:
+    pool, generate, m = _pool(config, source), source.generate_negatives, config.loss.n_negatives
+    return Shared.from_generator(generate, m) if generate is not None else Shared.from_pool(pool, m)
+
+
+def _independent_pool(config: TrainConfig, source: PairSource, distributed: bool) -> Sampler:
+    pool, generate, m = _pool(config, source), source.generate_negatives, config.loss.n_negatives
+    return Independent.from_generator(generate, m) if generate is not None else Independent.from_pool(pool, m)
+
+
+def _mined_sampler(config: TrainConfig, source: PairSource, distributed: bool) -> Sampler:
     """``negatives = "mined"``: hard negatives from an index of the pool (:class:`crl.negatives.mining.Mined`),
     excluding the positive's class when the data have labels."""
+    _pool(config, source)
     if source.generate_negatives is not None:
         raise ValueError(
             "[loss] negatives = 'mined' needs a pool of training pairs to index; synthetic truths draw "
@@ -268,3 +302,29 @@ def _mined_sampler(config: TrainConfig, source: PairSource) -> Sampler:
         refresh_every=loss.mine_refresh_every,
         labels=labels,
     )
+
+
+@dataclass(frozen=True)
+class NegativeKind:
+    """What crl does with one ``[loss] negatives`` kind; :data:`NEGATIVE_KINDS` holds one per kind.
+
+    Attributes:
+        sampler: ``sampler(config, source, distributed)``, the kind's :class:`crl.negatives.Sampler`.
+        per_anchor: each anchor has its own m negatives (n m rows per step), not m shared by the batch.
+        holds_inputs: the negatives are kept as inputs (P numbers each), not as embeddings only.
+    """
+
+    sampler: Callable[[TrainConfig, PairSource, bool], Sampler]
+    per_anchor: bool = False
+    holds_inputs: bool = True
+
+
+NEGATIVE_KINDS: dict[str, NegativeKind] = {
+    "in_batch": NegativeKind(_in_batch),
+    "shared_pool": NegativeKind(_shared_pool),
+    "independent_pool": NegativeKind(_independent_pool, per_anchor=True),
+    "queue": NegativeKind(_queue, holds_inputs=False),
+    "mined": NegativeKind(_mined_sampler, per_anchor=True),
+}
+"""The negative samplers by ``[loss] negatives``: a new kind is its name in :class:`crl.train.config.LossConfig`
+and one entry here."""

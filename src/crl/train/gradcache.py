@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from crl._validate import Integer, check
 from crl.data.source import Batch, batch_rows, slice_rows
 
 __all__ = ["GradCache", "check_chunk_size"]
@@ -33,9 +34,7 @@ Encode = Callable[[Batch], Tensor]
 
 def check_chunk_size(chunk_size: int) -> int:
     """``chunk_size`` checked to be an integer >= 1."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size = {chunk_size!r}; pass an integer >= 1 (inputs per forward pass)")
-    return chunk_size
+    return check("chunk_size", chunk_size, Integer(1, example=" (inputs per forward pass)"))
 
 
 @dataclass

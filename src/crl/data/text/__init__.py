@@ -13,6 +13,8 @@ Nothing downloads anything: every source reads files that Debian packages (or yo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from crl.data.text.bible import bible_pairs, default_cache_dir, export_bible, strip_osis
@@ -22,10 +24,12 @@ from crl.data.text.source import TextPairSource, item_ids
 from crl.data.text.wordnet import WORDNET_ROOT, WordnetPairs, parse_synset, wordnet_pairs
 
 __all__ = [
+    "TEXT_SOURCES",
     "WORDNET_ROOT",
     "RetrievalTask",
     "Split",
     "SplitFractions",
+    "TextOptions",
     "TextPair",
     "TextPairSource",
     "WordnetPairs",
@@ -42,6 +46,36 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class TextOptions:
+    """Where the text sources find their data (each source reads the fields it needs)."""
+
+    wordnet_root: str | Path = WORDNET_ROOT
+    wordnet_kind: WordnetPairs = "gloss_lemmas"
+    cache_dir: str | Path = ""
+    path: str | Path = ""
+
+
+def _wordnet(options: TextOptions) -> list[TextPair]:
+    return wordnet_pairs(options.wordnet_kind, options.wordnet_root)
+
+
+def _bible(options: TextOptions) -> list[TextPair]:
+    return bible_pairs(Path(options.cache_dir) if options.cache_dir else None)
+
+
+def _text_pairs(options: TextOptions) -> list[TextPair]:
+    return read_pairs_file(options.path)
+
+
+TEXT_SOURCES: dict[str, Callable[[TextOptions], list[TextPair]]] = {
+    "wordnet": _wordnet,
+    "bible": _bible,
+    "text_pairs": _text_pairs,
+}
+"""Every pair of a text source by its name (``[data] source``): a new source is one entry here."""
+
+
 def load_split(
     source: str,
     split: Split,
@@ -52,17 +86,14 @@ def load_split(
     cache_dir: str | Path = "",
     path: str | Path = "",
 ) -> list[TextPair]:
-    """The pairs of one split of a text source: ``"wordnet"``, ``"bible"`` or ``"text_pairs"`` (a file).
+    """The pairs of one split of a text source of :data:`TEXT_SOURCES` (``"wordnet"``, ``"bible"``,
+    ``"text_pairs"``: a file).
 
     Raises:
         ValueError: for an unknown source, missing data (naming the Debian package), or a bad pairs file.
     """
-    if source == "wordnet":
-        pairs = wordnet_pairs(wordnet_kind, wordnet_root)
-    elif source == "bible":
-        pairs = bible_pairs(Path(cache_dir) if cache_dir else None)
-    elif source == "text_pairs":
-        pairs = read_pairs_file(path)
-    else:
-        raise ValueError(f"text source {source!r} is not known; use 'wordnet', 'bible' or 'text_pairs'")
+    if source not in TEXT_SOURCES:
+        known = ", ".join(map(repr, TEXT_SOURCES))
+        raise ValueError(f"text source {source!r} is not known; use one of {known}")
+    pairs = TEXT_SOURCES[source](TextOptions(wordnet_root, wordnet_kind, cache_dir, path))
     return split_pairs(pairs, fractions)[split]

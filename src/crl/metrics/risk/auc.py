@@ -19,7 +19,8 @@ fixed query set against a fixed gallery; this module estimates the population E(
 import torch
 from torch import Tensor
 
-from crl._vocab import Estimate, check_count
+from crl._validate import check_count, check_generator
+from crl._vocab import Estimate
 from crl.metrics.risk.estimate import (
     ScoreFn,
     anchor_chunks,
@@ -34,7 +35,7 @@ from crl.metrics.risk.exact import (
     ideal_feature_score,
     resolve_negative_law,
 )
-from crl.synthetic.base import GroundTruth, check_generator
+from crl.synthetic.base import GroundTruth
 
 
 def _exact_terms(score: FeatureScore, law: NegativeLaw, x: Tensor, y: Tensor) -> Tensor:

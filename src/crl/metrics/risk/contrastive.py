@@ -30,7 +30,8 @@ import math
 import torch
 from torch import Tensor
 
-from crl._vocab import FORMS, Estimate, Form, Regime, check_choice, check_count, check_tau
+from crl._validate import check_choice, check_count, check_generator, check_tau
+from crl._vocab import FORMS, Estimate, Form, Regime
 from crl.metrics.risk.empirical import expected_empirical_risk
 from crl.metrics.risk.estimate import (
     ScoreFn,
@@ -47,7 +48,7 @@ from crl.metrics.risk.exact import (
     resolve_negative_law,
 )
 from crl.objectives import contrastive_form
-from crl.synthetic.base import GroundTruth, check_generator
+from crl.synthetic.base import GroundTruth
 
 
 def sampled_log_partition(

@@ -17,7 +17,8 @@ import math
 import torch
 from torch import Tensor
 
-from crl._vocab import FORMS, REGIMES, Estimate, Form, Regime, check_choice, check_count, check_tau
+from crl._validate import check_choice, check_count, check_generator, check_tau
+from crl._vocab import FORMS, REGIMES, Estimate, Form, Regime
 from crl.metrics.risk.estimate import (
     ScoreFn,
     anchor_chunks,
@@ -27,7 +28,7 @@ from crl.metrics.risk.estimate import (
 from crl.metrics.risk.exact import FeatureScore, NegativeLaw, feature_log_partition, resolve_negative_law
 from crl.metrics.risk.kernel import GapDraws, integrated_cross_entropy_gap
 from crl.objectives import contrastive_loss_from_scores
-from crl.synthetic.base import GroundTruth, check_generator
+from crl.synthetic.base import GroundTruth
 
 
 def _negative_scores(

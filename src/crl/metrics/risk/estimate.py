@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from crl._vocab import FORMS, Estimate, check_choice
+from crl._validate import check_choice
+from crl._vocab import FORMS, Estimate
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 """A score s(x, y): maps broadcastable (..., d) tensors x and y to the (...) tensor of scores."""

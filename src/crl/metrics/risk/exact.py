@@ -29,7 +29,7 @@ import torch
 from scipy import special
 from torch import Tensor
 
-from crl._vocab import check_choice, check_tau
+from crl._validate import check_choice, check_tau
 from crl.synthetic import log_vmf_normaliser
 from crl.synthetic.gaussian import GaussianTwoTower
 from crl.synthetic.vmf import VMFUniform

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import FORMS, Form, check_choice, check_tau
+from crl._validate import check_choice, check_tau
+from crl._vocab import FORMS, Form
 from crl.metrics.risk.estimate import ScoreFn, evaluate_scores, limit_form
 from crl.objectives import contrastive_form
 from crl.synthetic.discrete import DiscreteLatent

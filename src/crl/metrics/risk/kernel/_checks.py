@@ -1,9 +1,12 @@
-"""Validators shared by the kernel modules: inputs become float64 tensors of the right shape, or a ValueError."""
+"""The inputs of the kernel risks (embeddings, support weights, score draws, ratio pairs) as float64 tensors of
+the right shapes, checked with :mod:`crl._validate`'s constraints."""
 
 import math
 
 import torch
 from torch import Tensor
+
+from crl._validate import ArgumentError, Floats, check
 
 
 def pair_scores(anchor_embeddings: Tensor, support_embeddings: Tensor) -> Tensor:
@@ -35,31 +38,16 @@ def support_log_weights(support_weights: Tensor | None, size: int) -> Tensor:
 
 def check_matrix(name: str, value: Tensor, *, allow_minus_inf: bool = False) -> Tensor:
     """A 2-D floating tensor as float64, without NaN or +inf (and without -inf unless allowed)."""
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}.")
-    if value.ndim != 2 or not value.is_floating_point():
-        raise ValueError(
-            f"{name} must be a 2-D floating tensor, got shape {tuple(value.shape)}, {value.dtype}."
-        )
-    x = value.detach().to(torch.float64)
-    bad = torch.isnan(x) | torch.isposinf(x)
-    if not allow_minus_inf:
-        bad = bad | torch.isneginf(x)
-    if bool(bad.any()):
-        raise ValueError(f"{name} contains NaN or infinite values; pass finite numbers.")
-    return x
+    matrix = check(name, value, Floats(ndim=2, finite=True, allow_minus_inf=allow_minus_inf))
+    return matrix.detach().to(torch.float64)
 
 
 def check_vector(name: str, value: Tensor, size: int) -> Tensor:
     """A finite 1-D floating tensor of the given length, as float64."""
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}.")
-    if value.shape != (size,) or not value.is_floating_point():
-        raise ValueError(f"{name} must be a floating tensor of shape ({size},), got {tuple(value.shape)}.")
-    x = value.detach().to(torch.float64)
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{name} contains NaN or infinite values; pass finite numbers.")
-    return x
+    vector = check(name, value, Floats(ndim=1, finite=True))
+    if vector.shape[0] != size:
+        raise ArgumentError(f"{name} has shape {tuple(vector.shape)}; pass a vector of shape ({size},).")
+    return vector.detach().to(torch.float64)
 
 
 def check_draws(positive_scores: Tensor, negative_scores: Tensor) -> tuple[Tensor, Tensor]:
@@ -69,13 +57,6 @@ def check_draws(positive_scores: Tensor, negative_scores: Tensor) -> tuple[Tenso
         raise ValueError("negative_scores has k = 0 columns; the risk needs at least one negative.")
     pos = check_vector("positive_scores", positive_scores, neg.shape[0])
     return pos, neg
-
-
-def check_k(n_negatives: int) -> int:
-    """A number of negatives k >= 1."""
-    if isinstance(n_negatives, bool) or not isinstance(n_negatives, int) or n_negatives < 1:
-        raise ValueError(f"n_negatives={n_negatives!r} must be an integer k >= 1.")
-    return n_negatives
 
 
 def check_matrix_pair(

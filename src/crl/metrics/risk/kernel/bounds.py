@@ -6,8 +6,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import KERNEL_FORMS, KernelForm, check_choice, check_tau
-from crl.metrics.risk.kernel._checks import check_k, check_ratio_pair, support_log_weights
+from crl._validate import check_choice, check_count, check_tau
+from crl._vocab import KERNEL_FORMS, KernelForm
+from crl.metrics.risk.kernel._checks import check_ratio_pair, support_log_weights
 
 
 def cross_entropy_gap_bounds(n_negatives: int, tau: float, form: KernelForm) -> tuple[float, float]:
@@ -16,7 +17,7 @@ def cross_entropy_gap_bounds(n_negatives: int, tau: float, form: KernelForm) -> 
     InfoNCE: ``lower = -log(1 + e^{2/tau}/k)``; DCL (``R~``): ``lower = 0``; both:
     ``upper = (e^{2/tau} - 1)^2 / (8k)``.
     """
-    k = check_k(n_negatives)
+    k = check_count("n_negatives", n_negatives, 1)
     t = check_tau(tau)
     check_choice("form", form, KERNEL_FORMS)
     upper = math.expm1(2.0 / t) ** 2 / (8.0 * k)
@@ -35,7 +36,7 @@ def ideal_search_bound(n_negatives: int, tau: float, second_moment: float, form:
         second_moment: ``E|dM/dpi|^2 = E_{z~pi} ∫ (dM(z,.)/dpi)^2 dpi >= 1`` (``density_ratio_second_moment()``).
         form: "infonce" or "dcl".
     """
-    k = check_k(n_negatives)
+    k = check_count("n_negatives", n_negatives, 1)
     t = check_tau(tau)
     check_choice("form", form, KERNEL_FORMS)
     if not math.isfinite(second_moment) or second_moment < 1.0:

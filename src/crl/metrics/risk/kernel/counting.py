@@ -20,7 +20,8 @@ import math
 import torch
 from torch import Tensor
 
-from crl._vocab import KernelForm, check_tau
+from crl._validate import check_tau
+from crl._vocab import KernelForm
 from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, support_log_weights
 from crl.metrics.risk.kernel.gaps import contrastive_risk_draws
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import KERNEL_FORMS, KernelForm, check_choice, check_tau
+from crl._validate import check_choice, check_tau
+from crl._vocab import KERNEL_FORMS, KernelForm
 from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, check_vector
 from crl.objectives import contrastive_loss_from_scores
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._vocab import check_tau
+from crl._validate import check_tau
 from crl.metrics.risk.kernel._checks import check_ratio_pair, pair_scores, support_log_weights
 
 

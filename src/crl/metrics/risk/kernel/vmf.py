@@ -1,6 +1,6 @@
 """Closed forms of the kernel quantities for vMF kernels on the sphere (the references of C7 and C9)."""
 
-from crl._vocab import check_tau
+from crl._validate import check_tau
 
 
 def vmf_identity_cross_entropy(log_normaliser_tau: float, mean_resultant_kappa: float, tau: float) -> float:
