@@ -250,15 +250,15 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     if not np.all(np.isfinite(data)) or np.any(gx <= 0.0):
         raise ValueError("values must be finite and x > 0.")
     n_seeds = data.shape[0]
+    means = data.mean(axis=0)
+    loo = (data.sum(axis=0)[None, :] - data) / (n_seeds - 1)
+    _check_positive(means)
+    _check_positive(loo)
     if n_seeds <= gx.size:
         raise FewSeedsError(
             f"{n_seeds} seeds for {gx.size} points: the misfit test needs more seeds than window points (their "
             "covariance is singular otherwise)."
         )
-    means = data.mean(axis=0)
-    loo = (data.sum(axis=0)[None, :] - data) / (n_seeds - 1)
-    _check_positive(means)
-    _check_positive(loo)
     log_x = np.log(gx)
     slope = float(_power_slopes(log_x, means[:, None])[0])
     intercept = float(np.log(means).mean() - slope * log_x.mean())
