@@ -220,17 +220,17 @@ class SscrlFluctuation(Claim):
         "(SCRL) the negatives' fluctuation is averaged over anchors: sqrt(B/(nm))."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C4: sd over negative draws of L_hat_m(s) with the n pairs fixed. Fixed by "
-        "crl: AsymmetricSphere(3, kappa=1, anchor_kappa=10, negatives = positives' marginal), s = 0.25 <x,y>, "
-        "tau = 0.5; per grid point K blocks (fresh pairs each) of R negative draws (K, R = 20, 40 quick; 60, 60 "
+        "docs/theory.md section 7, C4: sd over negative draws of L_hat_m(s) with the n pairs fixed. Fixed by crl:"
+        " AsymmetricSphere(3, kappa=1, anchor_kappa=10, negatives = positives' marginal), s = 0.25 <x,y>, tau = "
+        "0.5; per grid point K blocks (fresh pairs each) of R negative draws (K, R = 20, 40 quick; 60, 60 "
         "standard; 100, 100 full), each block's sd = sample sd / c4(R). Three parts, each the rate of the mean "
-        "block sd by crl.stats.rate_fit (power law; if its largest relative residual exceeds 5%, the two-term "
-        "model a x^r + b x^(r-1); if that also exceeds 5%, INCONCLUSIVE), CI by resampling blocks (2000 "
-        "resamples): (1) SSCRL vs m at n = 1024, m in {2, 4, 8, 16, 32}: PASS if the CI lies inside [-0.6, "
-        "-0.4]; (2) SSCRL vs n at m = 2, n in {16, 32, 64, 128, 256}: PASS if the CI lies inside [-0.1, 0.1]; "
-        "(3) SCRL vs n at m = 2, same n: PASS if the CI lies inside [-0.6, -0.4]. Each part FAILs if its CI is "
-        "disjoint from its band and is INCONCLUSIVE otherwise; the claim PASSes if all three PASS, FAILs if "
-        "any FAILs, else is INCONCLUSIVE."
+        "block sd by crl.stats.rate_fit (power law; if its misfit is material and significant (chi^2 at alpha "
+        "0.05, a residual above 5% beyond t se), the two-term model a x^r + b x^(r-1); if that misfits too, "
+        "INCONCLUSIVE), CI by resampling blocks (2000 resamples): (1) SSCRL vs m at n = 1024, m in {2, 4, 8, 16, "
+        "32}: PASS if the CI lies inside [-0.6, -0.4]; (2) SSCRL vs n at m = 2, n in {16, 32, 64, 128, 256}: PASS"
+        " if the CI lies inside [-0.1, 0.1]; (3) SCRL vs n at m = 2, same n: PASS if the CI lies inside [-0.6, "
+        "-0.4]. Each part FAILs if its CI is disjoint from its band and is INCONCLUSIVE otherwise; the claim "
+        "PASSes if all three PASS, FAILs if any FAILs, else is INCONCLUSIVE."
     )
     control_description: ClassVar[str] = (
         "The pitfall of docs/theory.md section 6.1: the same three parts with uniform anchors (VMFUniform(3, "

@@ -153,17 +153,17 @@ class CrossEntropyGapClaim(Claim):
     )
     rule = (
         "docs/theory.md section 7, C7: the rate of ∫CE dpi - R in k is equivalent to -1, inside Prop. 1's two "
-        "bounds at every k, slack reported. crl's fixed criterion: for each series (phi = identity, tau = 1; "
-        "phi = random linear map, tau = 0.5; vMF(kappa = 2) on S^2) and each form (InfoNCE, DCL), the rate r of "
-        "|∫CE dpi - R| against k (k = 128..1024 quick, ..8192 standard, ..16384 full; doubling; 8000, 8000, "
-        "24000 draws per k) by the misfit protocol (the power law; if its largest relative residual exceeds 5%, "
-        "the two-term model a k^r + b k^(r-1); if that misfits too, INCONCLUSIVE): PASS if r's interval lies "
-        "inside [-1.1, -0.9], FAIL if it misses that band, else INCONCLUSIVE; and no point lies above "
-        "(e^{2/tau}-1)^2/(8k) or below -log(1 + e^{2/tau}/k) (InfoNCE) / 0 (DCL) by more than the Bonferroni "
-        "multiple (all points, both sides) of its Monte-Carlo standard error; the bound's slack (largest "
-        "gap/bound) is reported, and below 0.1 the check holds without weight. Parts: 4 rate intervals and 1 "
-        "violation count. Control: heavy-tailed scores off the sphere (c|y|^2 on Gaussian data, exp(s/tau) of "
-        "tail index 1.2, gap ~ k^-0.2), judged by the same rule, must FAIL."
+        "bounds at every k, slack reported. crl's fixed criterion: for each series (phi = identity, tau = 1; phi "
+        "= random linear map, tau = 0.5; vMF(kappa = 2) on S^2) and each form (InfoNCE, DCL), the rate r of |∫CE "
+        "dpi - R| against k (k = 128..1024 quick, ..8192 standard, ..16384 full; doubling; 8000, 8000, 24000 "
+        "draws per k) by the misfit protocol (the power law; if its misfit is material and significant (chi^2 at "
+        "alpha 0.05, a residual above 5% beyond t se), the two-term model a k^r + b k^(r-1); if that misfits too,"
+        " INCONCLUSIVE): PASS if r's interval lies inside [-1.1, -0.9], FAIL if it misses that band, else "
+        "INCONCLUSIVE; and no point lies above (e^{2/tau}-1)^2/(8k) or below -log(1 + e^{2/tau}/k) (InfoNCE) / 0 "
+        "(DCL) by more than the Bonferroni multiple (all points, both sides) of its Monte-Carlo standard error; "
+        "the bound's slack (largest gap/bound) is reported, and below 0.1 the check holds without weight. Parts: "
+        "4 rate intervals and 1 violation count. Control: heavy-tailed scores off the sphere (c|y|^2 on Gaussian "
+        "data, exp(s/tau) of tail index 1.2, gap ~ k^-0.2), judged by the same rule, must FAIL."
     )
     control_description = (
         "Heavy-tailed scores that leave the sphere (Prop. 1's bounded-score premise fails): Gaussian two-tower "
