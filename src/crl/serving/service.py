@@ -2,7 +2,7 @@
 
 - ``GET /health``: ``{"status": "ok", "count", "dimension", "kind", "metric", "params", "limits"}``.
 - ``POST /search``: ``{"vectors": [[...], ...]}`` or ``{"ids": [...]}`` (items of the index as queries) or
-  ``{"texts": [...]}`` (needs a string encoder, :mod:`crl.serving.encoded`), with ``k`` (default 10) and the
+  ``{"texts": [...]}`` (needs a string encoder, :mod:`crl.serving.queries`), with ``k`` (default 10) and the
   optional ``ef_search`` (HNSW) / ``nprobe`` (IVF) for this request; answers
   ``{"results": [{"ids": [...], "scores": [...], "found": n}, ...], "shortfall": null}``, one entry per query,
   best first. ``found`` counts the items of a query (fewer than k only when the index could not fill its
@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crl.search import Index
-from crl.serving.encoded import string_encoder
+from crl.serving.queries import string_encoder
 
 __all__ = ["MAX_BATCH", "MAX_K", "SearchRequest", "create_app", "default_max_body_bytes"]
 
@@ -169,7 +169,7 @@ def create_app(
 
     ``max_body_bytes`` (None: :func:`default_max_body_bytes`) bounds a request body; ``docs`` serves the
     ``/docs`` and ``/redoc`` pages, which fetch their scripts from a CDN. Text queries use the string encoder
-    registered for the index's checkpoint when the app is created (:mod:`crl.serving.encoded`).
+    registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`).
     """
     limits = {"max_batch": max_batch, "max_k": max_k, "max_body_bytes": max_body_bytes}
     for name, value in limits.items():
