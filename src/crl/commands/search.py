@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def search_command(
         found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)
         if exclude_self:
             found = without_query_items(found, items, k)
-        console = Console(soft_wrap=True)
+        console = output_console()
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
             metadata = index.metadata([i for i, _ in kept])
