@@ -179,7 +179,7 @@ def test_bad_index_build_input_is_one_line(
     ("queries", "kwargs", "message"),
     [
         (["99999"], {}, "not in the index"),
-        (["3"], {"k": 0}, "k = 0"),
+        (["3"], {"k": 0}, "k=0 must be an integer >= 1"),
         (["3"], {"k": 10**6}, "exceeds"),
         (["3"], {"nprobe": 2}, "nprobe applies"),
         (["3"], {"filter_json": "{label: 1}"}, "--filter is not JSON"),
