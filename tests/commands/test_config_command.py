@@ -7,6 +7,7 @@ field.
 import tomllib
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from crl.commands import app
@@ -34,14 +35,28 @@ def test_the_command_prints_the_listing() -> None:
     assert result.output == defaults_toml(TrainConfig)
 
 
-def test_check_fills_in_every_default(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "arguments", [["{path}"], ["{path}", "--check"], ["--check", "{path}"]], ids=["alone", "after", "before"]
+)
+def test_check_fills_in_every_default(tmp_path: Path, arguments: list[str]) -> None:
+    """`crl config CONFIG --check`, as a user types it, was a usage error (--check took the next word as its
+    value); the config may come before or after --check, or alone."""
     path = tmp_path / "c.toml"
     path.write_text("[loss]\ntau = 0.2\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["config", "--check", str(path)])
+    result = CliRunner().invoke(app, ["config", *(word.format(path=path) for word in arguments)])
     assert result.exit_code == 0, result.output
     assert result.output == config_to_toml(parse_config({"loss": {"tau": 0.2}}))
 
 
-def test_neither_option_is_a_usage_error() -> None:
-    result = CliRunner().invoke(app, ["config"])
-    assert result.exit_code == 2 and "exactly one of --defaults or --check" in result.output
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "pass a CONFIG to validate (crl config CONFIG) or --defaults"),
+        (["--check"], "--check needs a CONFIG to validate: crl config CONFIG --check"),
+        (["--defaults", "c.toml"], "--defaults lists every field and takes no CONFIG"),
+    ],
+)
+def test_a_wrong_combination_is_one_usage_line(arguments: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["config", *arguments])
+    assert result.exit_code == 2 and message in result.output
+    assert len(result.output.strip().splitlines()) == 1

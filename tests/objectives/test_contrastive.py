@@ -294,6 +294,13 @@ def test_learnable_temperature_gets_gradient_and_is_clamped():
     assert not any(True for _ in fixed.parameters())
 
 
+@pytest.mark.filterwarnings("error")
+def test_printing_a_learnable_temperature_shows_its_value_without_a_warning():
+    """print(Temperature(0.07)) warned "Converting a tensor with requires_grad=True to a scalar"; it must not."""
+    assert str(Temperature(0.07)) == "Temperature(tau=0.07, learnable=True)"
+    assert repr(Temperature(0.5, learnable=False)) == "Temperature(tau=0.5, learnable=False)"
+
+
 def test_module_wrapper_matches_function():
     g = torch.Generator().manual_seed(8)
     a, p = unit(10, 4, g), unit(10, 4, g)

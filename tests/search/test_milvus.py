@@ -177,7 +177,8 @@ def test_an_exported_index_searches_alike_from_the_library_and_the_command_line(
         collection.vectors(ids[:3]), Index.load(tmp_path / "ix").vectors(ids[:3]), atol=1e-6
     )
     query = str(int(ids[4]))
-    assert search_command(uri, [query], k=5, as_json=True, filter_json='{"source": "kjv"}') == 0
+    chosen = '{"source": "kjv"}'
+    assert search_command(uri, [query], k=5, as_json=True, filter_json=chosen, exclude_self=False) == 0
     hits = json.loads(capsys.readouterr().out)["results"]
     keep = np.array([m["source"] == "kjv" for m in metadata])
     expected = _brute_force(vectors, ids, vectors[4:5], 5, keep)[0].tolist()

@@ -10,7 +10,7 @@ from crl.commands.index import index_build_command
 from crl.commands.search import search_command
 from crl.search import Index
 from crl.search._files import sha256
-from crl.serving import encoded
+from crl.serving import queries
 from crl.train.checkpoint import resolve_checkpoint
 from crl.train.data import labelled_inputs
 from tests.train.helpers import fit, tiny_config
@@ -50,8 +50,10 @@ def _labels(run: Path) -> np.ndarray:
     return labelled.labels.numpy()
 
 
-def test_search_by_item_id_finds_the_item_first(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert search_command(built, ["3", "11"], k=4, as_json=True) == 0
+def test_search_by_item_id_with_include_self_finds_the_item_first(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert search_command(built, ["3", "11"], k=4, as_json=True, exclude_self=False) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["query"] for line in lines] == ["3", "11"]
     assert [line["results"][0]["id"] for line in lines] == [3, 11]
@@ -60,13 +62,56 @@ def test_search_by_item_id_finds_the_item_first(built: Path, capsys: pytest.Capt
     assert "query 5" in capsys.readouterr().out
 
 
+def test_an_id_query_leaves_its_own_item_out_and_still_returns_k(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By default an id query's results are the k nearest *other* items: the include-self ranking without its
+    first entry (the item itself), k of them, not k - 1."""
+    assert search_command(built, ["3", "11"], k=4, as_json=True, exclude_self=False) == 0
+    with_self = [json.loads(line)["results"] for line in capsys.readouterr().out.splitlines()]
+    assert search_command(built, ["3", "11"], k=4, as_json=True) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for line, item, full in zip(lines, [3, 11], with_self, strict=True):
+        ids = [hit["id"] for hit in line["results"]]
+        assert item not in ids and len(ids) == 4 and line["found"] == 4 and line["shortfall"] is None
+        assert ids[:3] == [hit["id"] for hit in full[1:]]
+
+
+def test_leaving_the_item_out_of_an_index_of_k_items_says_why_fewer_came_back(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    size = len(Index.load(built))
+    assert search_command(built, ["0"], k=size, as_json=True) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert line["found"] == size - 1 and 0 not in [hit["id"] for hit in line["results"]]
+    assert "query item itself is left out" in line["shortfall"]
+
+
+@pytest.mark.parametrize(
+    ("queries", "reading", "message"),
+    [
+        (["1984"], "text", "'1984' is read as text"),
+        (["a red shirt"], "id", "'a red shirt' is read as an item id but is not"),
+    ],
+)
+def test_text_and_id_force_how_queries_are_read(
+    built: Path, queries: list[str], reading: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--text reads "1984" as a string (this index has no string encoder, so it says so instead of searching
+    item 1984); --id refuses a query that is not an integer."""
+    assert search_command(built, queries, reading=reading) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
 def test_a_filter_keeps_only_the_items_whose_metadata_passes(
     built: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     index = Index.load(built)
     labels = {int(i): meta["label"] for i, meta in zip(index.ids, index.metadata(index.ids), strict=True)}
     wanted = labels[3]
-    assert search_command(built, ["3"], k=5, as_json=True, filter_json=f'{{"label": {wanted}}}') == 0
+    chosen = f'{{"label": {wanted}}}'
+    assert search_command(built, ["3"], k=5, as_json=True, filter_json=chosen, exclude_self=False) == 0
     hits = json.loads(capsys.readouterr().out)["results"]
     assert hits[0]["id"] == 3 and len(hits) == 5 and {labels[hit["id"]] for hit in hits} == {wanted}
 
@@ -84,11 +129,14 @@ def test_string_queries_use_a_registered_string_encoder(
             return None
         return lambda strings: np.repeat(target, len(strings), axis=0)
 
-    monkeypatch.setattr(encoded, "_STRING_ENCODERS", [])
-    encoded.register_string_encoder(factory)
-    assert search_command(built, ["a red shirt", "9"], k=1, as_json=True) == 0
+    monkeypatch.setattr(queries, "_STRING_ENCODERS", [])
+    queries.register_string_encoder(factory)
+    assert search_command(built, ["a red shirt", "9"], k=1, as_json=True, exclude_self=False) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["results"][0]["id"] for line in lines] == [9, 9]
+    # --text reads "9" as a string too, embedded by the same encoder; the text query's item is never left out
+    assert search_command(built, ["9"], k=1, as_json=True, reading="text") == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["id"] == 9
 
 
 def test_index_build_from_a_data_file_with_labels(run: Path, tmp_path: Path) -> None:
@@ -131,7 +179,7 @@ def test_bad_index_build_input_is_one_line(
     ("queries", "kwargs", "message"),
     [
         (["99999"], {}, "not in the index"),
-        (["3"], {"k": 0}, "k = 0"),
+        (["3"], {"k": 0}, "k=0 must be an integer >= 1"),
         (["3"], {"k": 10**6}, "exceeds"),
         (["3"], {"nprobe": 2}, "nprobe applies"),
         (["3"], {"filter_json": "{label: 1}"}, "--filter is not JSON"),

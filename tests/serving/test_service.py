@@ -85,8 +85,13 @@ def test_health_and_good_searches_match_the_index(served, http, vectors: np.ndar
     assert [r["ids"] for r in answer.json()["results"]] == expected.ids.tolist()
     assert [r["found"] for r in answer.json()["results"]] == [5, 5, 5] and answer.json()["shortfall"] is None
     np.testing.assert_allclose([r["scores"] for r in answer.json()["results"]], expected.scores, atol=1e-6)
-    by_id = http.post(f"{url}/search", json={"ids": [7, 42], "k": 1}).json()["results"]
+    by_id = http.post(f"{url}/search", json={"ids": [7, 42], "k": 3}).json()["results"]
     assert [r["ids"][0] for r in by_id] == [7, 42]
+    others = http.post(f"{url}/search", json={"ids": [7, 42], "k": 2, "exclude_self": True}).json()["results"]
+    assert [r["ids"] for r in others] == [r["ids"][1:] for r in by_id] and [r["found"] for r in others] == [
+        2,
+        2,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -115,6 +120,8 @@ def test_health_and_good_searches_match_the_index(served, http, vectors: np.ndar
         ({"ids": [1], "vectors": [[1.0] * DIM]}, 422, "body"),
         ({}, 422, "body"),
         ({"ids": [1], "colour": "red"}, 422, "colour"),
+        ({"ids": [1], "exclude_self": "yes"}, 422, "exclude_self"),
+        ({"vectors": [[1.0] * DIM], "exclude_self": True}, 422, "exclude_self"),
     ],
 )
 def test_bad_requests_are_a_named_4xx(served, http, body: dict, status: int, field: str) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from crl.commands import app
-from crl.models.minilm import MiniLM, embed_texts
+from crl.models.minilm import MiniLM, embed_texts, packaged_model_path
 from tests.text.helpers import CORPUS, build_text_index
 
 
@@ -63,3 +63,67 @@ def test_index_build_and_search_text_with_minilm(tmp_path: Path, minilm: MiniLM)
     ).squeeze(1)
     assert [hit["id"] for hit in hits] == scores.argsort(descending=True).tolist()
     assert hits[0]["metadata"] == {"text": CORPUS[int(scores.argmax())]}
+
+
+def _text_run(folder: Path, towers: tuple[str, ...]) -> Path:
+    """A text run folder as crl train leaves it: config.toml and the exported towers (here the packaged model)."""
+    folder.mkdir()
+    (folder / "config.toml").write_text('[model]\nencoder = "minilm"\n', encoding="utf-8")
+    for tower in towers:
+        (folder / tower).symlink_to(packaged_model_path(), target_is_directory=True)
+    return folder
+
+
+def test_index_build_of_a_text_run_folder_uses_its_sentence_transformer(tmp_path: Path) -> None:
+    """`crl index build RUN --text-file` took RUN for a model folder and failed with "no config.json"; it now
+    embeds with RUN/sentence-transformer and records that folder, so text queries use the same model."""
+    run = _text_run(tmp_path / "run", ("sentence-transformer",))
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    built = CliRunner().invoke(
+        app,
+        [
+            "index",
+            "build",
+            str(run),
+            "--text-file",
+            str(tmp_path / "corpus.txt"),
+            "--out",
+            str(tmp_path / "i"),
+        ],
+    )
+    assert built.exit_code == 0, built.output
+    manifest = json.loads((tmp_path / "i" / "manifest.json").read_text())
+    assert manifest["encoder"]["checkpoint"] == str((run / "sentence-transformer").resolve())
+    found = CliRunner().invoke(app, ["search", str(tmp_path / "i"), "water", "-k", "2", "--json"])
+    assert found.exit_code == 0, found.output
+    assert {hit["id"] for hit in json.loads(found.output)["results"]} == {0, 3}  # the two lines about the sea
+
+
+@pytest.mark.parametrize(
+    ("towers", "message"),
+    [
+        ((), "has no sentence-transformer/ folder: only a text run"),
+        (("sentence-transformer", "sentence-transformer-positive"), "holds two text towers; pass one"),
+    ],
+)
+def test_a_run_folder_without_one_text_model_says_where_it_would_be(
+    tmp_path: Path, towers: tuple[str, ...], message: str
+) -> None:
+    run = _text_run(tmp_path / "run", towers)
+    (tmp_path / "corpus.txt").write_text("the sea\n", encoding="utf-8")
+    built = CliRunner().invoke(
+        app,
+        [
+            "index",
+            "build",
+            str(run),
+            "--text-file",
+            str(tmp_path / "corpus.txt"),
+            "--out",
+            str(tmp_path / "i"),
+        ],
+    )
+    assert (
+        built.exit_code == 2 and message in built.output and str(run / "sentence-transformer") in built.output
+    )
+    assert len(built.output.strip().splitlines()) == 1

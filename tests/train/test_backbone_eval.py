@@ -44,14 +44,24 @@ def test_cnn_refuses_an_unknown_pool() -> None:
         SmallCNN((28, 28), 8, pool="max", generator=torch.Generator())  # type: ignore[arg-type]
 
 
-def test_eval_reports_backbone_and_pixel_rows(tmp_path: Path) -> None:
-    """crl eval writes kNN/probe of the embedding, the backbone h and raw centred pixels, with intervals."""
+def test_eval_reports_backbone_and_pixel_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """crl eval writes kNN/probe of the embedding, the backbone h and raw centred pixels, with intervals; its
+    table, printed to a pipe, is not cut at 80 columns, and each row's word says what its paired CI says."""
     config = tiny_config(
         tmp_path, "backbone", optim={"total_steps": 4, "warmup_steps": 1}, eval={"probe_max_iter": 50}
     )
     fit(config)
+    capsys.readouterr()
     assert eval_command(config.run_dir, device="cpu") == 0
     written = json.loads((config.run_dir / "eval.json").read_text())
+    printed = capsys.readouterr().out
+    assert "…" not in printed
+    for features in ("embedding", "backbone"):
+        for method, label in (("knn", "kNN accuracy"), ("probe", "linear-probe accuracy")):
+            low, high = written[f"{features}_{method}_minus_pixels_ci"]
+            word = "above pixels" if low > 0 else "below pixels" if high < 0 else "no difference resolved"
+            line = next(line for line in printed.splitlines() if f"{label}, {features} " in line)
+            assert f"{low:+.4f}, {high:+.4f}]: {word}" in line
     for name in (
         "embedding_knn",
         "embedding_probe",

@@ -27,6 +27,21 @@ def test_tiny_run_learns_and_logs(tmp_path: Path) -> None:
     assert again.resumed_from == 40 and again.checkpoint == result.checkpoint
 
 
+def test_progress_off_a_terminal_is_one_plain_line_per_logged_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With stdout not a terminal (here captured; a pipe or a CI log alike) a live progress bar shows nothing, so
+    the trainer prints each logged row as one line, the same loss as metrics.jsonl's."""
+    config = tiny_config(tmp_path, "plain", optim=SHORT, run={"progress": True, "log_every": 2})
+    fit(config)
+    lines = capsys.readouterr().out.splitlines()
+    rows = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == len(rows) == 5
+    for line, row in zip(lines, rows, strict=True):
+        assert line.startswith(f"plain step {row['step']}/10 loss {row['loss']:.4f} lr ")
+        assert " tau " in line and " pairs/s " in line and line.endswith(" s")
+
+
 def test_a_changed_config_does_not_resume_silently(tmp_path: Path) -> None:
     """Resuming a run folder with other hyper-parameters would mix two runs: it must fail and name the field."""
     fit(tiny_config(tmp_path, "same", optim=SHORT))

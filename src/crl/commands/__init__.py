@@ -8,6 +8,7 @@ library does the work. Heavy imports (torch, the claims) happen inside the comma
 import typer
 
 from crl import __version__
+from crl.commands._help import FlagsCommand, FlagsGroup
 from crl.commands.advise import advise
 from crl.commands.config import config
 from crl.commands.embed import embed
@@ -24,24 +25,25 @@ app = typer.Typer(
     help="Contrastive representation learning for similarity search, with its statistical theory built in.",
     no_args_is_help=True,
     add_completion=False,
+    cls=FlagsGroup,
 )
 
 
-@app.command()
+@app.command(cls=FlagsCommand)
 def version() -> None:
     """Print crl's version."""
     typer.echo(__version__)
 
 
-app.command()(verify)
-app.command()(train)
-app.command("eval")(evaluate)
-app.command()(config)
-app.command()(embed)
-app.command()(experiment)
-app.command()(advise)
+app.command(cls=FlagsCommand)(verify)
+app.command(cls=FlagsCommand)(train)
+app.command("eval", cls=FlagsCommand)(evaluate)
+app.command(cls=FlagsCommand)(config)
+app.command(cls=FlagsCommand)(embed)
+app.command(cls=FlagsCommand)(experiment)
+app.command(cls=FlagsCommand)(advise)
 app.add_typer(index_app)
-app.command()(search)
-app.command()(serve)
+app.command(cls=FlagsCommand)(search)
+app.command(cls=FlagsCommand)(serve)
 
 __all__ = ["app"]

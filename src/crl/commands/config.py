@@ -32,32 +32,55 @@ class FieldDoc:
 
 
 def config(
+    config_file: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="CONFIG",
+            help="A TOML config to validate and print with every default filled in.",
+            show_default=False,
+        ),
+    ] = None,
     defaults: Annotated[
         bool, typer.Option("--defaults", help="Print every field with its default and description, as TOML.")
     ] = False,
     check: Annotated[
-        Path | None, typer.Option(help="Validate this TOML config and print it with every default filled in.")
-    ] = None,
+        bool, typer.Option("--check", help="Validate CONFIG (the default when CONFIG is given).")
+    ] = False,
 ) -> None:
-    """Show the training config: every field and its default (--defaults), or a checked config (--check)."""
-    raise typer.Exit(config_command(defaults=defaults, check=check))
+    """Show the training config: CONFIG validated with every default filled in, or every field (--defaults).
+
+    crl config CONFIG, crl config CONFIG --check and crl config --check CONFIG are the same.
+    """
+    raise typer.Exit(config_command(config_file, defaults=defaults, check=check))
 
 
-def config_command(*, defaults: bool, check: Path | None) -> int:
-    """Print the defaults listing or a validated config; 2 when neither or both are asked for."""
-    if defaults == (check is not None):
-        print_error("pass exactly one of --defaults or --check CONFIG")
+def config_command(config_file: Path | None, *, defaults: bool, check: bool = False) -> int:
+    """Print the defaults listing, or CONFIG validated; 2 with one line for a wrong combination."""
+    usage = _usage_error(config_file, defaults=defaults, check=check)
+    if usage:
+        print_error(usage)
         return EXIT_USAGE
 
     def body() -> int:
         # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import TrainConfig, config_to_toml, load_config
 
-        text = defaults_toml(TrainConfig) if defaults else config_to_toml(load_config(check or Path()))
+        text = defaults_toml(TrainConfig) if defaults else config_to_toml(load_config(config_file or Path()))
         typer.echo(text, nl=False)
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def _usage_error(config_file: Path | None, *, defaults: bool, check: bool) -> str:
+    """Why the arguments of ``crl config`` do not make one request ('' when they do)."""
+    if defaults and (config_file is not None or check):
+        return "--defaults lists every field and takes no CONFIG; run crl config --defaults, or crl config CONFIG"
+    if config_file is None and not defaults:
+        if check:
+            return "--check needs a CONFIG to validate: crl config CONFIG --check"
+        return "pass a CONFIG to validate (crl config CONFIG) or --defaults to list every field"
+    return ""
 
 
 def defaults_toml(model: type[BaseModel]) -> str:

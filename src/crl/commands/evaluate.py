@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
-    from crl.metrics.class_report import ClassRow
+    from crl.metrics.class_report import ClassRow, PairedDifference
     from crl.serving.evaluate import EvalResult
 
 
@@ -41,7 +41,7 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
         result = evaluate_checkpoint(checkpoint, device=device)
         target = out if out is not None else result.checkpoint.parent.parent / "eval.json"
         target.write_text(json.dumps(result.as_dict(), indent=1), encoding="utf-8")
-        console = Console(soft_wrap=True)
+        console = output_console()
         console.print(result_table(result))
         for note in result.notes:
             console.print(f"note: {note}", markup=False, highlight=False)
@@ -54,10 +54,13 @@ def eval_command(checkpoint: Path, *, out: Path | None = None, device: str = "au
 
 def result_table(result: EvalResult) -> Table:
     """The figures of an evaluation as a rich table (mean ± standard error where there is one; class accuracies
-    with their 95% interval and their paired difference from the raw-pixel baseline)."""
+    with their 95% interval, and in a third column their paired difference from the raw-pixel baseline with its
+    95% interval and what that interval says: above, below, or no difference resolved)."""
     table = Table(title=f"crl eval (step {result.step})")
-    table.add_column("metric", no_wrap=True)
-    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    if result.classes and any(row.vs_pixels is not None for row in result.classes):
+        table.add_column("vs pixels: paired difference [95% CI]")
     report = result.retrieval
     table.add_row("queries / gallery", f"{report.n_queries} / {report.gallery_size}")
     rows = [(f"accuracy@{k}", e) for k, e in report.accuracy_at_k.items()] + [("MRR", report.mrr)]
@@ -78,13 +81,23 @@ def result_table(result: EvalResult) -> Table:
     return table
 
 
-def _class_row_cells(row: ClassRow) -> tuple[str, str]:
-    """('kNN accuracy, backbone', '0.8712 [0.8646, 0.8776] vs pixels +0.0107 [+0.0052, +0.0162] above')."""
+def _class_row_cells(row: ClassRow) -> tuple[str, str, str]:
+    """('kNN accuracy, backbone', '0.8712 [0.8646, 0.8776]', '+0.0107 [+0.0052, +0.0162]: above pixels')."""
     method = "kNN accuracy" if row.method == "knn" else "linear-probe accuracy"
     interval = row.interval
     value = f"{interval.accuracy:.4f} [{interval.low:.4f}, {interval.high:.4f}]"
-    if row.vs_pixels is not None:
-        verdict = {True: "above", False: "below", None: "overlaps"}[row.beats_pixels]
-        delta = row.vs_pixels
-        value += f" vs pixels {delta.difference:+.4f} [{delta.low:+.4f}, {delta.high:+.4f}] {verdict}"
-    return f"{method}, {row.features}", value
+    delta = row.vs_pixels
+    if delta is None:
+        return f"{method}, {row.features}", value, ""
+    compared = f"{delta.difference:+.4f} [{delta.low:+.4f}, {delta.high:+.4f}]: {paired_verdict(delta)}"
+    return f"{method}, {row.features}", value, compared
+
+
+def paired_verdict(delta: PairedDifference) -> str:
+    """What the paired difference's interval says: "above pixels" when it lies above 0, "below pixels" when
+    below, else "no difference resolved" (it holds 0)."""
+    if delta.low > 0:
+        return "above pixels"
+    if delta.high < 0:
+        return "below pixels"
+    return "no difference resolved"

@@ -15,14 +15,15 @@ from typing import Annotated, Any
 import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._help import FlagsCommand, FlagsGroup
 from crl.commands.embed import numeric_inputs
 
 index_app = typer.Typer(
-    name="index", help="Build similarity-search indexes of embeddings.", no_args_is_help=True
+    name="index", help="Build similarity-search indexes of embeddings.", no_args_is_help=True, cls=FlagsGroup
 )
 
 
-@index_app.command("build")
+@index_app.command("build", cls=FlagsCommand)
 def build(
     checkpoint: Annotated[
         Path,
@@ -83,7 +84,7 @@ def build(
     )
 
 
-@index_app.command("export")
+@index_app.command("export", cls=FlagsCommand)
 def export(
     index_dir: Annotated[Path, typer.Argument(help="A folder written by crl index build (or Index.save).")],
     to: Annotated[

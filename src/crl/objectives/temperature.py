@@ -57,7 +57,11 @@ class Temperature(nn.Module):
         return torch.exp(-self.log_inverse.clamp(max=math.log(self.max_inverse)))
 
     def extra_repr(self) -> str:
-        return f"tau={float(self()):.4g}, learnable={isinstance(self.log_inverse, nn.Parameter)}"
+        """``tau=0.07, learnable=True``: the value read without autograd, so printing a learnable one does not
+        warn about converting a tensor that requires grad."""
+        with torch.no_grad():
+            tau = float(self())
+        return f"tau={tau:.4g}, learnable={isinstance(self.log_inverse, nn.Parameter)}"
 
 
 TauLike = float | Tensor | Temperature

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from crl._validate import Integer, check
 
@@ -21,7 +21,8 @@ def as_matrix(x: Any, name: str, dim: int | None = None) -> np.ndarray:
 
     A torch tensor of a floating type numpy lacks (bfloat16, float8) is converted to float32 first.
     """
-    if isinstance(x, torch.Tensor):
+    torch = _torch_if_loaded()
+    if torch is not None and isinstance(x, torch.Tensor):
         x = x.detach().cpu()
         x = (x.float() if x.is_floating_point() and x.dtype != torch.float64 else x).numpy()
     arr = np.asarray(x)
@@ -46,6 +47,12 @@ def as_matrix(x: Any, name: str, dim: int | None = None) -> np.ndarray:
             f"{name} row {row} holds NaN or inf (or a value beyond float32's range); drop or fix that row"
         )
     return out
+
+
+def _torch_if_loaded() -> Any:
+    """The torch module when some caller has imported it, else None: a tensor can only exist once torch is
+    loaded, so the checks need not import it (a search of a saved index never loads torch)."""
+    return sys.modules.get("torch")
 
 
 def normalise(x: np.ndarray, name: str) -> np.ndarray:
@@ -83,7 +90,8 @@ def prepare(matrix: np.ndarray, metric: str, name: str) -> np.ndarray:
 
 def as_ids(ids: Any, n: int, name: str = "ids") -> np.ndarray:
     """``ids`` as a 1-D int64 array of ``n`` distinct non-negative integers."""
-    if isinstance(ids, torch.Tensor):
+    torch = _torch_if_loaded()
+    if torch is not None and isinstance(ids, torch.Tensor):
         ids = ids.detach().cpu().numpy()
     arr = np.asarray(ids)
     if arr.ndim != 1:

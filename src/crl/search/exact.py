@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from crl.search._checks import as_ids, as_matrix, check_ip_norms, check_k, normalise
 from crl.search._types import METRICS, Metric, SearchResult
+
+if TYPE_CHECKING:
+    import torch
 
 
 def exact_search(
@@ -40,6 +42,9 @@ def exact_search(
         base, query = normalise(base, "corpus"), normalise(query, "queries")
     else:
         base, query = check_ip_norms(base, "corpus"), check_ip_norms(query, "queries")
+    # Deferred: torch takes seconds to import, and a search of a saved faiss index (crl search) does not need it.
+    import torch
+
     corpus_t, query_t = torch.from_numpy(base), torch.from_numpy(query)
     scores = torch.empty(query.shape[0], k)
     rows = torch.empty(query.shape[0], k, dtype=torch.int64)
@@ -56,6 +61,9 @@ def _top_k(
     query: torch.Tensor, corpus: torch.Tensor, k: int, chunk_size: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The top k (scores, corpus rows) of ``query`` over ``corpus``, merged chunk by chunk of the corpus."""
+    # Deferred: torch takes seconds to import, and a search of a saved faiss index (crl search) does not need it.
+    import torch
+
     best = torch.full((len(query), 0), -torch.inf)
     best_rows = torch.empty((len(query), 0), dtype=torch.int64)
     for start in range(0, len(corpus), chunk_size):

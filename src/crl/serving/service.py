@@ -2,8 +2,10 @@
 
 - ``GET /health``: ``{"status": "ok", "count", "dimension", "kind", "metric", "params", "limits"}``.
 - ``POST /search``: ``{"vectors": [[...], ...]}`` or ``{"ids": [...]}`` (items of the index as queries) or
-  ``{"texts": [...]}`` (needs a string encoder, :mod:`crl.serving.encoded`), with ``k`` (default 10) and the
-  optional ``ef_search`` (HNSW) / ``nprobe`` (IVF) for this request; answers
+  ``{"texts": [...]}`` (needs a string encoder, :mod:`crl.serving.queries`), with ``k`` (default 10) and the
+  optional ``ef_search`` (HNSW) / ``nprobe`` (IVF) for this request, and for ``ids`` the optional
+  ``exclude_self`` (true: each item left out of its own results, k others returned; default false, the item
+  itself first); answers
   ``{"results": [{"ids": [...], "scores": [...], "found": n}, ...], "shortfall": null}``, one entry per query,
   best first. ``found`` counts the items of a query (fewer than k only when the index could not fill its
   slots, e.g. an IVF whose probed cells held fewer items; those slots are left out), and ``shortfall`` then
@@ -32,11 +34,20 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crl.search import Index
-from crl.serving.encoded import string_encoder
+from crl.serving.queries import string_encoder, without_query_items
 
 __all__ = ["MAX_BATCH", "MAX_K", "SearchRequest", "create_app", "default_max_body_bytes"]
 
@@ -74,6 +85,7 @@ class SearchRequest(BaseModel):
     k: StrictInt = Field(default=10, ge=1)
     ef_search: StrictInt | None = Field(default=None, ge=1, le=MAX_SETTING)
     nprobe: StrictInt | None = Field(default=None, ge=1, le=MAX_SETTING)
+    exclude_self: StrictBool = False
 
     @model_validator(mode="after")
     def _one_kind_of_query(self) -> SearchRequest:
@@ -169,7 +181,7 @@ def create_app(
 
     ``max_body_bytes`` (None: :func:`default_max_body_bytes`) bounds a request body; ``docs`` serves the
     ``/docs`` and ``/redoc`` pages, which fetch their scripts from a CDN. Text queries use the string encoder
-    registered for the index's checkpoint when the app is created (:mod:`crl.serving.encoded`).
+    registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`).
     """
     limits = {"max_batch": max_batch, "max_k": max_k, "max_body_bytes": max_body_bytes}
     for name, value in limits.items():
@@ -213,13 +225,18 @@ def create_app(
         queries = _queries(index, request, max_batch, embed)
         _check_k(request.k, len(index), max_k)
         field = _query_field(request)
+        if request.exclude_self and request.ids is None:
+            raise RequestError("exclude_self", "exclude_self applies to ids queries; drop it or query by ids")
+        asked = request.k + 1 if request.exclude_self and request.k < len(index) else request.k
         try:
-            found = index.search(queries, request.k, ef_search=request.ef_search, nprobe=request.nprobe)
+            found = index.search(queries, asked, ef_search=request.ef_search, nprobe=request.nprobe)
         except ValueError as error:
             message = str(error)
             raise RequestError(
                 next((name for name in ("ef_search", "nprobe") if name in message), field), message
             ) from None
+        if request.exclude_self:
+            found = without_query_items(found, request.ids or [], request.k)
         _check_scores(found.ids, found.scores, field)
         results = []
         for ids, scores, count in zip(

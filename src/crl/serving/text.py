@@ -2,7 +2,7 @@
 
 :func:`text_index` embeds texts with a MiniLM folder (:func:`crl.models.minilm.embed_texts`) and records the folder
 and the SHA-256 of its weights in the index; :func:`register_text_search` lets ``crl search`` and ``crl serve``
-embed string queries of such an index with the same model (:func:`crl.serving.encoded.register_string_encoder`).
+embed string queries of such an index with the same model (:func:`crl.serving.queries.register_string_encoder`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from crl.models.minilm import (
     weights_file,
 )
 from crl.search import EncoderProvenance, Index, Kind, Metric, sha256
-from crl.serving.encoded import StringEncoder, choose_kind, register_string_encoder
+from crl.serving.encoded import choose_kind
+from crl.serving.queries import StringEncoder, register_string_encoder
 
 __all__ = ["minilm_string_encoder", "register_text_search", "text_index"]
 
@@ -69,7 +70,7 @@ _REGISTERED: list[bool] = []
 
 def register_text_search() -> None:
     """Let ``crl search`` embed string queries of MiniLM indexes (once per process; the registry is
-    :func:`crl.serving.encoded.register_string_encoder`)."""
+    :func:`crl.serving.queries.register_string_encoder`)."""
     if not _REGISTERED:
         register_string_encoder(minilm_string_encoder)
         _REGISTERED.append(True)

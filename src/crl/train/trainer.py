@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -227,8 +228,9 @@ class Trainer:
         with self._progress() as advance:
             while not loop.done:
                 window.add(loop.train_step())
+                logged = None
                 if loop.step % run.log_every == 0 or loop.step == total:
-                    metrics = self._log_row(window, log)
+                    metrics = logged = self._log_row(window, log)
                     window.reset()
                 if monitor is not None and loop.step % run.eval_every == 0:
                     heldout = monitor(loop.model)
@@ -236,7 +238,7 @@ class Trainer:
                         log.write({"step": loop.step, **heldout})
                 if loop.step % run.checkpoint_every == 0 or loop.step == total:
                     final = self._save()
-                advance(metrics.get("loss"))
+                advance(metrics.get("loss"), logged)
         if self.context.is_main:
             self._export_text_model()
         return {**metrics, **heldout}, final
@@ -254,8 +256,27 @@ class Trainer:
         return HeldoutMonitor.from_config(self.config, self.context.device)
 
     @contextmanager
-    def _progress(self) -> Iterator[Callable[[float | None], None]]:
+    def _progress(self) -> Iterator[Callable[[float | None, dict[str, float] | None], None]]:
+        """``advance(loss, logged_row)`` after each step: a rich progress bar on a terminal; elsewhere (a pipe, a
+        file, a CI log, where a live bar shows nothing) one plain line per logged row (:func:`progress_line`)."""
         enabled = self.context.is_main and self.config.run.progress
+        total = self.config.optim.total_steps
+        console = Console()
+        if enabled and not console.is_terminal:
+            started = time.perf_counter()
+
+            def log_line(loss: float | None, row: dict[str, float] | None) -> None:
+                if row is not None:
+                    elapsed = time.perf_counter() - started
+                    console.print(
+                        progress_line(self.config.run.name, row, total, elapsed),
+                        markup=False,
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+
+            yield log_line
+            return
         columns = (
             TextColumn(f"[bold]{self.config.run.name}"),
             BarColumn(),
@@ -264,12 +285,10 @@ class Trainer:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, disable=not enabled) as progress:
-            task = progress.add_task(
-                "train", total=self.config.optim.total_steps, completed=self.loop.step, loss="-"
-            )
+        with Progress(*columns, console=console, disable=not enabled) as progress:
+            task = progress.add_task("train", total=total, completed=self.loop.step, loss="-")
 
-            def advance(loss: float | None) -> None:
+            def advance(loss: float | None, row: dict[str, float] | None) -> None:
                 progress.update(task, advance=1, loss="-" if loss is None else f"{loss:.4f}")
 
             yield advance
@@ -416,3 +435,12 @@ def _another_config_message(run_dir: Path, differences: list[str]) -> str:
             f"from its weights, start a new run with --init-from {str(run_dir)!r} and another run.name"
         )
     return message
+
+
+def progress_line(name: str, row: dict[str, float], total: int, elapsed_s: float) -> str:
+    """One plain line of a logged row, for output that is not a terminal:
+    ``NAME step 300/2000 loss 3.1416 lr 0.001 tau 0.07 pairs/s 812 elapsed 12.3 s``."""
+    return (
+        f"{name} step {int(row['step'])}/{total} loss {row['loss']:.4f} lr {row['lr']:.3g} "
+        f"tau {row['tau']:.4g} pairs/s {row['pairs_per_s']:.0f} elapsed {elapsed_s:.1f} s"
+    )
