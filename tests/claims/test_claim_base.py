@@ -1,5 +1,6 @@
 """Tests of the claim contract: statistics, verdict rules, results, figure specs and the claim context."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -15,6 +16,7 @@ from crl.claims import (
     ControlResult,
     Fidelity,
     FigureSpec,
+    Role,
     Statistic,
     Verdict,
     combine_verdicts,
@@ -207,3 +209,37 @@ def test_fidelity_budgets_follow_the_issue() -> None:
     assert Fidelity("quick").budget_s == 180.0
     assert Fidelity.STANDARD.budget_s == 1200.0
     assert Fidelity.FULL.budget_s is None
+
+
+def test_a_reconstruction_check_fails_the_run_only_when_it_raises() -> None:
+    """If this fails, a reconstruction check's FAIL or its control's PASS (outcomes of a rule that cannot fail on
+    the sphere: no verdict) would fail the run, go unreported, or a crash of its code would pass."""
+    failing = dataclasses.replace(_result(Verdict.FAIL, Verdict.PASS), role=Role.RECONSTRUCTION)
+    assert not failing.is_verdict and not failing.fails_run
+    assert failing.check_findings == ["check FAIL", "control PASS, expected FAIL"]
+    crashed = dataclasses.replace(_result(Verdict.ERROR, Verdict.ERROR), role=Role.RECONSTRUCTION)
+    assert crashed.fails_run and crashed.check_findings == []
+    verdict = _result(Verdict.FAIL, Verdict.PASS)
+    assert verdict.is_verdict and verdict.fails_run and verdict.check_findings == []
+
+
+def test_the_role_is_stored_and_an_old_stored_result_reads_as_a_verdict() -> None:
+    """If this fails, the stored result loses its role, or one stored before roles existed cannot be read back or
+    reads as a reconstruction check."""
+    stored = dataclasses.replace(_result(Verdict.PASS, Verdict.FAIL), role=Role.RECONSTRUCTION).to_dict()
+    assert stored["role"] == "reconstruction" and Role.of_stored(stored) is Role.RECONSTRUCTION
+    old = _result(Verdict.PASS, Verdict.FAIL).to_dict()
+    del old["role"]
+    assert Role.of_stored(old) is Role.VERDICT
+
+
+def test_a_claim_passes_its_role_into_its_result(tmp_path: Path) -> None:
+    """If this fails, a claim declared a reconstruction check comes out of run() as a verdict."""
+
+    class EchoCheck(Echo):
+        role: ClassVar[Role] = Role.RECONSTRUCTION
+
+    with SweepStore(tmp_path / "r.sqlite") as store:
+        ctx = ClaimContext("C2", Fidelity.QUICK, store, seed=0, run_id="run", level=part_level(3))
+        assert EchoCheck().run(ctx).role is Role.RECONSTRUCTION
+        assert Echo().run(ctx).role is Role.VERDICT

@@ -11,12 +11,12 @@ The contract lives in four modules by concern; this module gathers them under on
 - :mod:`crl.claims.context`: :class:`Fidelity`, :class:`ClaimContext`, :func:`code_fingerprint`;
 - :mod:`crl.claims.verdict`: :class:`Verdict`, :class:`Statistic` and the verdict rules;
 - :mod:`crl.claims.figure_spec`: :class:`FigureSpec`, :class:`Points`, :class:`Curve` and their builders;
-- :mod:`crl.claims.result`: :class:`Claim`, :class:`ClaimResult`, :class:`ControlResult`.
+- :mod:`crl.claims.result`: :class:`Claim`, :class:`ClaimResult`, :class:`ControlResult`, :class:`Role`.
 """
 
 from crl.claims.context import ClaimContext, Fidelity, code_fingerprint
 from crl.claims.figure_spec import Curve, FigureSpec, Points, bound_figure, curve, loglog_figure, points
-from crl.claims.result import Claim, ClaimResult, ControlResult
+from crl.claims.result import Claim, ClaimResult, ControlResult, Role
 from crl.claims.verdict import (
     Statistic,
     Verdict,
@@ -37,6 +37,7 @@ __all__ = [
     "Fidelity",
     "FigureSpec",
     "Points",
+    "Role",
     "Statistic",
     "Verdict",
     "bound_figure",

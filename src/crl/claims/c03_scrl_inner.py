@@ -114,16 +114,17 @@ class ScrlInnerError(Claim):
     """C3 (module docstring): the rate of L(s) - E L_hat_m(s) in m, its bound's slack, and the heavy-tailed control."""
 
     id: ClassVar[str] = "C3"
-    title: ClassVar[str] = "SCRL inner error O(1/m)"
+    title: ClassVar[str] = "SCRL inner error O(1/m), pointwise (one fixed score)"
     source: ClassVar[str] = "[A] Thm 4.5; [B] Prop. 1"
     evidence: ClassVar[str] = (
-        "[A] Thm 4.5: the SCRL inner error's rate in m, on a bounded score (the bound's constant is reported, "
-        "not judged)"
+        "Pointwise, one fixed score: [A] Thm 4.5's rate in m of the SCRL inner (Jensen) bias of one fixed "
+        "bounded score (the bound's constant is reported, not judged); the trained case is C5"
     )
     parts: ClassVar[int] = 1
     statement: ClassVar[str] = (
         "For a fixed score with bounded values (|s| <= B), the inner error of the SCRL empirical risk, "
-        "L(s) - E L_hat_m(s) (m independent negatives per anchor), is O(1/m) (bounded by 2 e^{8B/tau} tau/m)."
+        "L(s) - E L_hat_m(s) (m independent negatives per anchor), is O(1/m) (bounded by 2 e^{8B/tau} tau/m). "
+        "Tested pointwise, at one fixed score: the risk minimiser trained on the same negatives is C5's claim."
     )
     rule: ClassVar[str] = (
         "docs/theory.md section 7, C3: the rate r of L(s) - E L_hat_m(s) in m is equivalent to -1. Fixed by crl: "

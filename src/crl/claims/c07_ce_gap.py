@@ -140,16 +140,18 @@ class CrossEntropyGapClaim(Claim):
     """C7 ([B] Prop. 1): ``∫ CE[M||Q] dpi - R(phi; k, tau) = O(1/k)``, inside Prop. 1's two bounds."""
 
     id = "C7"
-    title = "O(1/k) to the integrated cross-entropy"
+    title = "O(1/k) to the integrated cross-entropy, pointwise (one fixed score)"
     source = "[B] Prop. 1"
     evidence: ClassVar[str] = (
-        "[B] Prop. 1: the O(1/k) rate of the InfoNCE/DCL risk to the integrated cross-entropy"
+        "Pointwise, one fixed score per series: [B] Prop. 1's O(1/k) rate of the InfoNCE/DCL risk to the "
+        "integrated cross-entropy at a fixed phi (its inner Jensen bias); the trained case is C10"
     )
     parts: ClassVar[int] = 5
     statement = (
         "For every phi onto the unit sphere, k and tau: -log(1 + e^{2/tau}/k) <= ∫CE[M||Q] dpi - R(phi;k,tau) "
         "<= (e^{2/tau}-1)^2/(8k), with R = E[infonce] - log k; for DCL (R~ = E[dcl] - log k) the lower bound is "
-        "0. So the risk approaches the integrated cross-entropy CE = KL(M||Q) - KL(M||pi) at rate 1/k."
+        "0. So the risk approaches the integrated cross-entropy CE = KL(M||Q) - KL(M||pi) at rate 1/k. Tested "
+        "pointwise, at one fixed phi per series: a trained phi is C10's claim."
     )
     rule = (
         "docs/theory.md section 7, C7: the rate of ∫CE dpi - R in k is equivalent to -1, inside Prop. 1's two "

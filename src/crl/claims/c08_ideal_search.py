@@ -10,7 +10,9 @@ delta_{xi_i}``, the cross-entropy relative to the empirical law of the k points)
 Under this choice the DCL gap is exactly ``Cov(wbar, log Wbar)``, O(1/k) for any integrable weights with bounded
 scores, so the claim tests crl's reconstruction, not [B]'s own normalisation: the report says so, and shows the
 counting-measure variant (no importance weights, :mod:`crl.metrics.risk.kernel.counting`) beside it, with its
-own rate and its limit D.
+own rate and its limit D. Since it cannot fail on the sphere, C8 is a reconstruction check
+(:attr:`crl.claims.Role.RECONSTRUCTION`), not a verdict: the report shows it, with its control, outside the
+verdict table, its outcome does not fail the run, and its alpha share stays unspent.
 
 The counting-measure variant (:func:`counting_statistics`), reported beside crl's reconstruction and not
 judged: ``M_hat_k^# = (1/k) sum_i delta_{xi_i}`` (no importance weights;
@@ -73,6 +75,7 @@ from crl.claims.base import (
     ClaimResult,
     Curve,
     FigureSpec,
+    Role,
     Statistic,
     curve,
     loglog_figure,
@@ -292,9 +295,14 @@ class IdealSearchClaim(Claim):
     """C8 ([B] Prop. 2): ``|∫ E CE[M_hat_k||Q_hat_k] dpi - R| <= (4/(tau k)) E|dM/dpi|^2 (+ log term)``."""
 
     id = "C8"
-    title = "O(1/k) to ideal search (crl's reconstruction of M_hat_k)"
+    title = "O(1/k) to ideal search, a reconstruction check (crl's M_hat_k)"
     source = "[B] Prop. 2"
-    evidence: ClassVar[str] = "crl's reconstruction of [B] Prop. 2 (importance-weighted M_hat_k)"
+    evidence: ClassVar[str] = (
+        "A reconstruction check, not a verdict: crl's reconstruction of [B] Prop. 2 (importance-weighted "
+        "M_hat_k), whose gap is O(1/k) for any weights on the sphere, so it cannot fail there; its alpha share "
+        "stays unspent"
+    )
+    role: ClassVar[Role] = Role.RECONSTRUCTION
     parts: ClassVar[int] = 5
     statement = (
         "crl's reconstruction of [B] Prop. 2. The ideal search weights k unseen points xi_i ~ pi by "
@@ -302,9 +310,9 @@ class IdealSearchClaim(Claim):
         "|∫ E CE[M_hat_k||Q_hat_k] dpi - R(phi;k,tau)| <= (4/(tau k)) E|dM/dpi|^2 + log(1 + e^{2/tau}/k) (DCL, "
         "R~: no log term). crl's M_hat_k = (1/k) sum_i w_i delta_{xi_i}, the cross-entropy taken relative to the "
         "empirical law of the k points ([B]'s normalisation was not confirmed); under it the DCL gap is "
-        "Cov(wbar, log Wbar), O(1/k) for any integrable weights with bounded scores, so the verdict tests crl's "
-        "estimator of this reconstruction. Beside it: the counting-measure variant (no weights), whose gap "
-        "tends to a constant D."
+        "Cov(wbar, log Wbar), O(1/k) for any integrable weights with bounded scores, so it cannot fail on the "
+        "sphere: a reconstruction check of crl's estimator, not a verdict on [B]. Beside it: the "
+        "counting-measure variant (no weights), whose gap tends to a constant D."
     )
     rule = (
         "docs/theory.md section 7, C8, crl's reconstruction of [B] Prop. 2 (M_hat_k = (1/k) sum_i w_i "

@@ -142,17 +142,19 @@ class TemperatureClaim(Claim):
     """C9 ([B] eq. 8): the best KL(M||Q) over trained phi is flat for 1/tau >= kappa, rising for 1/tau < kappa/2."""
 
     id = "C9"
-    title = "Temperature regularises"
-    source = "[B] eq. 8"
+    title = "What a temperature lets Q represent (approximation)"
+    source = "[B] eq. 8 and section 3"
     evidence: ClassVar[str] = (
-        "[B] eq. 8 and section 3: the temperature as a regulariser, on trained embeddings (eq. 8's bound "
-        "|log dQ/dpi| <= 2/tau is an identity for unit-norm phi, checked by a unit test, not by this verdict)"
+        "Approximation: which kernels Q a temperature lets a unit-norm phi represent (the best KL(M||Q) over "
+        "trained phi); that tau regularises a trained embedding is C10's tau part (eq. 8's |log dQ/dpi| <= 2/tau "
+        "is an identity for unit-norm phi, a unit test, not this verdict)"
     )
     parts: ClassVar[int] = len(FLAT_INV_TAUS) + len(RISING_INV_TAUS)
     statement = (
         "For every phi onto the unit sphere, e^{-2/tau} pi(A) <= Q(z,A) <= e^{2/tau} pi(A) (eq. 8): a small 1/tau "
         "restricts how far the learned kernel can move from pi. On vMF(kappa), the best E_z KL(M||Q) over phi "
-        "(output dimension d + 1) is 0 while 1/tau >= kappa and positive once 1/tau < kappa."
+        "(output dimension d + 1) is 0 while 1/tau >= kappa and positive once 1/tau < kappa. This is "
+        "approximation (what Q can represent), not generalisation: the regulariser of a trained phi is C10's."
     )
     rule = (
         "docs/theory.md section 7, C9: the best E_z KL(M||Q) over trained phi is flat for 1/tau >= kappa and rising "

@@ -1,4 +1,12 @@
-"""A claim and what its run returns: :class:`Claim`, :class:`ClaimResult` and the control's :class:`ControlResult`."""
+"""A claim and what its run returns: :class:`Claim`, :class:`ClaimResult` and the control's :class:`ControlResult`.
+
+A claim has a :class:`Role`. A *verdict* (C1-C7, C9, C10) is evidence for or against the papers: its FAIL, or its
+control's PASS, fails the run. A *reconstruction check* (C8) tests crl's own reconstruction of a result in a
+setting where it cannot fail (docs/theory.md section 7, "What a verdict is evidence for"): it runs the same rule at
+the same level, but it is not a verdict, its share of alpha stays unspent (the budget of
+:mod:`crl.claims.budget` is unchanged), and its outcome is reported without failing the run; only an ERROR (its
+code raised) does, as a broken claim module would.
+"""
 
 import enum
 import math
@@ -11,6 +19,23 @@ from crl.claims.budget import FAMILY, FAMILY_ALPHA, claim_alpha
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec
 from crl.claims.verdict import Statistic, Verdict
+
+
+class Role(enum.StrEnum):
+    """What a claim's outcome is evidence for, and so whether it can fail a run (module docstring)."""
+
+    VERDICT = "verdict"
+    RECONSTRUCTION = "reconstruction"
+
+    @classmethod
+    def of_stored(cls, result: Mapping[str, Any]) -> "Role":
+        """The role of a stored result (:meth:`ClaimResult.to_dict`); one stored before roles existed is a
+        verdict.
+
+        Raises:
+            ValueError: if the stored role is not one of the roles.
+        """
+        return cls(result.get("role", cls.VERDICT.value))
 
 
 @dataclass(frozen=True)
@@ -60,6 +85,8 @@ class ClaimResult:
         run_id: the run that produced this result.
         cell_runs: run id -> number of the claim's cells taken from that run (earlier ids: resumed cells).
         wall_s: seconds the claim took (set by `crl verify`).
+        role: a verdict, or a reconstruction check that does not fail the run (module docstring); a stored
+            result without the field (written before it existed) is a verdict.
     """
 
     claim_id: str
@@ -82,15 +109,37 @@ class ClaimResult:
     run_id: str = ""
     cell_runs: Mapping[str, int] = field(default_factory=dict)
     wall_s: float | None = None
+    role: Role = Role.VERDICT
+
+    @property
+    def is_verdict(self) -> bool:
+        """Whether this is a verdict (not a reconstruction check): only verdicts go into the verdict table."""
+        return self.role is Role.VERDICT
 
     @property
     def problems(self) -> list[str]:
-        """Why this result fails the run: the claim FAILs or ERRORs, or its control PASSes or ERRORs."""
+        """Why this result fails the run: the claim FAILs or ERRORs, or its control PASSes or ERRORs; for a
+        reconstruction check only an ERROR (its code raised), its other outcomes being :attr:`check_findings`."""
         found = []
-        if self.verdict in (Verdict.FAIL, Verdict.ERROR):
+        failing = (Verdict.FAIL, Verdict.ERROR) if self.is_verdict else (Verdict.ERROR,)
+        if self.verdict in failing:
             found.append(f"verdict {self.verdict}")
-        if self.control.verdict in (Verdict.PASS, Verdict.ERROR):
+        control_failing = (Verdict.PASS, Verdict.ERROR) if self.is_verdict else (Verdict.ERROR,)
+        if self.control.verdict in control_failing:
             found.append(f"negative control {self.control.verdict}, expected {self.control.expected_verdict}")
+        return found
+
+    @property
+    def check_findings(self) -> list[str]:
+        """What a reconstruction check found that a verdict's run would fail on (its FAIL, its control's PASS):
+        reported, not failing the run. Always empty for a verdict."""
+        if self.is_verdict:
+            return []
+        found = []
+        if self.verdict is Verdict.FAIL:
+            found.append("check FAIL")
+        if self.control.verdict is Verdict.PASS:
+            found.append(f"control PASS, expected {self.control.expected_verdict}")
         return found
 
     @property
@@ -131,6 +180,7 @@ class Claim(ABC):
         parts: the number of intervals and violation counts the rule lists, pre-registered in docs/claims; it
             fixes the level of each part and of the control (:func:`crl.claims.budget.part_level`).
         control_description: the negative control, a genuine alternative whose verdict must be FAIL.
+        role: :attr:`Role.VERDICT` unless the claim is a reconstruction check (module docstring).
     """
 
     id: ClassVar[str]
@@ -141,6 +191,7 @@ class Claim(ABC):
     rule: ClassVar[str]
     parts: ClassVar[int]
     control_description: ClassVar[str]
+    role: ClassVar[Role] = Role.VERDICT
 
     @abstractmethod
     def run(self, ctx: ClaimContext) -> ClaimResult:
@@ -190,6 +241,7 @@ class Claim(ABC):
             slack=slack,
             run_id=ctx.run_id,
             cell_runs=dict(ctx.cell_runs),
+            role=self.role,
         )
 
 
