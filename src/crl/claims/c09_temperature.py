@@ -115,7 +115,7 @@ def judge(rows: Sequence[FitRow], inv_tau: float, *, flat: bool, level: float, l
     ``verdict_above``) at one 1/tau, with the Student-t interval at ``level``."""
     kind = "flat" if flat else "rising"
     name = f"{label} E_z KL(M||Q), 1/tau = {inv_tau:g} ({kind})"
-    statistic = Statistic.from_mean(name, kl_estimate(rows, inv_tau), level)
+    statistic = Statistic.from_mean(name, kl_estimate(rows, inv_tau), level, nonnegative=True)
     verdict = verdict_at_most(statistic, EPS_FLAT) if flat else verdict_above(statistic, EPS_FLAT)
     reason = ""
     if verdict is Verdict.INCONCLUSIVE:

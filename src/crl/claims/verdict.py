@@ -30,6 +30,8 @@ class Statistic:
         ci_high: upper end of the interval.
         ci_level: nominal coverage, e.g. 0.95.
         detail: how the interval was obtained (method, points, resamples).
+        nonnegative: the quantity cannot be negative (a KL divergence, a variance): the report shows its
+            interval clipped at 0, saying so; the verdict judges the interval as computed.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Statistic:
     ci_high: float
     ci_level: float = 0.95
     detail: str = ""
+    nonnegative: bool = False
 
     @classmethod
     def from_slope(cls, name: str, fit: SlopeFit) -> "Statistic":
@@ -62,10 +65,13 @@ class Statistic:
         return cls(name, float(count.count_beyond_mc_error), 0.0, upper, count.ci_level, detail)
 
     @classmethod
-    def from_mean(cls, name: str, estimate: Estimate, level: float = 0.95) -> "Statistic":
-        """A mean with its Student-t interval."""
+    def from_mean(
+        cls, name: str, estimate: Estimate, level: float = 0.95, *, nonnegative: bool = False
+    ) -> "Statistic":
+        """A mean with its Student-t interval; ``nonnegative`` marks a mean of non-negative values."""
         low, high = estimate.t_ci(level)
-        return cls(name, estimate.mean, low, high, level, f"mean of {estimate.n}, se {estimate.se:.3g}")
+        detail = f"mean of {estimate.n}, se {estimate.se:.3g}"
+        return cls(name, estimate.mean, low, high, level, detail, nonnegative)
 
     def contains(self, value: float) -> bool:
         """Whether ``ci_low <= value <= ci_high``."""
