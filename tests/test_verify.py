@@ -17,6 +17,7 @@ from crl.claims import (
     ClaimResult,
     Fidelity,
     Registry,
+    Role,
     Statistic,
     Verdict,
     loglog_figure,
@@ -122,6 +123,23 @@ class ToyInconclusive(ToyRate):
     id: ClassVar[str] = "C9"
     title: ClassVar[str] = "Toy claim that cannot tell"
     delta: ClassVar[float] = 1e-9
+
+
+class ToyFailingCheck(ToyRate):
+    """A reconstruction check whose rule FAILs and whose control PASSes: reported, but not a verdict."""
+
+    id: ClassVar[str] = "C8"
+    title: ClassVar[str] = "Toy reconstruction check"
+    role: ClassVar[Role] = Role.RECONSTRUCTION
+    true_rate: ClassVar[float] = 0.5
+    control_rate: ClassVar[float] = 1.0
+
+
+class ToyRaisingCheck(ToyFailingCheck):
+    """A reconstruction check whose run raises."""
+
+    def run(self, ctx: ClaimContext) -> ClaimResult:
+        raise RuntimeError("toy check failure inside run")
 
 
 class ToyRaises(ToyRate):
@@ -269,10 +287,14 @@ def test_an_inconclusive_claim_exits_zero_and_comes_first_with_its_reason(
     assert summary.index("C9 Toy claim") < summary.index("C3 Toy rate")
     assert "1 claim(s) INCONCLUSIVE (exit status 0): C9 (verdict INCONCLUSIVE: CI too wide)" in output
     markdown = (out / "report.md").read_text()
-    table = markdown[markdown.index("## Summary") : markdown.index("## C3")]
-    assert table.index("| C9 Toy claim that cannot tell") < table.index("| C3 Toy rate 1/m")
-    assert "INCONCLUSIVE: CI too wide" in table
-    assert '<span class="unsure">INCONCLUSIVE: CI too wide</span>' in (out / "report.html").read_text()
+    table = markdown[markdown.index("## Verdicts") : markdown.index("## C3")]
+    assert table.index("| C9 | Toy claim that cannot tell | INCONCLUSIVE |") < table.index(
+        "| C3 | Toy rate 1/m"
+    )
+    assert "**Why INCONCLUSIVE:**\n\n- CI too wide" in markdown[markdown.index("## C9") :]
+    page = (out / "report.html").read_text()
+    assert '<span class="unsure">INCONCLUSIVE</span> <a href="#C9">why</a>' in page
+    assert "<li>CI too wide</li>" in page[page.index('<h2 id="C9">') :]
 
 
 def test_every_claim_and_its_control_are_judged_at_the_claims_per_part_level(
@@ -328,3 +350,33 @@ def test_the_report_names_the_commit_the_run_started_from(
     )
     markdown = (out / "report.md").read_text()
     assert "git startcommit" in markdown and "latercommit" not in markdown
+
+
+def test_a_reconstruction_check_is_reported_but_does_not_decide_the_exit_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If this fails, a reconstruction check (C8: it cannot fail on the sphere, so it is no verdict) fails the run
+    by its rule's FAIL or its control's PASS, hides them, or sits in the verdict table; or its crash passes."""
+    out = tmp_path / "v"
+    registry = Registry.of([ToyRate(), ToyFailingCheck()])
+    result = _invoke(monkeypatch, registry, "--fidelity", "quick", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    assert "All 1 claim(s) pass, and every negative control fails as it must." in output
+    assert (
+        "1 reconstruction check(s) not as expected (not verdicts: the exit status is unaffected): C8 (check "
+        "FAIL, control PASS, expected FAIL)" in output
+    )
+    assert output.index("reconstruction checks (not verdicts") > output.index("C3 Toy rate")
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        stored = {
+            claim: json.loads(r) for claim, r in conn.execute("SELECT claim, result FROM claim_results")
+        }
+    assert stored["C8"]["role"] == "reconstruction" and stored["C3"]["role"] == "verdict"
+    assert stored["C8"]["verdict"] == "FAIL" and stored["C8"]["control"]["verdict"] == "PASS"
+    markdown = (out / "report.md").read_text()
+    verdicts = markdown[markdown.index("## Verdicts") : markdown.index("## Reconstruction checks")]
+    assert "| C3 |" in verdicts and "C8" not in verdicts
+    raised = _invoke(monkeypatch, Registry.of([ToyRate(), ToyRaisingCheck()]), "--out", str(tmp_path / "r"))
+    assert raised.exit_code == 1
+    assert "1 of 2 claim(s) fail the run: C8 (verdict ERROR" in " ".join(raised.output.split())

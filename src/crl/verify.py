@@ -9,7 +9,11 @@ holder's pid and host.
 
 Exit policy: the run exits non-zero only when a claim FAILs or ERRORs, when a negative control PASSes or
 ERRORs, or when a claim module is broken. INCONCLUSIVE verdicts (of a claim or a control) exit zero but are
-listed first, with their reasons, in the terminal summary and in the report.
+listed first, with their reasons, in the terminal summary and in the report. A reconstruction check (a claim whose
+``role`` is :attr:`~crl.claims.Role.RECONSTRUCTION`, C8) is not a verdict: it runs like any claim, at its
+claim's level, and is stored, but its FAIL or its control's PASS is reported (in red, in its own table) without
+changing the exit status, and its share of alpha stays unspent; only its ERROR (crl's code raised) fails the run,
+as a broken claim module does.
 """
 
 import importlib.metadata
@@ -44,7 +48,7 @@ from crl.experiments.learned_vs_ideal import (
 )
 from crl.report.document import ReportFiles, write_report
 from crl.report.sections import NoteSection, RunInfo
-from crl.report.summary import SummaryCell, Tone, overall, summary_cells, summary_order
+from crl.report.summary import SummaryCell, Tone, checks, overall, summary_cells, verdicts
 from crl.sweep import Executor, StoreError, SweepStore, check_results_file, new_run_id
 
 RESULTS_FILE = "results.sqlite"
@@ -64,7 +68,7 @@ class VerifyOutcome:
         broken_modules: claim modules that failed to import -> error text.
         report: the report's files.
         exit_code: 1 when a claim FAILs or ERRORs, a control PASSes or ERRORs, or a claim module is broken;
-            0 otherwise (INCONCLUSIVE verdicts included).
+            0 otherwise (INCONCLUSIVE verdicts included); a reconstruction check counts only when it ERRORs.
     """
 
     run_id: str
@@ -321,15 +325,22 @@ def _rich(cell: SummaryCell) -> str:
 def _print_summary(
     console: Console, results: Sequence[ClaimResult], info: RunInfo, report: ReportFiles
 ) -> None:
-    """The terminal summary: one row per claim (INCONCLUSIVE first), the run's conclusion, the report's files."""
-    table = Table(title=f"crl verify {info.fidelity}: run {info.run_id}")
-    columns = ("claim", "tests", "level", "headline [CI] at level", "verdict", "control", "slack", "time")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for result in summary_order(results):
-        cells = summary_cells(result)
-        table.add_row(*(_rich(cells[i]) for i in (0, 1, 3, 4, 5, 6, 7, 8)))
-    console.print(table)
+    """The terminal summary: one row per verdict (INCONCLUSIVE first), the reconstruction checks in a table of their
+    own, the run's conclusion, the report's files."""
+    tables = [(f"crl verify {info.fidelity}: run {info.run_id}", verdicts(results))]
+    if checks(results):
+        tables.append(
+            ("reconstruction checks (not verdicts: the exit status is unaffected)", checks(results))
+        )
+    for title, rows in tables:
+        table = Table(title=title)
+        columns = ("claim", "tests", "level", "headline [CI] at level", "verdict", "control", "slack", "time")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for result in rows:
+            cells = summary_cells(result)
+            table.add_row(*(_rich(cells[i]) for i in (0, 1, 3, 4, 5, 6, 7, 8)))
+        console.print(table)
     for line in overall(results, info.broken_modules):
         console.print(_rich(line))
     if info.budget_s is not None and info.wall_s > info.budget_s:

@@ -91,8 +91,7 @@ def test_report_states_rule_statistic_ci_verdicts_and_provenance(tmp_path: Path)
         "All 1 claim(s) pass, and every negative control fails as it must.",
         "**[A]** Y. Li, X. Wei, T. Yang, Y. Ying, Statistical Consistency and Generalization of Contrastive",
         "**[B]** N. Whiteley, Similarity search generalisation",
-        "| C3 title of C3 | [A] Thm 4.5 (a rate) | slope CI contains -1 | 0.9975 (2 parts) | "
-        "slope: -1.01 [-1.08, -0.95] at 0.9975 | PASS | FAIL (expected) | 0.02 (holds, not informative) | 0.5 s |",
+        "| C3 | title of C3 | PASS | slope: -1.01 [-1.08, -0.95] (0.9975) | FAIL (expected) |",
     ):
         assert text in markdown
     page = files.html.read_text()
@@ -123,22 +122,29 @@ def test_report_marks_failures_and_shows_errors(tmp_path: Path) -> None:
 
 def test_colours_say_what_is_expected_and_inconclusive_comes_first_with_its_reason(tmp_path: Path) -> None:
     """If this fails, a control's expected FAIL is shown red like a failure, or an INCONCLUSIVE verdict is not
-    first, not yellow, or says no reason."""
+    first in the verdict table, not yellow, or its section says no reason; or the page opens with a paragraph
+    that repeats the table's reasons."""
     passing = _result("C3", Verdict.PASS, Verdict.FAIL)
     unsure = _result("C7", Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE)
     files = write_report(tmp_path, [passing, unsure], INFO)
     page = files.html.read_text()
     assert '<span class="good">FAIL (expected)</span>' in page and '<span class="good">PASS</span>' in page
-    assert '<span class="unsure">INCONCLUSIVE: too few points</span>' in page
-    assert '<span class="unsure">INCONCLUSIVE: misfit</span>' in page
-    summary = page[page.index("<h2>Summary</h2>") : page.index('<h2 id="C3">')]
-    assert summary.index("C7 title of C7") < summary.index("C3 title of C3")
+    table = page[page.index("<h2>Verdicts</h2>") : page.index("</table>", page.index("<h2>Verdicts</h2>"))]
+    assert table.index('href="#C7"') < table.index('href="#C3"')
+    assert '<span class="unsure">INCONCLUSIVE</span> <a href="#C7">why</a>' in table
+    assert "too few points" not in table and "misfit" not in table
+    opening = page[: page.index("<h2>Verdicts</h2>")]
     assert (
-        "1 claim(s) INCONCLUSIVE (exit status 0): C7 (verdict INCONCLUSIVE: too few points, negative"
-        in summary
+        "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE (C7; reasons in their sections)."
+        in opening
     )
+    assert "too few points" not in opening
+    section = page[page.index('<h2 id="C7">') :]
+    assert "<b>Why INCONCLUSIVE:</b>" in section and "<li>too few points</li>" in section
+    assert "<b>Why the control is INCONCLUSIVE:</b>" in section and "<li>misfit</li>" in section
     markdown = files.markdown.read_text()
-    assert "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE." in markdown
+    assert "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE (C7; reasons" in markdown
+    assert "**Why INCONCLUSIVE:**\n\n- too few points" in markdown
 
 
 def test_notes_wrap_and_the_header_names_a_rerunnable_command(tmp_path: Path) -> None:
@@ -148,7 +154,9 @@ def test_notes_wrap_and_the_header_names_a_rerunnable_command(tmp_path: Path) ->
     page = files.html.read_text()
     assert "<p>first line of a long note continued here.</p><p>" not in page
     assert "<p>first line of a long note continued here.</p>" in page and "<p>A second paragraph.</p>" in page
-    assert "white-space: pre-wrap" in page and "overflow-x" not in page
+    assert "white-space: pre-wrap" in page
+    notes_at = page.index("<p>first line of a long note")
+    assert page.rfind("<table", 0, notes_at) < page.rfind("</table>", 0, notes_at), "notes inside a table"
     markdown = files.markdown.read_text()
     assert "first line of a long note continued here.\n\nA second paragraph." in markdown
     assert "| command | `crl verify --fidelity quick` |" in markdown

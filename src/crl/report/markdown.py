@@ -1,16 +1,21 @@
-"""The Markdown report (``report.md``): the same content as the HTML page, as plain Markdown."""
+"""The Markdown report (``report.md``): the same content as the HTML page, in the same order, as plain Markdown."""
 
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from crl.claims.base import ClaimResult, Verdict
 from crl.report.sections import (
+    CHECKS_NOTE,
+    FILES_AFTER,
     LEVELS_NOTE,
     REFERENCES,
     STAT_COLUMNS,
     NoteSection,
     RunInfo,
     Section,
+    figure_caption,
+    files_paragraph,
     header_rows,
     level_line,
     notes_are_code,
@@ -20,39 +25,66 @@ from crl.report.sections import (
     stat_rows,
 )
 from crl.report.summary import (
-    SUMMARY_COLUMNS,
+    TABLE_COLUMNS,
+    checks,
     control_cell,
+    headline,
     overall,
     slack_cell,
-    summary_cells,
-    summary_order,
     verdict_cell,
+    verdicts,
 )
 
 
 def markdown_page(
     sections: Sequence[Section], info: RunInfo, out_dir: Path, notes: Sequence[NoteSection] = ()
 ) -> str:
-    """The Markdown report: header, references, summary (INCONCLUSIVE first), one section per claim, then the
-    sections without a verdict (``notes``)."""
+    """The Markdown report: the verdict table (INCONCLUSIVE first), the reconstruction checks, the files beside
+    it, the run and references, one section per claim (verdicts, then checks), then the sections without a
+    verdict (``notes``)."""
     results = [section.result for section in sections]
-    lines = [f"# crl verify: run {info.run_id}", "", "| | |", "|---|---|"]
+    lines = [f"# crl verify: run {info.run_id}", ""]
+    lines += [
+        line for cell in overall(results, info.broken_modules, reasons=False) for line in (cell.text, "")
+    ]
+    lines += ["## Verdicts", "", _verdict_table(verdicts(results)), "", LEVELS_NOTE]
+    found = checks(results)
+    if found:
+        lines += ["", "## Reconstruction checks (not verdicts)", "", CHECKS_NOTE, "", _verdict_table(found)]
+    for name, error in info.broken_modules.items():
+        lines += ["", f"### Claim module {name} failed to import", "", "```", error.rstrip(), "```"]
+    text, tables = files_paragraph(sections, out_dir)
+    links = ", ".join(f"[{path}]({path})" for _, path in tables)
+    lines += ["", "## Files, run and references", "", f"{text}{links}{'.' if links else ''} {FILES_AFTER}"]
+    lines += ["", "| | |", "|---|---|"]
     lines += [f"| {label} | {_header_value(label, value)} |" for label, value in header_rows(info)]
     lines += ["", "**References:**", ""]
     lines += [f"- **{key}** {text}" for key, text in REFERENCES]
-    lines += ["", LEVELS_NOTE, "", "## Summary", ""]
-    lines += [line for cell in overall(results, info.broken_modules) for line in (cell.text, "")]
-    rows = [[cell.text for cell in summary_cells(result)] for result in summary_order(results)]
-    lines.append(_table(SUMMARY_COLUMNS, rows))
-    for name, error in info.broken_modules.items():
-        lines += ["", f"### Claim module {name} failed to import", "", "```", error.rstrip(), "```"]
-    for section in sections:
+    ordered = [s for s in sections if s.result.is_verdict] + [s for s in sections if not s.result.is_verdict]
+    for section in ordered:
         lines += ["", *_claim_section(section, out_dir)]
     for note in notes:
         lines += ["", f"## {note.title} (no verdict)", ""]
         lines += [line for paragraph in note.paragraphs for line in (_cell(paragraph), "")]
         lines.append(_table(note.columns, note.rows))
     return "\n".join(lines) + "\n"
+
+
+def _verdict_table(results: Sequence[ClaimResult]) -> str:
+    """The compact table: claim, what it tests, verdict, headline statistic with CI and level, control."""
+    rows = []
+    for r in results:
+        head = headline(r)
+        rows.append(
+            [
+                r.claim_id,
+                r.title,
+                verdict_cell(r, reasons=False).text,
+                "-" if head is None else f"{head.name}: {head.numbers} ({head.level})",
+                control_cell(r, reasons=False).text,
+            ]
+        )
+    return _table(TABLE_COLUMNS, rows)
 
 
 def _header_value(label: str, value: str) -> str:
@@ -63,46 +95,68 @@ def _header_value(label: str, value: str) -> str:
 def _claim_section(section: Section, out_dir: Path) -> list[str]:
     """One claim's Markdown section."""
     r = section.result
+    kind = "" if r.is_verdict else " (reconstruction check, not a verdict)"
     lines = [
-        f"## {r.claim_id}: {r.title}",
+        f"## {r.claim_id}: {r.title}{kind}",
         "",
         f"**Tests:** {r.evidence}",
         "",
-        f"**Source:** {r.source}",
+        f"**Verdict:** {verdict_cell(r, reasons=False).text}; outcome: {outcome(r)}",
         "",
-        f"**Statement:** {r.statement}",
+        *_reasons("Why INCONCLUSIVE", r.reasons, r.verdict),
+        f"**Negative control:** {r.control.description}",
         "",
-        f"**Pre-registered rule** (docs/claims/{r.claim_id}.md):",
+        f"**Control verdict:** {control_cell(r, reasons=False).text}",
         "",
-        *[f"> {line}" for line in r.rule.splitlines()],
-        "",
+        *_reasons("Why the control is INCONCLUSIVE", r.control.reasons, r.control.verdict),
         f"**Level:** {level_line(r)}",
         "",
         "**Measured:**",
         "",
         _table(STAT_COLUMNS, stat_rows(r.statistics)) if r.statistics else "(no statistics)",
         "",
-        f"**Verdict:** {verdict_cell(r).text}; outcome: {outcome(r)}",
-        "",
-        f"**Bound slack:** {slack_cell(r).text}",
-        "",
-        f"**Negative control:** {r.control.description}",
-        "",
-        f"**Control verdict:** {control_cell(r).text}",
-        "",
     ]
     if r.control.statistics:
-        lines += [_table(STAT_COLUMNS, stat_rows(r.control.statistics)), ""]
-    for path in section.figures:
-        lines += [f"![{r.claim_id} {path.stem}]({path.relative_to(out_dir).as_posix()})", ""]
+        lines += [
+            "**Measured on the control:**",
+            "",
+            _table(STAT_COLUMNS, stat_rows(r.control.statistics)),
+            "",
+        ]
+    lines += [f"**Bound slack:** {slack_cell(r).text}", ""]
+    for number, (path, spec) in enumerate(zip(section.figures, r.figures, strict=True), start=1):
+        file = path.relative_to(out_dir).as_posix()
+        lines += [
+            f"![{r.claim_id} {path.stem}]({file})",
+            "",
+            f"*{figure_caption(r.claim_id, number, spec, file)}*",
+            "",
+        ]
+    lines += [
+        f"**Statement:** {r.statement}",
+        "",
+        f"**Source:** {r.source}",
+        "",
+        f"**Pre-registered rule** (docs/claims/{r.claim_id}.md):",
+        "",
+        *[f"> {line}" for line in r.rule.splitlines()],
+        "",
+    ]
     origin = "Figures drawn from" if section.figures else "Data from"
     lines += [f"*{origin} run {r.run_id}; {provenance(r)}.*", ""]
     if section.table is not None:
         link = section.table.relative_to(out_dir).as_posix()
-        lines += [f"**Data:** [{link}]({link}) ({len(r.table)} rows)", ""]
+        lines += [f"**Data:** [{link}]({link}) ({len(r.table)} rows, CSV)", ""]
     lines += _notes(section)
     lines.append(f"**Time:** {'-' if r.wall_s is None else f'{r.wall_s:.1f} s'} at fidelity {r.fidelity}")
     return lines
+
+
+def _reasons(title: str, reasons: Sequence[str], verdict: Verdict) -> list[str]:
+    """An INCONCLUSIVE's reasons as a list under ``title`` (nothing for another verdict)."""
+    if verdict is not Verdict.INCONCLUSIVE:
+        return []
+    return [f"**{title}:**", "", *[f"- {reason}" for reason in reasons or ("no reason given",)], ""]
 
 
 def _notes(section: Section) -> list[str]:

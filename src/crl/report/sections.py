@@ -1,11 +1,12 @@
-"""The report's content, independent of its format: the run's header, the references, and each claim's parts."""
+"""The report's content, independent of its format: the run's header, the references, what the files beside the
+report are, the figures' captions, and each claim's parts."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crl.claims.base import ClaimResult, Statistic, Verdict
-from crl.report.summary import format_interval, format_level, format_number
+from crl.claims.base import ClaimResult, FigureSpec, Statistic, Verdict
+from crl.report.summary import clip_note, format_interval, format_level, format_number
 
 REFERENCES = (
     (
@@ -28,6 +29,15 @@ LEVELS_NOTE = (
     "(docs/theory.md section 7). Every interval below shows its level."
 )
 """Why the levels are what they are, stated once at the top of the report."""
+
+CHECKS_NOTE = (
+    "A reconstruction check tests crl's own reconstruction of a result in a setting where it cannot fail, so it "
+    "is no evidence for or against the papers: it is shown here with its negative control, outside the verdict "
+    "table. Its rule runs at its claim's level, but its share of alpha stays unspent (the budget above is "
+    "unchanged), and its outcome does not change the exit status of crl verify (only an ERROR, crl's code "
+    "raising, does)."
+)
+"""What a reconstruction check is, stated above their table."""
 
 STAT_COLUMNS = ("statistic", "value", "CI", "level", "how")
 
@@ -108,11 +118,64 @@ def header_rows(info: RunInfo) -> list[tuple[str, str]]:
 
 
 def stat_rows(statistics: Sequence[Statistic]) -> list[list[str]]:
-    """Table rows of statistics, each with its interval's level."""
+    """Table rows of statistics, each with its interval's level; an interval shown clipped at 0 says so in the
+    last column, with the interval as computed."""
     return [
-        [s.name, format_number(s.value), format_interval(s), format_level(s.ci_level), s.detail or "-"]
+        [
+            s.name,
+            format_number(s.value),
+            format_interval(s),
+            format_level(s.ci_level),
+            "; ".join(part for part in (s.detail, clip_note(s)) if part) or "-",
+        ]
         for s in statistics
     ]
+
+
+STAT_NUMERIC = (False, True, True, True, False)
+"""Which of :data:`STAT_COLUMNS` hold numbers (never broken across lines in the HTML)."""
+
+
+def files_paragraph(sections: Sequence[Section], out_dir: Path) -> tuple[str, list[tuple[str, str]]]:
+    """What lies beside the report, as a sentence, and the CSV tables it links to as (claim id, relative path)."""
+    tables = [
+        (section.result.claim_id, section.table.relative_to(out_dir).as_posix())
+        for section in sections
+        if section.table is not None
+    ]
+    text = (
+        "This report links to the CSV tables beside it (tables/, one per claim, every measured cell as a row): "
+        if tables
+        else "No claim wrote a CSV table. "
+    )
+    return text, tables
+
+
+FILES_AFTER = (
+    "The figures are embedded here and saved as PNG in figures/; report.md holds the same report as Markdown; "
+    "results.sqlite holds every computed cell and each claim's stored result."
+)
+"""The sentence after the CSV links: the other files beside the report."""
+
+
+def figure_caption(claim_id: str, number: int, spec: FigureSpec, file: str) -> str:
+    """A figure's caption: its number and title, its axes, what its marks mean, and its file."""
+    scales = {"log": "log", "symlog": "symlog", "linear": "linear"}
+    axes = f"{spec.y_label} against {spec.x_label} ({scales[spec.xscale]} x, {scales[spec.yscale]} y)"
+    marks = []
+    if any(not series.control for series in spec.points):
+        marks.append("filled markers: measured values with their CI bars")
+    if any(series.control for series in spec.points):
+        marks.append("open markers: the negative control")
+    if any(series.fit is not None for series in spec.points):
+        marks.append("dashed lines: fitted power laws (slope and CI in the legend)")
+    if spec.reference_slopes:
+        marks.append("dotted: the theory's slope")
+    if any(item.kind == "bound" for item in spec.curves):
+        marks.append("solid red: bounds")
+    if any(item.kind == "theory" for item in spec.curves):
+        marks.append("dash-dot grey: predicted curves")
+    return f"Figure {claim_id}.{number}: {spec.title}. {axes}; {'; '.join(marks)}. File {file}."
 
 
 def provenance(result: ClaimResult) -> str:
