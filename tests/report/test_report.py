@@ -135,15 +135,18 @@ def test_colours_say_what_is_expected_and_inconclusive_comes_first_with_its_reas
     assert "too few points" not in table and "misfit" not in table
     opening = page[: page.index("<h2>Verdicts</h2>")]
     assert (
-        "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE (C7; reasons in their sections)."
-        in opening
+        "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE (verdict or control: C7; reasons in "
+        "their sections)." in opening
     )
     assert "too few points" not in opening
     section = page[page.index('<h2 id="C7">') :]
     assert "<b>Why INCONCLUSIVE:</b>" in section and "<li>too few points</li>" in section
     assert "<b>Why the control is INCONCLUSIVE:</b>" in section and "<li>misfit</li>" in section
     markdown = files.markdown.read_text()
-    assert "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE (C7; reasons" in markdown
+    assert (
+        "No claim of 2 fails and no negative control passes; 1 INCONCLUSIVE (verdict or control: C7;"
+        in markdown
+    )
     assert "**Why INCONCLUSIVE:**\n\n- too few points" in markdown
 
 

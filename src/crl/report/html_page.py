@@ -51,6 +51,9 @@ from crl.report.summary import (
     verdicts,
 )
 
+_STACKED_LABELS = ("claim", "tests", "verdict", "headline", "control")
+"""The labels of the verdict table's cells when it is stacked on a narrow screen (:data:`TABLE_COLUMNS`, shorter)."""
+
 _CSS = """
 body { font-family: system-ui, sans-serif; line-height: 1.4; max-width: 72rem; margin: 1.5rem auto;
   padding: 0 1rem; overflow-wrap: break-word; hyphens: none; }
@@ -63,6 +66,7 @@ td, th { border: 1px solid #ccc; padding: 0.25rem 0.5rem; vertical-align: top; t
   overflow-wrap: normal; word-break: normal; }
 th { background: #f3f3f3; }
 td.num, th.num, .num { white-space: nowrap; font-variant-numeric: tabular-nums; }
+.nb { white-space: nowrap; }
 td.how { min-width: 16rem; }
 table.verdicts td:first-child { white-space: nowrap; }
 .stat { color: #444; }
@@ -78,13 +82,13 @@ img { max-width: 100%; height: auto; }
 .unsure { color: #8a5a00; background: #fff4c2; font-weight: bold; }
 @media (max-width: 40rem) {
   body { padding: 0 0.5rem; }
-  table.verdicts, table.verdicts tbody, table.verdicts tr, table.verdicts td { display: block; }
-  table.verdicts tr:first-child { display: none; }
-  table.verdicts tr { border: 1px solid #ccc; margin-bottom: 0.5rem; }
-  table.verdicts td { border: none; padding: 0.15rem 0.5rem; }
-  table.verdicts td::before { content: attr(data-label) ": "; color: #666; font-weight: normal; }
-  table.verdicts td:first-child::before { content: ""; }
-  table.verdicts td:first-child { font-weight: bold; }
+  table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; }
+  table.stack tr:first-child { display: none; }
+  table.stack tr { border: 1px solid #ccc; margin-bottom: 0.5rem; }
+  table.stack td { border: none; padding: 0.15rem 0.5rem; min-width: 0; }
+  table.stack td::before { content: attr(data-label) ": "; color: #666; font-weight: normal; }
+  table.stack td:first-child::before { content: ""; }
+  table.stack td:first-child { font-weight: bold; }
 }
 """
 
@@ -117,7 +121,12 @@ def html_page(
     body += [
         "<h2>Files, run and references</h2>",
         _files(sections, out_dir),
-        _table(["", ""], [[SummaryCell(a), SummaryCell(b)] for a, b in header_rows(info)], header=False),
+        _table(
+            ["", ""],
+            [[SummaryCell(a), SummaryCell(b)] for a, b in header_rows(info)],
+            header=False,
+            words=False,
+        ),
         "<p><b>References:</b></p><ul>"
         + "".join(f"<li><b>{e(key)}</b> {e(text)}</li>" for key, text in REFERENCES)
         + "</ul>",
@@ -157,7 +166,7 @@ def _verdict_table(results: Sequence[ClaimResult]) -> str:
         why = f' <a href="#{e(r.claim_id)}">why</a>'
         cells = [
             f'<a href="#{e(r.claim_id)}">{e(r.claim_id)}</a>',
-            e(r.title),
+            _words(r.title),
             _span(verdict_cell(r, reasons=False)) + (why if r.verdict is Verdict.INCONCLUSIVE else ""),
             _headline(r),
             _span(control_cell(r, reasons=False))
@@ -168,11 +177,11 @@ def _verdict_table(results: Sequence[ClaimResult]) -> str:
             "<tr>"
             + "".join(
                 f'<td{cls} data-label="{e(label)}">{cell}</td>'
-                for cls, label, cell in zip(classes, TABLE_COLUMNS, cells, strict=True)
+                for cls, label, cell in zip(classes, _STACKED_LABELS, cells, strict=True)
             )
             + "</tr>"
         )
-    return f'<div class="scroll"><table class="verdicts">{head}{"".join(rows)}</table></div>'
+    return f'<div class="scroll"><table class="verdicts stack">{head}{"".join(rows)}</table></div>'
 
 
 def _headline(result: ClaimResult) -> str:
@@ -182,7 +191,7 @@ def _headline(result: ClaimResult) -> str:
         return "-"
     e = html.escape
     return (
-        f'<span class="stat">{e(head.name)}</span> <span class="num">{e(head.numbers)}</span> '
+        f'<span class="stat">{_words(head.name)}</span> <span class="num">{e(head.numbers)}</span> '
         f'<span class="num small">({e(head.level)})</span>'
     )
 
@@ -223,8 +232,8 @@ def _claim_section(section: Section, out_dir: Path) -> str:
         file = path.relative_to(out_dir).as_posix()
         caption = figure_caption(r.claim_id, number, spec, file)
         parts.append(
-            f'<figure><img alt="{e(r.claim_id)} {e(spec.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{e(caption)}</figcaption></figure>"
+            f'<figure><a href="{e(file)}"><img alt="{e(r.claim_id)} {e(spec.title)}" '
+            f'src="data:image/png;base64,{data}"></a><figcaption>{e(caption)}</figcaption></figure>'
         )
     parts += [
         f"<p><b>Statement:</b> {e(r.statement)}</p>",
@@ -263,7 +272,7 @@ def _notes(section: Section) -> list[str]:
 def _stat_table(statistics: Sequence[Statistic]) -> str:
     """A table of statistics (name, value, CI, level, how); the numeric cells never wrap."""
     rows = [[SummaryCell(text) for text in row] for row in stat_rows(statistics)]
-    return _table(STAT_COLUMNS, rows, numeric=STAT_NUMERIC)
+    return _table(STAT_COLUMNS, rows, numeric=STAT_NUMERIC, stack=True)
 
 
 def _table(
@@ -272,17 +281,24 @@ def _table(
     *,
     header: bool = True,
     numeric: Sequence[bool] = (),
+    stack: bool = False,
+    words: bool = True,
 ) -> str:
-    """An HTML table of escaped, toned cells in a box that scrolls sideways on a narrow screen; the columns
-    flagged in ``numeric`` get class ``num`` (never broken across lines), the last column of a statistics table
-    class ``how``."""
+    """An HTML table of escaped, toned cells in a box that scrolls sideways on a narrow screen.
+
+    The columns flagged in ``numeric``, and every cell that holds only numbers, get class ``num`` (never broken
+    across lines); the last column of a table with numeric columns class ``how``. ``stack`` stacks the rows on a
+    narrow screen, each cell labelled with its column; ``words`` keeps words joined by a hyphen whole (the
+    header's identifiers, paths and platform strings may break there instead).
+    """
 
     def attributes(index: int, text: str | None) -> str:
+        label = f' data-label="{html.escape(columns[index])}"' if stack and text is not None else ""
         if (index < len(numeric) and numeric[index]) or (text is not None and is_numeric(text)):
-            return ' class="num"'
+            return f' class="num"{label}'
         if numeric and index == len(columns) - 1:
-            return ' class="how"'
-        return ""
+            return f' class="how"{label}'
+        return label
 
     head = (
         "<tr>"
@@ -293,11 +309,14 @@ def _table(
     )
     body = "".join(
         "<tr>"
-        + "".join(f"<td{attributes(i, cell.text)}>{_span(cell)}</td>" for i, cell in enumerate(row))
+        + "".join(
+            f"<td{attributes(i, cell.text)}>{_span(cell, in_table=words)}</td>" for i, cell in enumerate(row)
+        )
         + "</tr>"
         for row in rows
     )
-    return f'<div class="scroll"><table>{head}{body}</table></div>'
+    kind = ' class="stack"' if stack else ""
+    return f'<div class="scroll"><table{kind}>{head}{body}</table></div>'
 
 
 _NUMBER_CHARACTERS = re.compile(r"[0-9.,+\-−eE\[\]()∞%×/ ]+|inf|nan")
@@ -312,7 +331,20 @@ def is_numeric(text: str) -> bool:
     )
 
 
-def _span(cell: SummaryCell) -> str:
-    """The cell's escaped text, in its tone's class unless plain."""
-    text = html.escape(cell.text)
+def _span(cell: SummaryCell, *, in_table: bool = False) -> str:
+    """The cell's escaped text, in its tone's class unless plain; in a table (``in_table=True``) a word joined by a
+    hyphen is kept whole (:func:`_words`)."""
+    text = _words(cell.text) if in_table else html.escape(cell.text)
     return text if cell.tone is Tone.PLAIN else f'<span class="{cell.tone.value}">{text}</span>'
+
+
+_JOINED = re.compile(r"\w-\w")
+
+
+def _words(text: str) -> str:
+    """``text`` escaped, each word joined by a hyphen ("cross-entropy", "2026-12-02") in a span that never breaks,
+    since a browser would otherwise break a table cell at the hyphen."""
+    return "".join(
+        f'<span class="nb">{html.escape(piece)}</span>' if _JOINED.search(piece) else html.escape(piece)
+        for piece in re.split(r"(\s+)", text)
+    )

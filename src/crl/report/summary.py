@@ -218,7 +218,7 @@ def overall(
         lines.append(
             SummaryCell(
                 f"No claim of {len(judged)} fails and no negative control passes; {len(unsure)} INCONCLUSIVE"
-                + ("." if reasons else f" ({named}; reasons in their sections)."),
+                + ("." if reasons else f" (verdict or control: {named}; reasons in their sections)."),
                 Tone.UNSURE,
             )
             if unsure
