@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from crl.claims import Role
 from tests.quick_verify import RUN, TIMEOUT_S, command, environment
 
 EXPECTED_FILE = Path(__file__).with_name("expected_quick_verdicts.json")
@@ -31,22 +32,34 @@ def _verify(out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _exit_code(expected: dict[str, dict[str, str]]) -> int:
-    """The exit status the expected verdicts imply: 1 if a claim FAILs or a control PASSes, else 0."""
-    fails = any(
-        v["claim"] in ("FAIL", "ERROR") or v["control"] in ("PASS", "ERROR") for v in expected.values()
-    )
-    return 1 if fails else 0
+def _exit_code(expected: dict[str, dict[str, str]], roles: dict[str, Role]) -> int:
+    """The exit status the expected verdicts imply: 1 if a claim FAILs or a control PASSes, else 0; a
+    reconstruction check (C8: no verdict) counts only when it ERRORs."""
+
+    def fails(claim: str, verdicts: dict[str, str]) -> bool:
+        if roles.get(claim, Role.VERDICT) is Role.RECONSTRUCTION:
+            return "ERROR" in verdicts.values()
+        return verdicts["claim"] in ("FAIL", "ERROR") or verdicts["control"] in ("PASS", "ERROR")
+
+    return 1 if any(fails(claim, verdicts) for claim, verdicts in expected.items()) else 0
 
 
 def _check_report(out: Path, rows: list[tuple[str, str, str, str]]) -> None:
     """Every stored result has its rule, statistics, figures and level, and the report shows its section."""
     markdown = (out / "report.md").read_text()
+    opening = markdown[markdown.index("## Verdicts") : markdown.index("## Files, run and references")]
+    verdict_table = opening.split("## Reconstruction checks")[0]
     for claim, _, _, payload in rows:
         result: dict[str, Any] = json.loads(payload)
+        is_verdict = Role.of_stored(result) is Role.VERDICT
+        assert (f"| {claim} |" in verdict_table) == is_verdict, f"{claim}: verdict table vs role"
+        assert f"| {claim} |" in opening, f"{claim} is in neither the verdict table nor the checks'"
         assert result["rule"] and result["statistics"] and result["figures"], claim
         assert result["evidence"] and result["parts"] >= 1, claim
-        assert all(s["ci_low"] <= s["value"] <= s["ci_high"] for s in result["statistics"]), claim
+        # an unbounded end is stored as the string "inf" or "-inf" (ClaimResult.to_dict): float() reads it back
+        assert all(
+            float(s["ci_low"]) <= float(s["value"]) <= float(s["ci_high"]) for s in result["statistics"]
+        ), claim
         levels = {s["ci_level"] for s in result["control"]["statistics"]}
         assert levels <= {result["level"]}, f"{claim}: control judged at {levels}, claim at {result['level']}"
         assert f"## {claim}: {result['title']}" in markdown, claim
@@ -63,10 +76,12 @@ def test_quick_verify_gives_the_committed_verdicts_and_resumes(request: pytest.F
     background = request.config.stash[RUN]
     out = background.out
     first = background.result()
-    assert first.returncode == _exit_code(expected), first.stdout[-4000:] + first.stderr[-4000:]
     with sqlite3.connect(out / "results.sqlite") as conn:
         rows = conn.execute("SELECT claim, verdict, control_verdict, result FROM claim_results").fetchall()
         cells_before = conn.execute("SELECT count(*), count(DISTINCT run_id) FROM cells").fetchone()
+    roles = {claim: Role.of_stored(json.loads(payload)) for claim, _, _, payload in rows}
+    assert roles.get("C8") in (None, Role.RECONSTRUCTION), "C8 is a reconstruction check, not a verdict"
+    assert first.returncode == _exit_code(expected, roles), first.stdout[-4000:] + first.stderr[-4000:]
     verdicts = {claim: {"claim": verdict, "control": control} for claim, verdict, control, _ in rows}
     assert verdicts == expected, first.stdout[-4000:]
     _check_report(out, rows)
