@@ -4,12 +4,15 @@ Layout of the output folder::
 
     report.md  report.html  figures/<claim>_<name>.png  tables/<claim>.csv  results.sqlite (written by sweep)
 
-The header names the run (id, date, crl version, git commit, fidelity, seed, machine, a command that reruns it,
-wall time) and the papers [A] and [B]; the summary gives per claim what it tests, its rule, level, headline
-interval, verdict, control verdict and bound slack, INCONCLUSIVE ones first; each claim's section gives its
-statement and source, the pre-registered rule, the measured statistics with their confidence intervals and
-levels, the verdict, the negative control's verdict, the figures (drawn here from the claim's data, each
-stamped with the run id) and where its cells came from (this run, or a resumed earlier one).
+The report opens with the run's one-line conclusion and a compact verdict table (claim, what it tests in a few
+words, verdict, headline statistic with its CI and level, negative control; INCONCLUSIVE rows first), then the
+reconstruction checks (C8: not verdicts) in a table of their own with their controls; then the files beside the
+report (the CSV tables, linked), the run (id, date, crl version, git commit, fidelity, seed, machine, a command
+that reruns it, wall time) and the papers [A] and [B]. Each claim's section follows, verdicts first: what the
+verdict is evidence for, the verdict with its reasons, the negative control and its verdict, the level, the
+measured statistics with their confidence intervals and levels, the bound slack, the figures (drawn here from
+the claim's data, each stamped with the run id and captioned), the statement, source and pre-registered rule,
+and where its cells came from (this run, or a resumed earlier one).
 """
 
 import csv
