@@ -377,8 +377,6 @@ def m_grid(n: int) -> tuple[int, ...]:
 
 
 N_BOOT = 2000
-UNBOUNDED = 99.0
-"""Shown in place of an interval end that censoring leaves unbounded (the report stores finite numbers only)."""
 
 
 def saturation_cell(cell: Cell) -> dict[str, Any]:
@@ -574,17 +572,10 @@ def _difference_statistic(name: str, difference: Difference, level: float) -> St
     """The difference with its bootstrap CI; the detail gives its censoring bounds on the data."""
     detail = (
         f"censored points at their bounds; bounds on the data [{difference.bound_low:.3g}, "
-        f"{difference.bound_high:.3g}]; bootstrap over seeds, {N_BOOT} resamples; +-{UNBOUNDED:g} marks an end "
-        "that censoring leaves unbounded"
+        f"{difference.bound_high:.3g}]; bootstrap over seeds, {N_BOOT} resamples; an infinite end is one that "
+        "censoring leaves unbounded"
     )
-    return Statistic(
-        name, difference.point, _shown(difference.ci_low), _shown(difference.ci_high), level, detail
-    )
-
-
-def _shown(value: float) -> float:
-    """``value``, or +-UNBOUNDED in place of an infinite end (the verdict is taken before this)."""
-    return value if math.isfinite(value) else math.copysign(UNBOUNDED, value)
+    return Statistic(name, difference.point, difference.ci_low, difference.ci_high, level, detail)
 
 
 def _slope_statistic(arm: str, slope: SlopeBounds, level: float) -> Statistic:
@@ -599,8 +590,8 @@ def _slope_statistic(arm: str, slope: SlopeBounds, level: float) -> Statistic:
     return Statistic(
         name,
         float(slope.point[0]),
-        _shown(lower_quantile(slope.low[1:], level)),
-        _shown(upper_quantile(slope.high[1:], level)),
+        lower_quantile(slope.low[1:], level),
+        upper_quantile(slope.high[1:], level),
         level,
         detail,
     )
