@@ -364,7 +364,7 @@ seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_
 M_OVER_N = 16
 """m_max(n) = 16 n: four doublings beyond m* ~ n, so SSCRL's plateau lies past its m*."""
 PLANS: dict[Fidelity, dict[str, Any]] = {
-    Fidelity.QUICK: {"n": (8, 16, 32, 64, 128), "seeds": 30},
+    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30},
     Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32},
     Fidelity.FULL: {"n": tuple(2**i for i in range(4, 11)), "seeds": 64},
 }
