@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from click.testing import Result
 from typer.testing import CliRunner
 
 from crl.commands import app
@@ -74,12 +75,9 @@ def _text_run(folder: Path, towers: tuple[str, ...]) -> Path:
     return folder
 
 
-def test_index_build_of_a_text_run_folder_uses_its_sentence_transformer(tmp_path: Path) -> None:
-    """`crl index build RUN --text-file` took RUN for a model folder and failed with "no config.json"; it now
-    embeds with RUN/sentence-transformer and records that folder, so text queries use the same model."""
-    run = _text_run(tmp_path / "run", ("sentence-transformer",))
-    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
-    built = CliRunner().invoke(
+def _build_index(run: Path, tmp_path: Path) -> Result:
+    """``crl index build RUN --text-file TMP/corpus.txt --out TMP/i``."""
+    return CliRunner().invoke(
         app,
         [
             "index",
@@ -91,6 +89,14 @@ def test_index_build_of_a_text_run_folder_uses_its_sentence_transformer(tmp_path
             str(tmp_path / "i"),
         ],
     )
+
+
+def test_index_build_of_a_text_run_folder_uses_its_sentence_transformer(tmp_path: Path) -> None:
+    """`crl index build RUN --text-file` took RUN for a model folder and failed with "no config.json"; it now
+    embeds with RUN/sentence-transformer and records that folder, so text queries use the same model."""
+    run = _text_run(tmp_path / "run", ("sentence-transformer",))
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    built = _build_index(run, tmp_path)
     assert built.exit_code == 0, built.output
     manifest = json.loads((tmp_path / "i" / "manifest.json").read_text())
     assert manifest["encoder"]["checkpoint"] == str((run / "sentence-transformer").resolve())
@@ -111,18 +117,7 @@ def test_a_run_folder_without_one_text_model_says_where_it_would_be(
 ) -> None:
     run = _text_run(tmp_path / "run", towers)
     (tmp_path / "corpus.txt").write_text("the sea\n", encoding="utf-8")
-    built = CliRunner().invoke(
-        app,
-        [
-            "index",
-            "build",
-            str(run),
-            "--text-file",
-            str(tmp_path / "corpus.txt"),
-            "--out",
-            str(tmp_path / "i"),
-        ],
-    )
+    built = _build_index(run, tmp_path)
     assert (
         built.exit_code == 2 and message in built.output and str(run / "sentence-transformer") in built.output
     )

@@ -549,13 +549,7 @@ def _rate_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, le
     statistic = Statistic.from_rate(name, fit)
     if fit.misfit:
         return Part(Verdict.INCONCLUSIVE, statistic, f"{name}: misfit: {fit.describe()}")
-    verdict = verdict_at_most(statistic, bound)
-    reason = (
-        f"{name}: CI [{fit.ci_low:.3g}, {fit.ci_high:.3g}] straddles {bound:g}"
-        if verdict is Verdict.INCONCLUSIVE
-        else ""
-    )
-    return Part(verdict, statistic, reason)
+    return _at_most(name, statistic, bound)
 
 
 def _secant_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, level: float) -> Part:
@@ -564,10 +558,16 @@ def _secant_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, 
         rate = secant_rate(list(x), values, level)
     except NonPositiveMeanError as error:
         return Part(Verdict.INCONCLUSIVE, None, f"{name}: {error}")
-    statistic = Statistic(name, rate.exponent, rate.ci_low, rate.ci_high, level, rate.describe())
+    return _at_most(
+        name, Statistic(name, rate.exponent, rate.ci_low, rate.ci_high, level, rate.describe()), bound
+    )
+
+
+def _at_most(name: str, statistic: Statistic, bound: float) -> Part:
+    """The upper-bound verdict of a rate's interval, with the reason when it straddles the bound."""
     verdict = verdict_at_most(statistic, bound)
     reason = (
-        f"{name}: CI [{rate.ci_low:.3g}, {rate.ci_high:.3g}] straddles {bound:g}"
+        f"{name}: CI [{statistic.ci_low:.3g}, {statistic.ci_high:.3g}] straddles {bound:g}"
         if verdict is Verdict.INCONCLUSIVE
         else ""
     )
