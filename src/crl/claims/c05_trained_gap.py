@@ -36,7 +36,7 @@ only, so seed i draws the same n pairs at every m and in both regimes (common ra
 noise is shared along the m axis and between the regimes, and the jackknife over seeds keeps seed i's cells
 together). Each anchor's negatives are drawn after the pairs, independently per cell.
 
-Statistics: the offset power law G(m) = a + b m^r, log-log slopes in n, and ratios, each with a Student-t
+Statistics: the offset power law G(m) = a + b m^r, secant slopes in n, and ratios, each with a Student-t
 interval over seeds by the delete-one-seed jackknife (:func:`crl.stats.jackknife_t`).
 
 Every statistic here is a smooth function of the seed means of a quantity at each grid point (k seeds per
@@ -47,7 +47,8 @@ percentile bootstrap, which undercovers at 8 seeds).
 
 The offset power law is fitted by relative least squares, ``min sum_j ((y_j - a - b x_j^r)/y_j)^2``: for each r on
 a grid, (a, b) by weighted linear least squares, then a parabola through the grid minimum refines r. Its misfit
-is the largest relative residual ``max_j |y_j/yhat_j - 1|`` (an effect size; above 5% the verdict is INCONCLUSIVE).
+is judged by :func:`crl.stats.judge_misfit` (material and significant, on the seeds' covariance); a misfit makes
+the part INCONCLUSIVE.
 """
 
 import math
@@ -454,13 +455,13 @@ def leftover_floor(data: "_Series", key: tuple[str, str, int, int]) -> tuple[flo
     return float(floor.mean()), float(floor.std(ddof=1) / math.sqrt(floor.size))
 
 
-N_QUANTITIES = (("floor_free", "G - b*_m"), ("excess_risk", "L(s_hat) - L*"))
+def excess_risk(data: "_Series", key: tuple[str, str, int, int]) -> np.ndarray:
+    """(seeds,) L(s_hat) - L* at one point."""
+    return data.values(key, "excess_risk")
+
+
+N_QUANTITIES = (("G - b*_m", floor_free_gap), ("L(s_hat) - L*", excess_risk))
 """Parts 4 and 5: the floor-free gap and the excess risk, each judged end to end in n."""
-
-
-def _n_values(data: "_Series", key: tuple[str, str, int, int], name: str) -> np.ndarray:
-    """(seeds,) values of a part 4/5 quantity at one point."""
-    return floor_free_gap(data, key) if name == "floor_free" else data.values(key, name)
 
 
 def _n_parts(
@@ -471,12 +472,12 @@ def _n_parts(
         n for n in grid if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
     ]
     verdicts, stats, reasons = [], [], []
-    for name, label in N_QUANTITIES:
+    for label, quantity in N_QUANTITIES:
         if len(usable) < 2 or usable[0] != grid[0] or usable[-1] != grid[-1]:
             verdicts.append(Verdict.INCONCLUSIVE)
             reasons.append(f"rate of {label} in n: a window end has failed fits (usable n = {usable})")
             continue
-        seeds = np.column_stack([_n_values(data, ("claim", "independent", n, m), name) for n in usable])
+        seeds = np.column_stack([quantity(data, ("claim", "independent", n, m)) for n in usable])
         try:
             rate = secant_rate(usable, seeds, level)
         except NonPositiveMeanError as error:
@@ -484,7 +485,7 @@ def _n_parts(
             reasons.append(f"rate of {label} in n: {error}")
             continue
         detail = rate.describe()
-        if name == "floor_free":
+        if quantity is floor_free_gap:
             floor, floor_se = leftover_floor(data, ("claim", "independent", usable[-1], m))
             detail += f"; leftover floor b*_m at n = {usable[-1]}: {floor:.3g} (se {floor_se:.2g})"
         stat = Statistic(
@@ -533,8 +534,8 @@ def _n_figure(data: _Series, grid: tuple[int, ...], m: int) -> FigureSpec:
         if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
     ]
     series = []
-    for name, label in N_QUANTITIES:
-        values = [_n_values(data, k, name) for k in keys]
+    for label, quantity in N_QUANTITIES:
+        values = [quantity(data, k) for k in keys]
         series.append(
             points(
                 f"{label} (SCRL, m = {m})",

@@ -264,8 +264,8 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     intercept = float(np.log(means).mean() - slope * log_x.mean())
     power_fitted = np.exp(intercept + slope * log_x)
     t = float(scipy_stats.t.ppf(0.5 + level / 2.0, n_seeds - 1))
-    power_residual = float(np.max(np.abs(means / power_fitted - 1.0)))
     power_test = judge_misfit(means, power_fitted, power_jacobian(gx), seed_values=data)
+    power_residual = power_test.max_relative_residual
     power_se = jackknife_se(_power_slopes(log_x, loo.T))
     power = SlopeFit(
         slope=slope,
@@ -310,8 +310,8 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
         reason = "no exponent has an interior best fit with a leading term a > 0 and a positive model"
         return _unidentified(power, level, gx.size, reason, power_test=power_test)
     fitted, jacobian = _two_term_fitted(u, means, weights, exponent)
-    residual = float(np.max(np.abs(means / fitted - 1.0)))
     test = judge_misfit(means, fitted, jacobian, seed_values=data)
+    residual = test.max_relative_residual
     leave_one_out = _profile_minimisers(u, loo.T, weights, grid)
     if np.any(np.isnan(leave_one_out)):
         reason = (
@@ -447,7 +447,8 @@ def _two_term_rate(
         )
         return _unidentified(power, ci, x.size, reason, power_test=power_test)
     fitted, jacobian = _two_term_fitted(u, y, weights, exponent)
-    residual = float(np.max(np.abs(y / fitted - 1.0)))
+    test = judge_misfit(y, fitted, jacobian, standard_errors=se, tolerance=tolerance)
+    residual = test.max_relative_residual
     boot = _bootstrap_samples(y, fitted, se, groups, rng, n_boot)
     boot_exponents = _profile_minimisers(u, boot, weights, grid)
     identified = boot_exponents[~np.isnan(boot_exponents)]
@@ -456,7 +457,6 @@ def _two_term_rate(
         reason = f"{unidentified} of {n_boot} bootstrap resamples have no identified exponent"
         return _unidentified(power, ci, x.size, reason, exponent, residual, power_test)
     low, high = np.quantile(identified, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
-    test = judge_misfit(y, fitted, jacobian, standard_errors=se, tolerance=tolerance)
     return RateFit(
         exponent=exponent,
         ci_low=float(low),
