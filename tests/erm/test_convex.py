@@ -8,17 +8,21 @@ import torch
 from scipy import optimize
 
 from crl.erm import EmpiricalRisk, LiftedFamily, fit_ball, gradient_mapping_norm
-from crl.erm.trained import erm_record, ideal_parameters, sample_risk
+from crl.erm.trained import erm_record, family_for, ideal_parameters, sample_risk
+from crl.metrics.risk import excess_risk
 from crl.synthetic import GaussianTwoTower, VMFUniform
 
 TAU = 0.5
 
 
-def _direct_risk(theta: torch.Tensor, x, y, negatives, quadratic: bool, regime: str) -> torch.Tensor:
-    """An independent L_hat: s = x^T W y + b^T y (+ e|y|^2) written out, then tau (logsumexp - log m)."""
+def _direct_risk(
+    theta: torch.Tensor, x, y, negatives, quadratic: bool, regime: str, offset: float = 0.0
+) -> torch.Tensor:
+    """An independent L_hat: s = x^T W y + b^T y (+ e|y|^2, e learned or a fixed offset) written out, then
+    tau (logsumexp - log m)."""
     d = x.shape[1]
     weight, bias = theta[: d * d].reshape(d, d), theta[d * d : d * d + d]
-    e = theta[-1] if quadratic else torch.zeros((), dtype=theta.dtype)
+    e = theta[-1] if quadratic else torch.tensor(offset, dtype=theta.dtype)
 
     def score(a, b):
         return (a @ weight * b).sum(-1) + b @ bias + e * b.square().sum(-1)
@@ -51,6 +55,49 @@ def test_value_gradient_and_hessian_match_autograd(regime: str, quadratic: bool)
     assert d.value == pytest.approx(float(f(theta)), abs=1e-12)
     assert torch.allclose(d.gradient, torch.autograd.functional.jacobian(f, theta), atol=1e-11)
     assert torch.allclose(d.hessian, torch.autograd.functional.hessian(f, theta), atol=1e-10)
+
+
+@pytest.mark.parametrize("regime", ["independent", "shared"])
+def test_a_fixed_offset_enters_the_value_but_not_the_parameters(regime: str) -> None:
+    """If this fails, the fixed coefficient e0 of |y|^2 (C5's heavy-tailed class) is missing from L_hat or leaks into
+    its derivatives: value, gradient and Hessian against autograd of the direct formula with e = e0."""
+    g = torch.Generator().manual_seed(4)
+    truth = GaussianTwoTower(2, 0.5, variance=3.0)
+    x, y = truth.sample(7, g)
+    negatives = truth.sample_negatives((7, 5) if regime == "independent" else (5,), g)
+    family = LiftedFamily(2, offset=0.2)
+    risk = EmpiricalRisk(family, x, y, negatives, TAU, regime)
+    theta = torch.randn(family.n_params, generator=g, dtype=torch.float64)
+
+    def f(t):
+        return _direct_risk(t, x, y, negatives, False, regime, offset=0.2)
+
+    d = risk.derivatives(theta)
+    assert family.n_params == 6 and family.score(theta).curvature == pytest.approx(-0.4)
+    assert d.value == pytest.approx(float(f(theta)), abs=1e-12)
+    assert torch.allclose(d.gradient, torch.autograd.functional.jacobian(f, theta), atol=1e-11)
+    assert torch.allclose(d.hessian, torch.autograd.functional.hessian(f, theta), atol=1e-10)
+
+
+def test_wide_truth_family_fixes_e_at_the_ideal_and_has_zero_excess_risk_at_s_star() -> None:
+    """If this fails, a wide Gaussian truth's family does not contain s* with e fixed at s*'s own e > 0, or its
+    exact risk does not vanish at theta*."""
+    truth = GaussianTwoTower(3, 0.5, variance=3.0)
+    family = family_for(truth, TAU)
+    _, e_star = truth.ideal_coefficients(TAU)
+    assert family.offset == pytest.approx(TAU / 3.0) == pytest.approx(e_star) and not family.quadratic
+    score = family.score(ideal_parameters(truth, TAU))
+    gap = excess_risk(score, truth, TAU, generator=torch.Generator().manual_seed(0), n_anchors=4096)
+    assert gap.mean == pytest.approx(0.0, abs=1e-12)
+    assert family_for(GaussianTwoTower(3, 0.5), TAU).quadratic
+
+
+def test_offset_and_learned_quadratic_are_exclusive() -> None:
+    """If this fails, a family both fixes and learns the coefficient of |y|^2 without an error naming offset."""
+    with pytest.raises(ValueError, match="offset"):
+        LiftedFamily(2, quadratic=True, offset=0.1)
+    with pytest.raises(ValueError, match="offset"):
+        LiftedFamily(2, offset=math.nan)
 
 
 def _brute_force(risk: EmpiricalRisk, radius: float, starts: int = 3) -> tuple[np.ndarray, float]:

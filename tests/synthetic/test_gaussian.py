@@ -133,3 +133,88 @@ def test_bad_dim_raises_value_error_naming_it() -> None:
     """d must be an integer >= 1."""
     with pytest.raises(ValueError, match="dim"):
         GaussianTwoTower(0, 0.5)
+
+
+@pytest.mark.parametrize(("d", "rho"), [(1, 0.5), (3, 0.9), (4, -0.6)])
+def test_explicit_default_variance_gives_the_same_model(d: int, rho: float) -> None:
+    """variance = 1 - rho^2 passed explicitly must give the default's E*, KL, second moment and log-ratio."""
+    default, explicit = GaussianTwoTower(d, rho), GaussianTwoTower(d, rho, variance=1.0 - rho**2)
+    assert explicit.optimal_auc() == pytest.approx(default.optimal_auc(), abs=1e-12)
+    assert explicit.mean_kl() == pytest.approx(default.mean_kl(), rel=1e-12)
+    assert explicit.density_ratio_second_moment() == pytest.approx(
+        default.density_ratio_second_moment(), rel=1e-10
+    )
+    assert explicit.negatives_from_positive_marginal
+    x, y = default.sample(20, _generator(5))
+    assert torch.allclose(explicit.log_ratio(x, y), default.log_ratio(x, y), atol=1e-12)
+
+
+@pytest.mark.parametrize(("d", "rho", "variance"), [(3, 0.5, 3.0), (2, 0.8, 1.5), (1, 0.3, 0.4)])
+def test_wide_positives_monte_carlo_agrees_with_exact_values(d: int, rho: float, variance: float) -> None:
+    """v != 1 - rho^2: MC of E log_ratio (= mean_kl), E* by pairs, E_{p-} e^{log_ratio} = 1 (heavy-tailed for v > 2,
+    so only its median-of-means is checked loosely), and positives with variance rho^2 + v."""
+    model = GaussianTwoTower(d, rho, variance=variance)
+    n = 80000
+    generator = _generator(6)
+    x, y = model.sample(n, generator)
+    negatives = model.sample_negatives((n,), generator)
+    log_ratio = model.log_ratio(x, y)
+    for sample, exact in (
+        (log_ratio, model.mean_kl()),
+        ((log_ratio > model.log_ratio(x, negatives)).double(), model.optimal_auc()),
+    ):
+        standard_error = float(sample.std()) / math.sqrt(n)
+        assert abs(float(sample.mean()) - exact) < 4.5 * standard_error
+    assert torch.allclose(y.var(0), torch.full((d,), rho**2 + variance, dtype=torch.float64), rtol=0.04)
+    assert not model.negatives_from_positive_marginal
+    block_means = torch.exp(model.log_ratio(x, negatives)).reshape(40, -1).mean(dim=1)
+    assert float(block_means.median()) == pytest.approx(1.0, abs=0.15)
+
+
+def test_wide_positives_closed_forms_by_quadrature_in_one_dimension() -> None:
+    """d = 1, v = 0.6, rho = 0.5 (v + 2 rho^2 < 2): mean_kl and E|dM/dpi|^2 by Gauss–Legendre over (x, y)."""
+    model = GaussianTwoTower(1, 0.5, variance=0.6)
+    x_nodes, x_weights = _gauss_legendre(-25.0, 25.0, 200)
+    x_weights = x_weights * stats.norm.pdf(x_nodes)
+    v_nodes, v_weights = _gauss_legendre(-45.0, 45.0, 700)
+    x = torch.from_numpy(x_nodes)[:, None, None]
+    v = torch.from_numpy(v_nodes)[None, :, None]
+    positive = torch.exp(model.log_positive_density(x, v)).numpy()
+    negative = torch.exp(model.log_negative_density(v)).numpy()[0]
+    log_ratio = model.log_ratio(x, v).numpy()
+    ratio = model.anchor_density_ratio(x, v).numpy()
+    assert np.allclose(positive @ v_weights, 1.0, atol=1e-12)
+    assert model.mean_kl() == pytest.approx(x_weights @ ((positive * log_ratio) @ v_weights), abs=1e-10)
+    second_moment = x_weights @ ((ratio * ratio * negative[None, :]) @ v_weights)
+    assert model.density_ratio_second_moment() == pytest.approx(second_moment, rel=1e-8)
+    assert GaussianTwoTower(2, 0.5, variance=3.0).density_ratio_second_moment() == math.inf
+
+
+@pytest.mark.parametrize(("rho", "variance"), [(0.8, None), (0.5, 3.0), (-0.3, 1.7)])
+def test_ideal_coefficients_give_the_log_ratio_up_to_g_of_x(rho: float, variance: float | None) -> None:
+    """tau log p+/p- - (w <x, y> + e |y|^2) depends on x only, with (w, e) = ideal_coefficients(tau)."""
+    model = GaussianTwoTower(3, rho, variance=variance)
+    tau = 0.5
+    w, e = model.ideal_coefficients(tau)
+    x, y = model.sample(30, _generator(7))
+    remainder = tau * model.log_ratio(x[:, None], y[None]) - (w * x @ y.T + e * (y * y).sum(-1)[None, :])
+    assert torch.allclose(remainder, remainder[:, :1].expand_as(remainder), atol=1e-10)
+
+
+def test_wide_positives_make_exp_of_the_ideal_score_heavy_tailed() -> None:
+    """v = 3: under p-, W = p+/p- has tail index v/(v - 1) = 1.5: the log-log slope of P(W > w) between its 1e-2 and
+    1e-4 quantiles is near -1.5 (a light tail would fall much faster there)."""
+    model = GaussianTwoTower(3, 0.5, variance=3.0)
+    generator = _generator(8)
+    x = model.sample_anchors(1, generator).expand(2_000_000, 3)
+    w = torch.exp(model.log_ratio(x, model.sample_negatives((2_000_000,), generator))).numpy()
+    upper, lower = np.quantile(w, [1 - 1e-2, 1 - 1e-4])
+    slope = math.log(1e-4 / 1e-2) / math.log(lower / upper)
+    assert slope == pytest.approx(-1.5, abs=0.3)
+
+
+@pytest.mark.parametrize("variance", [0.0, -1.0, math.inf, math.nan])
+def test_bad_variance_raises_value_error_naming_it(variance: float) -> None:
+    """The positives' noise variance must be a finite number > 0."""
+    with pytest.raises(ValueError, match="variance"):
+        GaussianTwoTower(3, 0.5, variance=variance)

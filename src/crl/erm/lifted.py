@@ -7,6 +7,12 @@ Theta outside the family's mask are fixed at 0 (the x |y|^2 block), so
 
     s_theta(x, y) = x^T W y + b^T y (+ e |y|^2),  theta = (vec W, b[, e]).
 
+A family may instead fix e at a given ``offset`` e0 (not a parameter): ``s_theta = x^T W y + b^T y + e0 |y|^2``.
+With e0 > 0 under N(0, I) negatives every member's ``exp(s/tau)`` has the tail index ``tau/(2 e0)`` (C5's
+heavy-tailed control, ``e0`` = the wide Gaussian truth's own e*); a learned e could leave the class of finite
+risks (``e >= tau/2``), a fixed one cannot. The offset adds ``e0 (|y'|^2 - |y|^2)/tau`` to every logit and nothing
+to the derivatives.
+
 Every member is a :class:`crl.metrics.risk.FeatureScore` (``f(x) = W^T x + b``, curvature ``-2e``), so L, L* and
 E have exact inner expectations under the sphere and Gaussian negative laws.
 
@@ -38,15 +44,25 @@ class LiftedFamily:
 
     Attributes:
         dim: d, the dimension of x and y.
-        quadratic: whether c(y) carries |y|^2 (the coefficient e).
+        quadratic: whether c(y) carries |y|^2 (the coefficient e, learned).
+        offset: a fixed coefficient e0 of |y|^2 (0: none); only without ``quadratic``.
     """
 
     dim: int
     quadratic: bool = False
+    offset: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
             raise ValueError(f"dim={self.dim!r} must be an integer >= 1 (the dimension of x and y).")
+        if not math.isfinite(self.offset):
+            raise ValueError(
+                f"offset={self.offset!r} must be a finite number (the fixed coefficient of |y|^2)."
+            )
+        if self.quadratic and self.offset != 0.0:
+            raise ValueError(
+                "offset fixes the coefficient of |y|^2 that quadratic=True learns; use one of the two."
+            )
 
     @property
     def n_params(self) -> int:
@@ -94,10 +110,10 @@ class LiftedFamily:
         return theta
 
     def score(self, theta: Tensor) -> FeatureScore:
-        """The member as a FeatureScore: ``f(x) = W^T x + b`` (as ``x @ W + b``), curvature ``-2e``."""
+        """The member as a FeatureScore: ``f(x) = W^T x + b`` (as ``x @ W + b``), curvature ``-2e`` (or ``-2 e0``)."""
         full = self.matrix(theta)
         weight, bias = full[: self.dim, : self.dim].clone(), full[self.dim, : self.dim].clone()
-        curvature = -2.0 * float(full[self.dim, self.dim]) if self.quadratic else 0.0
+        curvature = -2.0 * float(full[self.dim, self.dim]) if self.quadratic else -2.0 * self.offset
         return FeatureScore(lambda x: x.to(torch.float64) @ weight + bias, curvature=curvature)
 
 
@@ -145,6 +161,8 @@ class EmpiricalRisk:
         self.anchors = family.lift_anchor(x.to(torch.float64))
         self.positives = family.lift_candidate(y.to(torch.float64))
         self.negatives = family.lift_candidate(negatives.to(torch.float64))
+        self._positive_offset = family.offset * y.to(torch.float64).square().sum(dim=-1)
+        self._negative_offset = family.offset * negatives.to(torch.float64).square().sum(dim=-1)
         self._mask = family.mask.reshape(-1)
 
     def _chunks(self) -> list[tuple[int, int]]:
@@ -155,13 +173,13 @@ class EmpiricalRisk:
     def _logits(self, theta_matrix: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
         """``(s_ij - s_i+)/tau`` (chunk, m) and the chunk's candidate lifts of the negatives."""
         u = self.anchors[start:stop] @ theta_matrix
-        positive = (u * self.positives[start:stop]).sum(dim=-1)
+        positive = (u * self.positives[start:stop]).sum(dim=-1) + self._positive_offset[start:stop]
         if self.regime == "independent":
             negatives = self.negatives[start:stop]
-            scores = torch.einsum("ic,ijc->ij", u, negatives)
+            scores = torch.einsum("ic,ijc->ij", u, negatives) + self._negative_offset[start:stop]
         else:
             negatives = self.negatives
-            scores = u @ negatives.T
+            scores = u @ negatives.T + self._negative_offset[None, :]
         return (scores - positive[:, None]) / self.tau, negatives
 
     def value(self, theta: Tensor) -> float:

@@ -31,11 +31,16 @@ from crl.synthetic import GaussianTwoTower, VMFUniform
 from crl.synthetic.base import GroundTruth
 
 
-def family_for(truth: GroundTruth) -> LiftedFamily:
-    """The realisable lifted family of a truth: bilinear + b^T y on the sphere, plus e|y|^2 for the Gaussian."""
+def family_for(truth: GroundTruth, tau: float) -> LiftedFamily:
+    """The realisable lifted family of a truth at temperature tau: bilinear + b^T y on the sphere, plus e|y|^2 for
+    the Gaussian; for wide Gaussian positives (s*'s e > 0, heavy-tailed exp(s*/tau)) e is fixed at s*'s own e
+    (:class:`~crl.erm.lifted.LiftedFamily`'s offset), so every member keeps s*'s tail index and a finite risk."""
     if isinstance(truth, VMFUniform):
         return LiftedFamily(truth.dim)
     if isinstance(truth, GaussianTwoTower):
+        _, quadratic = truth.ideal_coefficients(tau)
+        if quadratic > 0.0:
+            return LiftedFamily(truth.dim, offset=quadratic)
         return LiftedFamily(truth.dim, quadratic=True)
     raise ValueError(
         f"truth={truth!r} has no lifted family with exact risks here; use VMFUniform or GaussianTwoTower."
@@ -45,16 +50,17 @@ def family_for(truth: GroundTruth) -> LiftedFamily:
 def ideal_parameters(truth: GroundTruth, tau: float) -> torch.Tensor:
     """theta* of s* in :func:`family_for`'s family (s* up to a g(x), which no risk sees).
 
-    VMFUniform: ``W = tau kappa I``; GaussianTwoTower: ``W = tau rho/(1 - rho^2) I``, ``e = -tau rho^2/(2(1 - rho^2))``.
+    VMFUniform: ``W = tau kappa I``; GaussianTwoTower: ``W = w I`` and e (learned, or the family's fixed offset)
+    from :meth:`~crl.synthetic.GaussianTwoTower.ideal_coefficients`.
     """
-    family = family_for(truth)
+    family = family_for(truth, tau)
     eye = torch.eye(truth.dim, dtype=torch.float64)
     zero = torch.zeros(truth.dim, dtype=torch.float64)
     if isinstance(truth, VMFUniform):
         return family.parameters_of(tau * truth.kappa * eye, zero)
     assert isinstance(truth, GaussianTwoTower)
-    factor = tau / (1.0 - truth.rho**2)
-    return family.parameters_of(factor * truth.rho * eye, zero, -0.5 * factor * truth.rho**2)
+    weight, quadratic = truth.ideal_coefficients(tau)
+    return family.parameters_of(weight * eye, zero, quadratic)
 
 
 def sample_risk(
@@ -66,7 +72,7 @@ def sample_risk(
     x, y = truth.sample(n, generator)
     shape = (n, m) if regime == "independent" else (m,)
     negatives = truth.sample_negatives(shape, generator)
-    return EmpiricalRisk(family_for(truth), x, y, negatives, tau, regime)
+    return EmpiricalRisk(family_for(truth, tau), x, y, negatives, tau, regime)
 
 
 @dataclass(frozen=True)

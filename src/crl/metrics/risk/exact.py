@@ -109,16 +109,15 @@ def ideal_feature_score(truth: object, tau: float) -> FeatureScore | None:
     """s* of a model as a :class:`FeatureScore` (equal to ``truth.ideal_score`` up to a g(x)), or None.
 
     VMFUniform: ``s* = tau kappa <x, y>`` (+ ``-tau log C_d(kappa)``); GaussianTwoTower:
-    ``s* = tau (rho <x, y> - rho^2 |y|^2/2)/(1 - rho^2)`` (+ g(x)).
+    ``s* = w <x, y> + e |y|^2`` (+ g(x)) with (w, e) of :meth:`GaussianTwoTower.ideal_coefficients`.
     """
     t = check_tau(tau)
     if isinstance(truth, VMFUniform):
         scale = t * truth.kappa
         return FeatureScore(lambda x: scale * x)
     if isinstance(truth, GaussianTwoTower):
-        rho = truth.rho
-        factor = t / (1.0 - rho * rho)
-        return FeatureScore(lambda x: factor * rho * x, curvature=factor * rho * rho)
+        weight, quadratic = truth.ideal_coefficients(t)
+        return FeatureScore(lambda x: weight * x, curvature=-2.0 * quadratic)
     return None
 
 
