@@ -12,6 +12,7 @@ from crl.claims import c05_trained_gap as c5
 from crl.claims.budget import part_level
 from crl.claims.c05_trained_gap import erm_cell, offset_power_fit
 from crl.claims.verdict import Verdict
+from crl.erm.trained import family_for, ideal_parameters
 from crl.sweep import Cell, CellRecord, SweepStore, run_cells
 
 LEVEL = part_level(5)
@@ -174,3 +175,30 @@ def test_gap_figure_draws_the_m_series_at_its_own_n() -> None:
     figure = c5._figure(c5._Series(_records(series), 12), 1024, GRID)
     scrl = next(p for p in figure.points if "SCRL" in p.label and "SSCRL" not in p.label)
     assert scrl.x == tuple(float(m) for m in GRID)
+
+
+def test_the_control_is_a_heavy_tailed_class_containing_s_star() -> None:
+    """If this fails, C5's control is not the pre-registered heavy-tailed setting (docs/claims/C5.md): wide Gaussian
+    positives (rho 0.5, v 3), e* = tau/3 fixed so exp(s/tau) has tail index 1.5, ball 3 |theta*|; and one of its
+    cells no longer fits and measures."""
+    truth = c5.truth_of("control")
+    assert truth.variance == 3.0 and truth.rho == 0.5 and not truth.negatives_from_positive_marginal
+    family = family_for(truth, c5.TAU)
+    assert family.offset == pytest.approx(c5.TAU / 3.0) and c5.TAU / (2.0 * family.offset) == pytest.approx(
+        1.5
+    )
+    assert c5.radius_of("control") == pytest.approx(3.0 * float(ideal_parameters(truth, c5.TAU).norm()))
+    cell = Cell(
+        {
+            "arm": "control",
+            "regime": "independent",
+            "n": 64,
+            "m": 64,
+            "index": 0,
+            "n_eval": 1024,
+            "n_bias": 256,
+        },
+        7,
+    )
+    result = erm_cell(cell)
+    assert result["status"] == "ok" and result["gap_cv"] is not None and math.isfinite(result["gap_cv"])
