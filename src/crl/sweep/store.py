@@ -218,6 +218,12 @@ class SweepStore(AbstractContextManager["SweepStore"]):
         """Every intact stored record of ``claim``, in the order they were stored."""
         return self._rows("claim = ?", (claim,))
 
+    def namespaces(self) -> list[str]:
+        """The distinct claim namespaces with stored cells (e.g. ``"C5@<code fingerprint>"``), sorted."""
+        with self._storage_errors():
+            rows = self._conn.execute("SELECT DISTINCT claim FROM cells ORDER BY claim").fetchall()
+        return [str(row[0]) for row in rows]
+
     def stored_keys(self, claim: str) -> set[tuple[str, int]]:
         """The ``(cell key, seed)`` pairs stored intact under ``claim`` (a damaged row's cell is missing)."""
         return {(record.cell.key, record.cell.seed) for record in self.records(claim)}
