@@ -57,6 +57,7 @@ class PartPower:
         shrunk: the effect the decide-resamples are moved to.
         failing: the effect the FAIL-resamples are moved to (bound + 2 delta).
         p_pass, p_decide: shares of the decide-resamples that PASS, and that PASS or FAIL.
+        p_pass_as_measured: the share that PASS with the effect left at its estimate (for comparison only).
         p_fail: share of the FAIL-resamples that FAIL.
         seeds, resamples: S and R.
     """
@@ -71,6 +72,7 @@ class PartPower:
     p_pass: float
     p_decide: float
     p_fail: float
+    p_pass_as_measured: float
     seeds: int
     resamples: int
 
@@ -127,6 +129,7 @@ def part_power(
     draws = [rng.integers(0, seeds_available, seeds) for _ in range(resamples)]
     decide = [_judged(spec.judge, index, shrunk - observed.value) for index in draws]
     failed = [_judged(spec.judge, index, failing - observed.value) for index in draws]
+    measured = [_judged(spec.judge, index, 0.0) for index in draws]
     return PartPower(
         part=spec.name,
         bound=spec.bound,
@@ -137,6 +140,7 @@ def part_power(
         failing=failing,
         p_pass=_share(decide, Verdict.PASS),
         p_decide=_share(decide, Verdict.PASS) + _share(decide, Verdict.FAIL),
+        p_pass_as_measured=_share(measured, Verdict.PASS),
         p_fail=_share(failed, Verdict.FAIL),
         seeds=seeds,
         resamples=resamples,
@@ -410,17 +414,18 @@ def markdown(claim: str, parts: list[PartPower], control: ControlPower) -> str:
     """The power table of one claim as Markdown."""
     lines = [
         f"| {claim} part | bound | exploratory [CI] | shrunk to | P(PASS) | P(decide) | truth for FAIL | P(FAIL) "
-        "| seeds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| P(PASS) at the estimate | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in parts:
         lines.append(
             f"| {p.part} | {p.bound:g} | {p.estimate:.3g} [{p.ci_low:.3g}, {p.ci_high:.3g}] | {p.shrunk:.3g} | "
-            f"{p.p_pass:.3f} | {p.p_decide:.3f} | {p.failing:.3g} | {p.p_fail:.3f} | {p.seeds} |"
+            f"{p.p_pass:.3f} | {p.p_decide:.3f} | {p.failing:.3g} | {p.p_fail:.3f} | {p.p_pass_as_measured:.3f} | "
+            f"{p.seeds} |"
         )
     lines.append(
         f"| control | | | | P(PASS) {control.p_pass:.3f} (allowed {control.allowed:.4f}) | | | "
-        f"P(FAIL) {control.p_fail:.3f} | {control.seeds} |"
+        f"P(FAIL) {control.p_fail:.3f} | | {control.seeds} |"
     )
     lines.append(f"\n{parts[0].resamples if parts else control.resamples} resamples of whole seeds.")
     return "\n".join(lines)
