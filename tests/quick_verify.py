@@ -1,4 +1,4 @@
-"""The quick `crl verify` run that tests/test_verify_shipped_claims.py checks, started in the background.
+"""The quick `crl verify` run that tests/verify/test_shipped_claims.py checks, started in the background.
 
 The run takes several minutes of one core. When collection selects its test, tests/conftest.py starts it at
 once, so it runs on the second core beside the rest of the suite; the test then waits for it.

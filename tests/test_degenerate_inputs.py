@@ -31,7 +31,7 @@ from crl.sweep._integrity import ResultsFileError, check_results_file
 from crl.synthetic import AsymmetricSphere, GaussianTwoTower, VMFUniform
 from crl.train.build import build_sampler, negative_buffer_bytes
 from crl.train.config import ConfigError, parse_config
-from tests.test_verify import ToyRate
+from tests.verify.test_verify import ToyRate
 
 EMPTY = torch.zeros(4, 0)
 EMBEDDINGS = torch.nn.functional.normalize(

@@ -5,10 +5,13 @@ message lost the argument's name or what to pass instead.
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crl._validate import (
     LEVEL,
@@ -17,6 +20,7 @@ from crl._validate import (
     FiniteArray,
     Floats,
     Integer,
+    Integers,
     Interval,
     OneOf,
     check,
@@ -144,3 +148,98 @@ def test_finite_array_is_flat_float64_and_counts_the_bad_entries() -> None:
     assert out.dtype == np.float64 and out.tolist() == [1.0, 2.0, 3.0, 4.0]
     with pytest.raises(ValueError, match=r"y contains 2 NaN/inf entries; pass finite numbers"):
         check("y", [1.0, math.nan, -math.inf], FiniteArray())
+
+
+DTYPES = (
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+)
+
+
+def _holds_integers(dtype: torch.dtype) -> bool:
+    """Whether torch itself has integer limits for ``dtype`` (not for bool, floating or complex dtypes)."""
+    try:
+        torch.iinfo(dtype)
+    except TypeError:
+        return False
+    return True
+
+
+def _taken(dtype: torch.dtype, *, int64: bool, allow_bool: bool) -> bool:
+    """The dtypes an integer constraint must take: int64 alone, or every integer dtype (and bool when allowed)."""
+    if int64:
+        return dtype == torch.int64
+    return _holds_integers(dtype) or (allow_bool and dtype == torch.bool)
+
+
+SHAPES = st.lists(st.integers(0, 3), max_size=3).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    dtype=st.sampled_from(DTYPES),
+    shape=SHAPES,
+    wanted=st.none() | SHAPES,
+    int64=st.booleans(),
+    allow_bool=st.booleans(),
+)
+def test_integers_take_exactly_the_integer_tensors_of_their_shape(
+    dtype: torch.dtype, shape: tuple[int, ...], wanted: tuple[int, ...] | None, int64: bool, allow_bool: bool
+) -> None:
+    """If this fails, an integer check lets floats, complex numbers or (unasked) bools through as ids, refuses
+    an integer dtype, or a refusal does not name the argument and what to pass."""
+    value = torch.zeros(shape, dtype=dtype)
+    dtype_taken = _taken(dtype, int64=int64, allow_bool=allow_bool)
+    constraint = Integers(wanted, int64=int64, allow_bool=allow_bool)
+    if dtype_taken and wanted in (None, shape):
+        assert check("ids", value, constraint) is value
+    elif not dtype_taken:
+        with pytest.raises(
+            ArgumentError, match=rf"^ids has dtype {dtype}; pass an .* tensor \(e\.g\. ids\.long\(\)\)"
+        ):
+            check("ids", value, constraint)
+    else:
+        with pytest.raises(ArgumentError, match=rf"^ids has shape {re.escape(str(shape))}; expected "):
+            check("ids", value, constraint)
+
+
+@pytest.mark.parametrize(
+    ("value", "constraint", "pattern"),
+    [
+        (
+            [0, 1],
+            Integers(),
+            r"ids must be an integer torch\.Tensor, got list; "
+            r"convert it with torch\.as_tensor\(ids, dtype=torch\.long\)",
+        ),
+        (
+            torch.ones(2),
+            Integers(),
+            r"ids has dtype torch\.float32; pass an integer tensor \(e\.g\. ids\.long\(\)\)",
+        ),
+        (torch.ones(2, dtype=torch.bool), Integers(), r"ids has dtype torch\.bool; pass an integer tensor"),
+        (
+            torch.ones(2, dtype=torch.int32),
+            Integers(int64=True),
+            r"ids has dtype torch\.int32; pass an int64 tensor",
+        ),
+        (
+            torch.ones(3, dtype=torch.long),
+            Integers((4,), what="one id per anchor"),
+            r"ids has shape \(3,\); expected \(4,\) \(one id per anchor\)\.",
+        ),
+    ],
+)
+def test_integers_name_the_tensor_and_the_fix(value: object, constraint: Integers, pattern: str) -> None:
+    for catch in (ValueError, TypeError):
+        with pytest.raises(catch, match=pattern):
+            check("ids", value, constraint)

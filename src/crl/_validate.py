@@ -6,6 +6,7 @@ A public function states what each argument must be as a constraint, and checks 
     chunk = check("chunk", chunk, Integer(1))
     form = check("form", form, OneOf(FORMS))
     x = check("anchors", x, Floats(ndim=2, min_rows=1, finite=True))
+    ids = check("item_ids", ids, Integers((n,), int64=True))
 
 (the idea of scikit-learn's declarative parameter constraints). A constraint returns the value as its caller
 uses it (a ``float``, an ``int``, the tensor itself) or raises :class:`ArgumentError`, whose message names the
@@ -187,6 +188,47 @@ class Floats:
                 bad = bad | torch.isneginf(value)
             if bool(bad.any()):
                 raise ArgumentError(f"{name} contains {int(bad.sum())} NaN/Inf entries; {self.fix}.")
+        return value
+
+
+@dataclass(frozen=True)
+class Integers:
+    """An integer ``torch.Tensor`` (ids, labels, indices; not bool, floating or complex), returned as it is.
+
+    Its values are not read, so the check costs no host synchronisation; bounds on them are the caller's domain
+    check.
+
+    Args:
+        shape: the shape it must have (None: any).
+        int64: only ``torch.int64`` will do (ids that index a state, labels kept as int64).
+        allow_bool: a bool tensor counts as the integers 0 and 1.
+        what: what its entries are, said when the shape is wrong (e.g. "one training-set id per anchor").
+    """
+
+    shape: tuple[int, ...] | None = None
+    int64: bool = False
+    allow_bool: bool = False
+    what: str = ""
+
+    def __call__(self, name: str, value: Any) -> torch.Tensor:
+        # torch deferred: crl's commands import this module through _vocab, and their --help must not load torch
+        import torch
+
+        if not isinstance(value, torch.Tensor):
+            raise ArgumentError(
+                f"{name} must be an integer torch.Tensor, got {type(value).__name__}; convert it with "
+                f"torch.as_tensor({name}, dtype=torch.long)."
+            )
+        dtype = value.dtype
+        integer = not (dtype.is_floating_point or dtype.is_complex) and (
+            dtype != torch.bool or self.allow_bool
+        )
+        if not (dtype == torch.int64 if self.int64 else integer):
+            wanted = "an int64" if self.int64 else "an integer"
+            raise ArgumentError(f"{name} has dtype {dtype}; pass {wanted} tensor (e.g. {name}.long()).")
+        if self.shape is not None and tuple(value.shape) != self.shape:
+            meaning = f" ({self.what})" if self.what else ""
+            raise ArgumentError(f"{name} has shape {tuple(value.shape)}; expected {self.shape}{meaning}.")
         return value
 
 

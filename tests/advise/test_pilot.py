@@ -29,6 +29,8 @@ def _config(negatives: str = "shared_pool", m: int = 8, symmetric: bool = False)
         ("shared_pool", True, 2 * 16 + 2 * 10),
         ("independent_pool", False, 2 * 16 + 16 * 10),
         ("queue", False, 2 * 16),
+        ("in_batch", False, 2 * 16 + 10),
+        ("mined", False, 2 * 16 + 16 * 10),
     ],
 )
 def test_cell_samples_count_every_encoded_input(negatives: str, symmetric: bool, per_step: int) -> None:

@@ -33,7 +33,13 @@ def test_items_batches_and_subsets() -> None:
         (torch.zeros(3, 2), torch.zeros(4, 2), None, ValueError, "3 anchors but 4 positives"),
         (torch.zeros(0, 2), torch.zeros(0, 2), None, ValueError, "x: expected a tensor"),
         (torch.full((3, 2), float("nan")), torch.zeros(3, 2), None, ValueError, "x: contains NaN"),
-        (torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3), TypeError, "labels: expected integer"),
+        (
+            torch.zeros(3, 2),
+            torch.zeros(3, 2),
+            torch.zeros(3),
+            TypeError,
+            r"labels has dtype torch\.float32; pass an integer",
+        ),
         (
             torch.zeros(3, 2),
             torch.zeros(3, 2),

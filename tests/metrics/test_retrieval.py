@@ -293,7 +293,11 @@ def _valid_args() -> dict:
         ({"chunk_size": 0}, ValueError, "chunk_size=0 must be an integer >= 1"),
         ({"positive_index": torch.tensor([0, 1, 2])}, ValueError, "positive_index: expected a 1-D"),
         ({"positive_index": torch.tensor([0, 1, 2, 6])}, ValueError, "positive_index: values must lie"),
-        ({"positive_index": torch.tensor([0.0, 1, 2, 3])}, TypeError, "positive_index: expected an integer"),
+        (
+            {"positive_index": torch.tensor([0.0, 1, 2, 3])},
+            TypeError,
+            r"positive_index has dtype torch\.float32; pass an integer",
+        ),
         ({"query_labels": torch.zeros(4, dtype=torch.long)}, ValueError, "give either positive_index"),
         ({"query_ids": torch.tensor([0, 1, 2, 3])}, ValueError, "has its positive excluded"),
         ({"exclude_self": True}, ValueError, "exclude_self: queries"),
@@ -312,7 +316,11 @@ def test_bad_inputs_raise_naming_the_argument(change: dict, error: type, match: 
     [
         (torch.tensor([0, 1, 5, 1]), torch.tensor([0, 1, 1, 0, 0, 1]), "have no positive"),
         (torch.tensor([0, 0, 0, 0]), torch.tensor([0, 0, 0, 0, 0, 0]), "have no negative"),
-        (torch.tensor([0.0, 1, 1, 0]), torch.tensor([0, 1, 1, 0, 0, 1]), "query_labels: expected integer"),
+        (
+            torch.tensor([0.0, 1, 1, 0]),
+            torch.tensor([0, 1, 1, 0, 0, 1]),
+            r"query_labels has dtype torch\.float32; pass an integer tensor",
+        ),
     ],
 )
 def test_bad_label_sets_raise(query_labels: torch.Tensor, gallery_labels: torch.Tensor, match: str) -> None:

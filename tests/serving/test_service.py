@@ -18,7 +18,7 @@ from crl.commands import app
 from crl.commands.serve import serving_app
 from crl.search import Index
 from crl.serving.service import create_app
-from tests.text.helpers import CORPUS, build_text_index
+from tests.serving.helpers import CORPUS, build_text_index
 
 DIM = 8
 

@@ -61,7 +61,7 @@ def test_crl_verify_runs_its_cells_on_ray(
 ) -> None:
     """`crl verify --executor ray` computes a claim's cells as Ray tasks and stores what the cell function
     gives in process (the driver writes results.sqlite), leaving the caller's Ray session open."""
-    from tests.test_verify import M_GRID, ToyRate, _invoke, decay_cell
+    from tests.verify.test_verify import M_GRID, ToyRate, _invoke, decay_cell
 
     out = tmp_path / "v"
     result = _invoke(

@@ -8,8 +8,8 @@ The grid: ``levels`` values of n halving down from the largest that fits the bud
 through the sweep engine (:func:`crl.sweep.run_cells`): resumable and parallel.
 
 Cost is counted in processed samples, inputs through an encoder: per step ``2b`` (anchors and positives) plus
-the negatives embedded that step, ``m`` (shared_pool; twice when symmetric), ``b m`` (independent_pool) or 0
-(queue: stored embeddings).
+the negatives embedded that step, ``m`` (shared_pool; twice when symmetric), ``b m`` (independent_pool, mined) or
+0 (queue: stored embeddings).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from crl.train.build import Streams
 from crl.train.config import TrainConfig, parse_config
 from crl.train.data import build_source
 from crl.train.loop import train
+from crl.train.negative_kinds import NEGATIVES_FACTS
 
 __all__ = [
     "FRACTIONS",
@@ -93,10 +94,18 @@ def full_n(config: TrainConfig) -> int:
 def cell_samples(config: TrainConfig, m: int, steps: int) -> int:
     """Processed samples of one cell: ``steps (2b + R S)`` with R negatives embedded per step (module docstring)
     and S = 2 for a symmetric loss."""
-    b, negatives = config.data.batch_size, config.loss.negatives
-    rows = {"in_batch": m, "shared_pool": m, "independent_pool": b * m, "queue": 0}[negatives]
+    b = config.data.batch_size
     sides = 2 if config.loss.symmetric else 1
-    return steps * (2 * b + rows * sides)
+    return steps * (2 * b + _negative_rows(config, m) * sides)
+
+
+def _negative_rows(config: TrainConfig, m: int) -> int:
+    """R, the negatives a step embeds: none when they are stored embeddings, b m when each of the b anchors has
+    its own m, else m."""
+    facts = NEGATIVES_FACTS[config.loss.negatives]
+    if not facts.holds_inputs:
+        return 0
+    return config.data.batch_size * m if facts.per_anchor else m
 
 
 def _points(n_values: Sequence[int], fractions: Sequence[float], max_m: int | None) -> tuple[PilotPoint, ...]:
@@ -172,7 +181,7 @@ def pilot_config(config: TrainConfig, n: int, m: int, steps: int, seed: int = 0)
     document = config.model_dump()
     document["data"]["n_train"] = n
     loss = document["loss"]
-    loss["negatives"] = "shared_pool" if loss["negatives"] == "in_batch" else loss["negatives"]
+    loss["negatives"] = loss["negatives"] if NEGATIVES_FACTS[loss["negatives"]].sized else "shared_pool"
     loss["n_negatives"] = m
     optim = document["optim"]
     optim["warmup_steps"] = optim["warmup_steps"] * steps // optim["total_steps"]

@@ -31,6 +31,7 @@ from crl.advise.pilot import (
 from crl.advise.surface import SurfaceFit, fit_seed_surface
 from crl.sweep import CellRecord, ProgressHook, SweepStore
 from crl.train.config import TrainConfig
+from crl.train.negative_kinds import NEGATIVES_FACTS
 
 __all__ = ["AdviseOptions", "AdviseResult", "Plan", "current_m", "plan_session", "run_session"]
 
@@ -84,7 +85,11 @@ class AdviseResult:
 
 def current_m(config: TrainConfig) -> int:
     """The config's m: ``n_negatives``, or ``batch_size - 1`` for in-batch negatives (one process)."""
-    return config.loss.n_negatives if config.loss.negatives != "in_batch" else config.data.batch_size - 1
+    return (
+        config.loss.n_negatives
+        if NEGATIVES_FACTS[config.loss.negatives].sized
+        else config.data.batch_size - 1
+    )
 
 
 def plan_session(config: TrainConfig, options: AdviseOptions, *, probe: bool = True) -> Plan:

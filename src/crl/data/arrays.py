@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from crl._validate import Integers, check
+
 GenerateNegatives = Callable[[tuple[int, ...], torch.Generator], Tensor]
 """``generate(shape, generator)`` returns samples y' ~ p- of shape (*shape, *positive_shape); the same
 signature as ``crl.negatives.Generate`` (data sits below negatives, so it does not import it)."""
@@ -47,8 +49,7 @@ class PairedArrays(Dataset[tuple[Tensor, ...]]):
             if not isinstance(labels, Tensor) or labels.shape != (x.shape[0],):
                 shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
                 raise ValueError(f"labels: expected shape ({x.shape[0]},), one per pair, got {shape}.")
-            if labels.is_floating_point() or labels.is_complex():
-                raise TypeError(f"labels: expected integer class labels, got {labels.dtype}; use .long().")
+            check("labels", labels, Integers(allow_bool=True))
             labels = labels.long()
         self.x = x
         self.y = y

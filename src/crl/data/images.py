@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from crl._validate import Integers, check
+
 
 @dataclass(frozen=True)
 class ImageSet:
@@ -42,8 +44,7 @@ class ImageSet:
                 tuple(self.labels.shape) if isinstance(self.labels, Tensor) else type(self.labels).__name__
             )
             raise ValueError(f"labels: expected shape ({self.images.shape[0]},), one per image, got {shape}.")
-        if self.labels.dtype != torch.int64:
-            raise TypeError(f"labels: expected int64, got {self.labels.dtype}; use .long().")
+        check("labels", self.labels, Integers(int64=True))
         n_classes = len(self.class_names)
         if int(self.labels.min()) < 0 or int(self.labels.max()) >= n_classes:
             raise ValueError(

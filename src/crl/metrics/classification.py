@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from crl._validate import Integer, check
+from crl._validate import Integer, Integers, check
 
 __all__ = ["knn_accuracy", "knn_predictions", "linear_probe_accuracy", "linear_probe_predictions"]
 
@@ -167,8 +167,7 @@ def _check_labels(name: str, labels: Tensor, length: int, n_classes: int | None)
     if not isinstance(labels, Tensor) or labels.dim() != 1 or labels.shape[0] != length:
         shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
         raise ValueError(f"{name} must be a 1-D tensor of {length} labels (one per feature row), got {shape}")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer class indices, got {labels.dtype}; convert with .long()")
+    check(name, labels, Integers())
     if length and int(labels.min()) < 0:
         raise ValueError(
             f"{name} holds the label {int(labels.min())}; classes are 0, 1, ...: drop the unlabelled items first"

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._validate import ArgumentError, Floats, Integer, check
+from crl._validate import ArgumentError, Floats, Integer, Integers, check
 from crl._vocab import Estimate
 
 
@@ -464,8 +464,7 @@ def _check_index(
     if not isinstance(index, Tensor) or index.dim() != 1 or index.shape[0] != length:
         shape = tuple(index.shape) if isinstance(index, Tensor) else type(index).__name__
         raise ValueError(f"{name}: expected a 1-D tensor of length {length} (one per query), got {shape}.")
-    if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
-        raise TypeError(f"{name}: expected an integer tensor, got {index.dtype}; convert with .long().")
+    check(name, index, Integers())
     low = -1 if allow_none else 0
     if length and (int(index.min()) < low or int(index.max()) >= gallery_size):
         raise ValueError(
@@ -479,8 +478,7 @@ def _check_labels(name: str, labels: Tensor, length: int) -> Tensor:
     if not isinstance(labels, Tensor) or labels.dim() != 1 or labels.shape[0] != length:
         shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
         raise ValueError(f"{name}: expected a 1-D tensor of length {length}, got {shape}.")
-    if labels.is_floating_point() or labels.is_complex():
-        raise TypeError(f"{name}: expected integer labels, got {labels.dtype}; convert with .long().")
+    check(name, labels, Integers(allow_bool=True))
     return labels.long()
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from crl._validate import Integers, check
+
 
 @dataclass(frozen=True)
 class LeaveOut:
@@ -85,12 +87,7 @@ class ItemIds:
 
 def _id_tensor(name: str, ids: object, shape: tuple[int, ...], device: torch.device) -> Tensor:
     """An integer tensor of ``shape`` on ``device`` named ``name``."""
-    if not isinstance(ids, Tensor):
-        raise TypeError(f"{name} must be an integer torch.Tensor, got {type(ids).__name__}.")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise ValueError(f"{name} has dtype {ids.dtype}; pass integer ids (e.g. {name}.long()).")
-    if tuple(ids.shape) != shape:
-        raise ValueError(f"{name} has shape {tuple(ids.shape)}; expected {shape}.")
+    ids = check(name, ids, Integers(shape))
     if ids.device != device:
         raise ValueError(f"{name} is on {ids.device} but the embeddings are on {device}; move it with .to().")
     return ids

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crl._validate import check_choice, check_count, check_real
+from crl._validate import Integers, check, check_choice, check_count, check_real
 from crl.objectives._blocks import spans
 from crl.objectives._checks import TILINGS, Tiling, check_embeddings, check_inputs, check_pair, upcast
 from crl.objectives._lse import Kernel, row_lse
@@ -132,8 +132,7 @@ class IndividualTemperatureState:
 
 def _checked_ids(item_ids: object, n: int, n_items: int, device: torch.device) -> Tensor:
     """(n,) distinct int64 ids in [0, n_items) on ``device``."""
-    if not isinstance(item_ids, Tensor) or item_ids.dtype != torch.int64 or item_ids.shape != (n,):
-        raise ValueError(f"item_ids must be an int64 tensor of shape ({n},), one training-set id per anchor.")
+    item_ids = check("item_ids", item_ids, Integers((n,), int64=True, what="one training-set id per anchor"))
     if item_ids.device != device:
         raise ValueError(f"item_ids is on {item_ids.device}, anchors on {device}; move them to one device.")
     if item_ids.device.type == "cpu":

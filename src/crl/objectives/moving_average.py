@@ -38,7 +38,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from crl._validate import check_choice, check_count, check_tau
+from crl._validate import Integers, check, check_choice, check_count, check_tau
 from crl.objectives._checks import REDUCTIONS, Reduction, check_embeddings, check_inputs, check_pair, upcast
 
 GammaLike = float | Callable[[int], float]
@@ -144,13 +144,7 @@ def _resolve_gamma(gamma: GammaLike, step: Tensor) -> float:
 
 def _check_item_ids(item_ids: object, n: int, state: MovingAverageState, device: torch.device) -> Tensor:
     """(n,) distinct int64 ids in [0, n_items) on the anchors' device."""
-    if not isinstance(item_ids, Tensor) or item_ids.dtype != torch.int64 or item_ids.shape != (n,):
-        shape = tuple(item_ids.shape) if isinstance(item_ids, Tensor) else type(item_ids).__name__
-        dtype = item_ids.dtype if isinstance(item_ids, Tensor) else None
-        raise ValueError(
-            f"item_ids has shape {shape} and dtype {dtype}; pass an int64 tensor of shape ({n},), "
-            "one training-set id per anchor."
-        )
+    item_ids = check("item_ids", item_ids, Integers((n,), int64=True, what="one training-set id per anchor"))
     if item_ids.device != device:
         raise ValueError(f"item_ids is on {item_ids.device}, anchors on {device}; move them to one device.")
     low, high = torch.stack(torch.aminmax(item_ids)).tolist()  # one host sync for both

@@ -32,6 +32,7 @@ from crl.train.config import (
 )
 from crl.train.data import labelled_inputs
 from crl.train.estimator import pool_size_of
+from crl.train.negative_kinds import NEGATIVES_FACTS, NegativesFacts
 from crl.train.streams import derive_generator
 
 __all__ = [
@@ -171,9 +172,9 @@ def negative_buffer_bytes(config: TrainConfig, positive_shape: tuple[int, ...]) 
 def _buffer_terms(config: TrainConfig, positive_shape: tuple[int, ...]) -> tuple[int, int, int]:
     """(R, P, S) of :func:`negative_buffer_bytes`."""
     loss = config.loss
-    kind = NEGATIVE_KINDS[loss.negatives]
-    rows = (config.data.batch_size if kind.per_anchor else 1) * loss.n_negatives
-    inputs = math.prod(positive_shape) if kind.holds_inputs else 0
+    facts = NEGATIVE_KINDS[loss.negatives].facts
+    rows = (config.data.batch_size if facts.per_anchor else 1) * loss.n_negatives
+    inputs = math.prod(positive_shape) if facts.holds_inputs else 0
     return rows, inputs, 2 if loss.symmetric else 1
 
 
@@ -304,27 +305,36 @@ def _mined_sampler(config: TrainConfig, source: PairSource, distributed: bool) -
     )
 
 
+SamplerBuilder = Callable[[TrainConfig, PairSource, bool], Sampler]
+"""``builder(config, source, distributed)``: the :class:`crl.negatives.Sampler` of one ``[loss] negatives`` kind."""
+
+
 @dataclass(frozen=True)
 class NegativeKind:
     """What crl does with one ``[loss] negatives`` kind; :data:`NEGATIVE_KINDS` holds one per kind.
 
     Attributes:
-        sampler: ``sampler(config, source, distributed)``, the kind's :class:`crl.negatives.Sampler`.
-        per_anchor: each anchor has its own m negatives (n m rows per step), not m shared by the batch.
-        holds_inputs: the negatives are kept as inputs (P numbers each), not as embeddings only.
+        sampler: builds the kind's sampler.
+        facts: what the kind is (:data:`crl.train.negative_kinds.NEGATIVES_FACTS`).
     """
 
-    sampler: Callable[[TrainConfig, PairSource, bool], Sampler]
-    per_anchor: bool = False
-    holds_inputs: bool = True
+    sampler: SamplerBuilder
+    facts: NegativesFacts
 
 
-NEGATIVE_KINDS: dict[str, NegativeKind] = {
-    "in_batch": NegativeKind(_in_batch),
-    "shared_pool": NegativeKind(_shared_pool),
-    "independent_pool": NegativeKind(_independent_pool, per_anchor=True),
-    "queue": NegativeKind(_queue, holds_inputs=False),
-    "mined": NegativeKind(_mined_sampler, per_anchor=True),
-}
-"""The negative samplers by ``[loss] negatives``: a new kind is its name in :class:`crl.train.config.LossConfig`
-and one entry here."""
+def _kinds(samplers: dict[str, SamplerBuilder]) -> dict[str, NegativeKind]:
+    """Each kind's sampler beside its facts."""
+    return {name: NegativeKind(sampler, NEGATIVES_FACTS[name]) for name, sampler in samplers.items()}
+
+
+NEGATIVE_KINDS: dict[str, NegativeKind] = _kinds(
+    {
+        "in_batch": _in_batch,
+        "shared_pool": _shared_pool,
+        "independent_pool": _independent_pool,
+        "queue": _queue,
+        "mined": _mined_sampler,
+    }
+)
+"""The negative samplers by ``[loss] negatives``: a new kind is its name and facts in
+:mod:`crl.train.negative_kinds` and one entry here."""

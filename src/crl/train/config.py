@@ -37,6 +37,7 @@ from crl.train.config_files import (
     migrate_flat_sections,
     read_toml,
 )
+from crl.train.negative_kinds import NEGATIVES_FACTS, NegativesName, negatives_where
 
 __all__ = [
     "ArraysData",
@@ -393,6 +394,21 @@ class EstimatorFields(Section):
     )
 
 
+def _either(values: Sequence[object]) -> str:
+    """The values as a choice in words: ``'a'``, ``'a' or 'b'``, ``'a', 'b' or 'c'``."""
+    shown = [repr(value) for value in values]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def _unmet(needs: dict[str, tuple[object, Sequence[object]]]) -> list[str]:
+    """``name = value (needs ...)`` for each field whose value is not one of those it needs."""
+    return [
+        f"{name} = {got!r} (needs {_either(allowed)})"
+        for name, (got, allowed) in needs.items()
+        if got not in allowed
+    ]
+
+
 def check_estimator(loss: LossConfig) -> None:
     """Refuse estimator settings that cannot work together, naming the fields and the fix.
 
@@ -401,9 +417,9 @@ def check_estimator(loss: LossConfig) -> None:
             gamma settings with the minibatch estimator; decay steps without the cosine schedule; a pool size
             with samplers that do not read it.
     """
-    if loss.pool_size > 0 and loss.negatives not in ("shared_pool", "independent_pool"):
+    if loss.pool_size > 0 and not NEGATIVES_FACTS[loss.negatives].pooled:
         raise ValueError(
-            f"pool_size = {loss.pool_size} needs negatives = 'shared_pool' or 'independent_pool' "
+            f"pool_size = {loss.pool_size} needs negatives = {_either(negatives_where(lambda f: f.pooled))} "
             f"(negatives = '{loss.negatives}' does not read it); set pool_size = 0"
         )
     if loss.gamma_decay_steps > 0 and loss.gamma_schedule != "cosine":
@@ -423,13 +439,14 @@ def check_estimator(loss: LossConfig) -> None:
                 "set estimator = 'fastclip' or remove them"
             )
         return
-    needs = {
-        "form": (loss.form, "gcl"),
-        "negatives": (loss.negatives, "shared_pool"),
-        "symmetric": (loss.symmetric, False),
-        "learnable_tau": (loss.learnable_tau, False),
-    }
-    wrong = [f"{name} = {got!r} (needs {want!r})" for name, (got, want) in needs.items() if got != want]
+    wrong = _unmet(
+        {
+            "form": (loss.form, ("gcl",)),
+            "negatives": (loss.negatives, negatives_where(lambda f: f.fastclip)),
+            "symmetric": (loss.symmetric, (False,)),
+            "learnable_tau": (loss.learnable_tau, (False,)),
+        }
+    )
     if wrong:
         raise ValueError(
             "estimator = 'fastclip' (the moving-average GCL loss over a fixed pool of shared negatives, "
@@ -481,15 +498,15 @@ def check_temperature(loss: LossConfig) -> None:
                 f"{', '.join(changed)} set with temperature = 'global'; set temperature = 'per_sample' or remove them"
             )
         return
-    needs = {
-        "form": (loss.form, "gcl"),
-        "symmetric": (loss.symmetric, False),
-        "learnable_tau": (loss.learnable_tau, False),
-        "estimator": (loss.estimator, "minibatch"),
-    }
-    wrong = [f"{name} = {got!r} (needs {want!r})" for name, (got, want) in needs.items() if got != want]
-    if loss.negatives not in ("in_batch", "shared_pool"):
-        wrong.append(f"negatives = {loss.negatives!r} (needs 'in_batch' or 'shared_pool')")
+    wrong = _unmet(
+        {
+            "form": (loss.form, ("gcl",)),
+            "symmetric": (loss.symmetric, (False,)),
+            "learnable_tau": (loss.learnable_tau, (False,)),
+            "estimator": (loss.estimator, ("minibatch",)),
+            "negatives": (loss.negatives, negatives_where(lambda f: f.per_sample_temperature)),
+        }
+    )
     if wrong:
         raise ValueError(
             "temperature = 'per_sample' (iSogCLR: the gcl loss, one-sided, shared negatives, tau_i updated by its "
@@ -522,7 +539,7 @@ class LossConfig(EstimatorFields, TemperatureFields):
     max_inverse_tau: float = Field(
         default=100.0, gt=0, description="Upper bound on 1/tau for a learnable tau."
     )
-    negatives: Literal["in_batch", "shared_pool", "independent_pool", "queue", "mined"] = Field(
+    negatives: NegativesName = Field(
         default="in_batch",
         description="Negative sampler. Regime 'shared' (SSCRL): in_batch (the other positives of the global "
         "batch, m = K*n - 1), shared_pool (m pool items per step, shared by the batch), queue (the m most "
@@ -552,18 +569,19 @@ class LossConfig(EstimatorFields, TemperatureFields):
 
     @model_validator(mode="after")
     def _negatives_are_consistent(self) -> LossConfig:
-        if self.negatives == "in_batch" and self.n_negatives != 0:
+        facts = NEGATIVES_FACTS[self.negatives]
+        if not facts.sized and self.n_negatives != 0:
             raise ValueError(
-                f"n_negatives = {self.n_negatives} is not allowed with negatives = 'in_batch' (m = K*n - 1 "
-                "there); set n_negatives = 0 or choose shared_pool, independent_pool or queue"
+                f"n_negatives = {self.n_negatives} is not allowed with negatives = '{self.negatives}' (m = K*n - 1 "
+                f"there); set n_negatives = 0 or choose {_either(negatives_where(lambda f: f.sized))}"
             )
-        if self.negatives != "in_batch" and self.n_negatives < 1:
+        if facts.sized and self.n_negatives < 1:
             raise ValueError(
                 f"negatives = '{self.negatives}' needs n_negatives (m) >= 1, got {self.n_negatives}"
             )
-        if self.negatives == "mined" and not 1 <= self.mine_window[0] <= self.mine_window[1]:
+        if facts.mined and not 1 <= self.mine_window[0] <= self.mine_window[1]:
             raise ValueError(f"mine_window = {list(self.mine_window)}; pass [lo, hi] with 1 <= lo <= hi")
-        if self.symmetric and self.negatives in ("independent_pool", "mined"):
+        if self.symmetric and facts.per_anchor:
             raise ValueError(
                 f"symmetric = true is not allowed with negatives = '{self.negatives}' (SCRL is one-sided); "
                 "set symmetric = false or use a shared-regime sampler"
@@ -579,8 +597,8 @@ class LossConfig(EstimatorFields, TemperatureFields):
 
     @property
     def regime(self) -> Regime:
-        """'independent' (SCRL) for independent_pool, else 'shared' (SSCRL)."""
-        return "independent" if self.negatives in ("independent_pool", "mined") else "shared"
+        """The regime of the negatives kind: 'independent' (SCRL) or 'shared' (SSCRL)."""
+        return NEGATIVES_FACTS[self.negatives].regime
 
 
 class OptimConfig(Section):

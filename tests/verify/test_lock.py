@@ -13,7 +13,7 @@ import pytest
 
 from crl._lock import FolderLock
 from crl.claims import Registry
-from tests.test_verify import ToyRaises, _invoke
+from tests.verify.test_verify import ToyRaises, _invoke
 
 _HOLD = "import sys, time; from pathlib import Path; from crl._lock import FolderLock\n"
 _HOLD += (

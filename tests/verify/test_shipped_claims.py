@@ -17,7 +17,7 @@ import pytest
 from crl.claims import Role
 from tests.quick_verify import RUN, TIMEOUT_S, command, environment
 
-EXPECTED_FILE = Path(__file__).with_name("expected_quick_verdicts.json")
+EXPECTED_FILE = Path(__file__).resolve().parents[1] / "expected_quick_verdicts.json"
 
 
 def _expected() -> dict[str, dict[str, str]]:

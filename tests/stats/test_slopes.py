@@ -1,4 +1,5 @@
-"""Tests of crl.stats against closed forms, scipy/numpy references and small coverage simulations."""
+"""Tests of crl.stats.slopes (log-log slopes and their bootstrap intervals) against closed forms, scipy/numpy
+references and small coverage simulations."""
 
 import math
 
@@ -6,16 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import optimize
 from scipy import stats as scipy_stats
 
-from crl.stats import (
-    bound_violations,
-    jackknife_t,
-    loglog_slope,
-    loglog_slope_from_replicates,
-    mean_se,
-)
+from crl.stats import loglog_slope, loglog_slope_from_replicates
 
 GRID = np.geomspace(4.0, 512.0, 8)
 
@@ -179,82 +173,3 @@ def test_bad_bootstrap_settings_raise(n_boot: int, ci: float) -> None:
     """If this fails, a too-small bootstrap or a meaningless level slips through."""
     with pytest.raises(ValueError):
         loglog_slope(GRID, 1.0 / GRID, rng=np.random.default_rng(0), n_boot=n_boot, ci=ci)
-
-
-def test_violation_counting_edge_cases() -> None:
-    """If this fails, equality, +inf bounds, se-sized excesses or rounding (atol) are miscounted."""
-    values = [1.0, 2.0, 3.0, 5.0, 1.0 + 1e-15]
-    bounds = [1.0, np.inf, 2.5, 4.0, 1.0]
-    se = [0.0, 0.0, 0.2, 0.2, 0.0]
-    result = bound_violations(values, bounds, se, k=2.0, atol=1e-12)
-    assert result.count == 2  # 3 > 2.5 and 5 > 4; equality and rounding are not violations
-    assert result.count_beyond_mc_error == 2  # 0.5 > 0.4 and 1.0 > 0.4
-    assert result.max_excess == pytest.approx(1.0)
-    assert result.worst_index == 3
-    assert result.max_z == pytest.approx(5.0)
-    narrower = bound_violations(values, bounds, se, k=3.0, atol=1e-12)
-    assert narrower.count_beyond_mc_error == 1  # only 1.0 > 0.6
-    strict = bound_violations(values, bounds, None)
-    assert strict.count == 3 and strict.count_beyond_mc_error == 3 and strict.max_z is None
-
-
-def test_default_multiple_is_bonferroni_and_controls_the_family_wise_error() -> None:
-    """If this fails, a tight true bound checked at many points would report spurious violations."""
-    n = 500
-    result = bound_violations(np.zeros(n), np.zeros(n), np.ones(n), alpha=0.05)
-    assert result.k == pytest.approx(scipy_stats.norm.ppf(1 - 0.05 / n))
-    assert result.expected_false == pytest.approx(0.05, rel=1e-9)
-    rng = np.random.default_rng(6)
-    trials = 400
-    spurious = sum(
-        not bound_violations(rng.standard_normal(n), np.zeros(n), np.ones(n)).holds for _ in range(trials)
-    )
-    assert spurious / trials <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / trials)
-
-
-@pytest.mark.parametrize(("count", "n"), [(0, 50), (3, 200), (10, 10)])
-def test_rate_upper_bound_is_the_exact_clopper_pearson_bound(count: int, n: int) -> None:
-    """If this fails, the reported upper bound on the violation rate is not the exact binomial one."""
-    values = np.r_[np.ones(count), np.zeros(n - count)]
-    result = bound_violations(values, np.zeros(n), None, ci=0.95)
-    if count == n:
-        assert result.rate_upper == 1.0
-        return
-    expected = optimize.brentq(lambda p: scipy_stats.binom.cdf(count, n, p) - 0.05, 1e-12, 1 - 1e-12)
-    assert result.rate_upper == pytest.approx(expected, rel=1e-6)
-
-
-def test_bad_violation_input_raises() -> None:
-    """If this fails, NaN values, negative errors or mismatched lengths are accepted."""
-    with pytest.raises(ValueError, match="NaN"):
-        bound_violations([np.nan], [1.0])
-    with pytest.raises(ValueError, match="negative"):
-        bound_violations([1.0], [1.0], [-0.1])
-    with pytest.raises(ValueError, match="one bound per value"):
-        bound_violations([1.0, 2.0], [1.0])
-    with pytest.raises(ValueError, match="empty"):
-        bound_violations([], [])
-
-
-def test_mean_se_and_t_interval_match_scipy() -> None:
-    """If this fails, the replicate mean's standard error or its t interval are off."""
-    values = np.random.default_rng(7).normal(2.0, 3.0, size=12)
-    estimate = mean_se(values)
-    assert estimate.se == pytest.approx(scipy_stats.sem(values), rel=1e-12)
-    low, high = estimate.t_ci(0.9)
-    ref = scipy_stats.t.interval(0.9, df=11, loc=values.mean(), scale=scipy_stats.sem(values))
-    assert (low, high) == pytest.approx(ref, rel=1e-12)
-    with pytest.raises(ValueError, match="at least 2"):
-        mean_se([1.0])
-
-
-def test_jackknife_t_of_a_mean_is_the_student_t_interval() -> None:
-    """If this fails, the jackknife interval of a plain mean differs from the textbook Student-t interval."""
-    values = np.random.default_rng(0).normal(size=(9, 1))
-    interval = jackknife_t(lambda means: float(means[0]), values, 0.99)
-    se = values.std(ddof=1) / 3.0
-    half = scipy_stats.t.ppf(0.995, 8) * se
-    assert interval.se == pytest.approx(se)
-    assert (interval.ci_low, interval.ci_high) == pytest.approx((values.mean() - half, values.mean() + half))
-    with pytest.raises(ValueError, match="at least 3 seeds"):
-        jackknife_t(lambda means: float(means[0]), values[:2], 0.99)

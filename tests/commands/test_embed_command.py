@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from crl.commands import app
 from crl.models.minilm import MiniLM, embed_texts, packaged_model_path
-from tests.text.helpers import CORPUS, build_text_index
+from tests.serving.helpers import CORPUS, build_text_index
 
 
 @pytest.fixture(scope="module")
