@@ -21,6 +21,10 @@ truth the mirror image of the shrunk effect, ``-|shrunk|`` (delta = |shrunk|/2).
 repeats seeds, which narrows a delete-one-seed jackknife a little: P(decide) errs on the optimistic side by that
 much, stated beside the figures.
 
+C6 (:func:`saturation_power`) is the exception: its m* lives on the m grid, so its effect cannot be moved; its
+power is taken as measured, its FAIL side with the two regimes swapped (the measured effect mirrored below 0),
+and its null control as measured.
+
 Usage: ``python -m crl.claims.power RUN_DIR --claim C5 [--resamples 200] [--seeds S] [--control-seeds S]``.
 """
 
@@ -34,10 +38,12 @@ from typing import Any
 import numpy as np
 
 from crl.claims import c05_trained_gap as c5
+from crl.claims import c06_saturation as c6
 from crl.claims import c10_generalisation as c10
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
+from crl.stats.saturation import seed_weights, slope_bounds, slope_difference
 from crl.sweep import CellRecord, SweepStore
 
 RESAMPLES = 200
@@ -369,6 +375,71 @@ class C10Power:
         return c10._secant_part(name, plan.n_grid, self._matrix(keys, index), c10.N_BOUND, self.level).verdict
 
 
+@dataclass(frozen=True)
+class SaturationPower:
+    """C6's power over resamples of whole seeds (its m* lives on the m grid, so its effect cannot be moved):
+
+    Attributes:
+        p_pass, p_decide: shares of resamples, as measured, whose verdict is PASS, and PASS or FAIL.
+        p_fail_mirrored: share that FAIL with the regimes swapped (slope(SCRL) - slope(SSCRL): the measured effect
+            mirrored below 0).
+        p_control_pass, p_control_fail: the null control's shares.
+        allowed: 1 - level.
+        seeds, resamples: S and R.
+    """
+
+    p_pass: float
+    p_decide: float
+    p_fail_mirrored: float
+    p_control_pass: float
+    p_control_fail: float
+    allowed: float
+    seeds: int
+    resamples: int
+
+
+def saturation_power(
+    records: list[CellRecord],
+    fidelity: Fidelity,
+    *,
+    resamples: int = RESAMPLES,
+    seeds: int | None = None,
+    seed: int = 0,
+) -> SaturationPower:
+    """C6's shares over seed resamples, judged by :mod:`crl.claims.c06_saturation`'s own m* rule and bootstrap."""
+    grid_n = c6.PLANS[fidelity]["n"]
+    measured = 1 + max(int(r.cell.params["replicate"]) for r in records)
+    stacked = {arm: c6._stack(records, arm, grid_n, measured, "excess") for arm in c6.ARMS}
+    level = part_level(c6.CLAIM.parts)
+    rng = np.random.default_rng(seed)
+    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
+    size = seeds or measured
+    claim, mirrored, control = [], [], []
+    for _ in range(resamples):
+        index = rng.integers(0, measured, size)
+        weights = seed_weights(size, rng, c6.N_BOOT)
+        slopes = {
+            arm: slope_bounds(
+                log_n, c6.saturations_by_n(grid_n, [values[index] for values in stacked[arm]], weights, level)
+            )
+            for arm in c6.ARMS
+        }
+        forward, null = c6.claim_and_control(slopes, level)
+        claim.append(c6._judge(forward, 0)[0])
+        mirrored.append(c6._judge(slope_difference(slopes["scrl"], slopes["sscrl"], level), 0)[0])
+        control.append(c6._judge(null, 0)[0])
+    return SaturationPower(
+        p_pass=_share(claim, Verdict.PASS),
+        p_decide=_share(claim, Verdict.PASS) + _share(claim, Verdict.FAIL),
+        p_fail_mirrored=_share(mirrored, Verdict.FAIL),
+        p_control_pass=_share(control, Verdict.PASS),
+        p_control_fail=_share(control, Verdict.FAIL),
+        allowed=1.0 - level,
+        seeds=size,
+        resamples=resamples,
+    )
+
+
 CLAIMS: dict[str, type[C5Power] | type[C10Power]] = {"C5": C5Power, "C10": C10Power}
 """The claims whose power this module computes."""
 
@@ -431,11 +502,24 @@ def markdown(claim: str, parts: list[PartPower], control: ControlPower) -> str:
     return "\n".join(lines)
 
 
+def saturation_markdown(power: SaturationPower) -> str:
+    """C6's power as a Markdown table."""
+    return "\n".join(
+        [
+            "| C6 | P(PASS) | P(decide) | P(FAIL), arms swapped | null control P(PASS) (allowed) | P(FAIL) | seeds |",
+            "|---|---|---|---|---|---|---|",
+            f"| as measured | {power.p_pass:.3f} | {power.p_decide:.3f} | {power.p_fail_mirrored:.3f} | "
+            f"{power.p_control_pass:.3f} ({power.allowed:.4f}) | {power.p_control_fail:.3f} | {power.seeds} |",
+            f"\n{power.resamples} resamples of whole seeds.",
+        ]
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m crl.claims.power RUN_DIR --claim C5``: print the power table (Markdown)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--claim", required=True, choices=sorted(CLAIMS))
+    parser.add_argument("--claim", required=True, choices=[*sorted(CLAIMS), "C6"])
     parser.add_argument("--fidelity", default="standard", choices=[f.value for f in Fidelity])
     parser.add_argument("--resamples", type=int, default=RESAMPLES)
     parser.add_argument(
@@ -444,6 +528,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--control-seeds", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     args = parser.parse_args(argv)
+    if args.claim == "C6":
+        power = saturation_power(
+            stored_records(args.run_dir, "C6"),
+            Fidelity(args.fidelity),
+            resamples=args.resamples,
+            seeds=args.seeds,
+            seed=args.seed,
+        )
+        print(saturation_markdown(power))
+        return
     parts, control = power_table(
         args.run_dir,
         args.claim,
