@@ -546,3 +546,15 @@ def test_vmf_normaliser_reference_agrees_with_the_library() -> None:
     for kappa in (0.3, 2.0, 9.0):
         assert log_c3(kappa) == pytest.approx(float(log_vmf_normaliser(3, kappa)), rel=1e-12)
         assert a3(kappa) == pytest.approx(float(vmf_mean_resultant_length(3, kappa)), rel=1e-12)
+
+
+def test_an_item_without_mass_under_either_law_has_log_ratio_minus_infinity() -> None:
+    """If this fails, an item with p+ = p- = 0 (the adversarial search of C2 drives both softmax logits to -inf, as
+    at seed 7310) gives a NaN log-ratio and E* raises instead of ignoring the item."""
+    plus = torch.tensor([[0.5, 0.5, 0.0]], dtype=torch.float64)
+    minus = torch.tensor([0.25, 0.75, 0.0], dtype=torch.float64)
+    law = FiniteLaw(torch.ones(1, dtype=torch.float64), plus, minus)
+    ratio = law.log_ratio()
+    assert ratio[0, 2] == -math.inf and torch.isfinite(ratio[0, :2]).all()
+    reduced = FiniteLaw(torch.ones(1, dtype=torch.float64), plus[:, :2], minus[:2])
+    assert finite_optimal_auc(law) == pytest.approx(finite_optimal_auc(reduced), abs=1e-15)

@@ -17,6 +17,7 @@ is a table ``s_ij = s(x_i, y_j)`` (:func:`score_table`). Then, exactly,
 directly from its tables.
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -80,8 +81,10 @@ class FiniteLaw:
         object.__setattr__(self, "negative_probs", minus)
 
     def log_ratio(self) -> Tensor:
-        """(n_x, n_y) ``log p+_ij / p-_j`` (-inf where p+_ij = 0)."""
-        return torch.log(self.positive_probs) - torch.log(self.negative_probs)[None, :]
+        """(n_x, n_y) ``log p+_ij / p-_j`` (-inf where p+_ij = 0, also where p-_j = 0 too: such an item has no mass
+        under either law)."""
+        ratio = torch.log(self.positive_probs) - torch.log(self.negative_probs)[None, :]
+        return torch.where(self.positive_probs > 0, ratio, torch.full_like(ratio, -math.inf))
 
 
 def finite_law_of(truth: DiscreteLatent) -> FiniteLaw:
