@@ -1,6 +1,8 @@
 """C6 (synthetic): where more negatives stop helping, m*(n), grows faster with n in SSCRL than in SCRL ([A] Sec. 5).
 
-Pre-registered in docs/claims/C6.md (docs/theory.md section 7, C6).
+Pre-registered in docs/claims/C6.md (docs/theory.md section 7, C6). The module is long (about 680 lines) because
+it holds the whole experiment in one place: two exact fits (the ball and the null control's line), the cells, the
+m* rule's application, the table, the figure and the notes. Its statistics live in :mod:`crl.stats.saturation`.
 
 Experiment (:func:`fit_in_ball`). Truth ``AsymmetricSphere(2, kappa=4, anchor_kappa=2, p- = pi)``,
 tau = 0.5; s_hat minimises [A]'s gcl empirical risk over the ball |theta| <= 6 of the scores
