@@ -18,10 +18,11 @@ Tie rule (crl's one rule for every ranking metric, also :mod:`crl.metrics.retrie
 scores the non-relevant items rank before the relevant ones. sentence-transformers breaks ties by ascending
 corpus id instead; the two agree whenever no relevant item ties with a non-relevant one.
 
-:func:`evaluate_index` computes the metrics over a :class:`crl.search.Index` in batches of queries, so the
-corpus never has to fit in one score matrix. It asks the index for the top ``K = max k`` items, widening the
-request while the K-th score ties with the next one so that ties at the cut-off are seen whole (exact for a flat
-index; an approximate index ranks what it finds). TREC qrels and run files: :mod:`crl.metrics.trec`.
+:func:`evaluate_index` computes the metrics over any search backend (a :class:`crl.search.Index`, or a Milvus
+collection, :class:`crl.search.milvus.MilvusIndex`) in batches of queries, so the corpus never has to fit in one
+score matrix. It asks the index for the top ``K = max k`` items, widening the request while the K-th score ties
+with the next one so that ties at the cut-off are seen whole (exact for a flat index; an approximate index ranks
+what it finds). TREC qrels and run files: :mod:`crl.metrics.trec`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from crl.search import Index
+from crl.search import Index, SearchBackend
 
 __all__ = [
     "DEFAULT_KS",
@@ -197,7 +198,7 @@ def label_relevance(query_labels: Any, corpus_labels: Any) -> tuple[np.ndarray, 
 
 
 def evaluate_index(
-    index: Index,
+    index: SearchBackend,
     queries: Any,
     *,
     qrels: Sequence[Collection[int]] | None = None,
@@ -208,7 +209,8 @@ def evaluate_index(
     ef_search: int | None = None,
     nprobe: int | None = None,
 ) -> IRReport:
-    """IR metrics of ``queries`` (q, d) searched in ``index``, in batches of ``batch_size`` queries.
+    """IR metrics of ``queries`` (q, d) searched in ``index`` (any :class:`crl.search.SearchBackend`: crl's
+    faiss index or a Milvus collection), in batches of ``batch_size`` queries.
 
     Relevance: either ``qrels`` (one collection of relevant index ids per query) or ``labels`` = (query
     labels (q,), corpus labels indexed by id) for class relevance (same label = relevant). ``self_ids``
@@ -269,7 +271,7 @@ def _self_ids(self_ids: Any, n_queries: int) -> np.ndarray | None:
 
 
 def _search_with_ties(
-    index: Index,
+    index: SearchBackend,
     queries: np.ndarray,
     depth: int,
     own: np.ndarray | None,
@@ -303,7 +305,7 @@ def _drop_own(ids: np.ndarray, scores: np.ndarray, own: np.ndarray) -> tuple[np.
 class _Relevance:
     """Relevance flags of retrieved ids and R_q per query, from qrels or from labels."""
 
-    def __init__(self, index: Index, qrels: Any, labels: Any, n_queries: int) -> None:
+    def __init__(self, index: SearchBackend, qrels: Any, labels: Any, n_queries: int) -> None:
         self.qrels: list[np.ndarray] | None = None
         self.labels: tuple[np.ndarray, np.ndarray] | None = None
         if qrels is not None:
