@@ -14,6 +14,7 @@ import pytest
 
 from crl.commands.index import index_export_command
 from crl.commands.search import search_command
+from crl.metrics.ir import evaluate_index
 from crl.search import TIE, EncoderProvenance, Index
 from crl.search.milvus import MilvusIndex
 from tests.milvus_server import free_port, kill, uri
@@ -102,6 +103,36 @@ def test_hnsw_recall_against_exact_search(server: object, data) -> None:
     got = collection.search(queries, 10, ef_search=64).ids
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, exact, strict=True)])
     assert recall >= 0.95
+
+
+def test_ir_evaluation_of_a_flat_collection_equals_faiss_flat_and_reports_hnsw_recall(
+    server: object, data
+) -> None:
+    vectors, ids, metadata = data
+    labels = np.full(int(ids.max()) + 1, -1)
+    labels[ids] = [m["label"] for m in metadata]
+    flat = MilvusIndex.create(uri(server, "eval_flat"), D)
+    hnsw = MilvusIndex.create(uri(server, "eval_hnsw"), D, kind="hnsw", params={"M": 4, "efConstruction": 8})
+    for collection in (flat, hnsw):
+        collection.add(vectors, ids, metadata)
+    faiss_flat = Index.build(vectors, ids)
+    queries, own = vectors[:40], ids[:40]
+
+    def evaluated(index, exact=None, ef_search=None):  # type: ignore[no-untyped-def]
+        relevance = (labels[own], labels)
+        return evaluate_index(
+            index, queries, labels=relevance, self_ids=own, exact=exact, ef_search=ef_search
+        )
+
+    expected, got = evaluated(faiss_flat), evaluated(flat, faiss_flat)
+    assert got.values == expected.values and got.search_recall == {100: 1.0}
+    for name, by_k in expected.per_query.items():
+        for k, values in by_k.items():
+            np.testing.assert_array_equal(got.per_query[name][k], values)
+    approximate = evaluated(hnsw, flat, ef_search=100)
+    recall = approximate.search_recall[100]
+    assert 0.5 < recall <= 1.0  # Milvus searches a small collection's unsealed segment exactly
+    assert approximate.as_flat_dict()["search_recall@100"] == recall
 
 
 def test_writes_acknowledged_before_a_kill_are_there_after_a_restart(server: object, data) -> None:
