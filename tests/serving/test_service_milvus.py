@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
+from crl.commands.serve import serving_app
 from crl.search import EncoderProvenance
 from crl.search.milvus import MilvusIndex
 from crl.serving.queries import StringEncoder, register_string_encoder
@@ -114,6 +115,14 @@ def test_texts_of_a_collection_without_an_encoder_are_a_422_naming_texts(collect
         assert response.status_code == 422 and field_of(response) == ["texts"]
         assert "records no encoder" in response.text
         assert hits(client.post(f"{server.url}/search", json={"ids": [3], "k": 1})) == [[3]]
+
+
+def test_crl_serve_opens_a_collection_for_bounded_reads(collection: MilvusIndex) -> None:
+    app = serving_app(str(collection.address), max_batch=16, max_k=50, timeout=TIMEOUT_S)
+    with LoopbackServer(app) as server, httpx.Client(timeout=30) as client:
+        assert client.get(f"{server.url}/health").json()["kind"] == "flat"
+        found = hits(client.post(f"{server.url}/search", json={"vectors": [[1.0] * D], "k": 3}))
+        assert len(found[0]) == 3
 
 
 def test_a_killed_server_is_a_503_naming_it_and_the_service_recovers_after_its_restart(  # type: ignore[no-untyped-def]

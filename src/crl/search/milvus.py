@@ -257,7 +257,7 @@ class MilvusIndex:
             raise ValueError(
                 f"{address} does not exist; create it with MilvusIndex.create (or crl index build)"
             )
-        collection = Collection(address.collection, using=alias, consistency_level=consistency)
+        collection = Collection(address.collection, using=alias)
         metric, kind, encoder = _described(address, collection.description)
         vector = next((f for f in collection.schema.fields if f.name == "vector"), None)
         if vector is None:
@@ -276,7 +276,7 @@ class MilvusIndex:
 
     def __len__(self) -> int:
         """The number of items in the collection (deleted ones excluded)."""
-        rows = self._call(lambda c: c.query(expr="", output_fields=["count(*)"], timeout=self._timeout))
+        rows = self._call(lambda c: c.query(expr="", output_fields=["count(*)"], **self._read))
         return int(rows[0]["count(*)"])
 
     @property
@@ -290,7 +290,7 @@ class MilvusIndex:
         """The ids of every item in the collection, ascending (read in batches of 10,000)."""
 
         def read(collection: Any) -> list[int]:
-            pages = collection.query_iterator(batch_size=10_000, output_fields=["id"], timeout=self._timeout)
+            pages = collection.query_iterator(batch_size=10_000, output_fields=["id"], **self._read)
             found: list[int] = []
             while page := pages.next():
                 found.extend(int(row["id"]) for row in page)
@@ -350,7 +350,7 @@ class MilvusIndex:
         found: dict[int, dict[str, Any]] = {}
         if wanted:
             expr = f"id in [{', '.join(map(str, wanted))}]"
-            for row in self._call(lambda c: c.query(expr=expr, output_fields=["*"], timeout=self._timeout)):
+            for row in self._call(lambda c: c.query(expr=expr, output_fields=["*"], **self._read)):
                 found[int(row["id"])] = {k: v for k, v in row.items() if k not in ("id", "vector")}
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -366,7 +366,7 @@ class MilvusIndex:
         if wanted.size == 0:
             return np.empty((0, self.dim), dtype=np.float32)
         expr = f"id in [{', '.join(str(int(i)) for i in set(wanted.tolist()))}]"
-        found = self._call(lambda c: c.query(expr=expr, output_fields=["vector"], timeout=self._timeout))
+        found = self._call(lambda c: c.query(expr=expr, output_fields=["vector"], **self._read))
         rows = {int(r["id"]): r["vector"] for r in found}
         missing = [int(i) for i in wanted if int(i) not in rows]
         if missing:
@@ -399,7 +399,7 @@ class MilvusIndex:
         ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
         if matrix.shape[0]:
             hits = self._call(
-                lambda c: c.search(matrix, "vector", param, limit=k, expr=expression, timeout=self._timeout)
+                lambda c: c.search(matrix, "vector", param, limit=k, expr=expression, **self._read)
             )
             for row, hit in enumerate(hits):
                 ids[row, : len(hit.ids)], scores[row, : len(hit.ids)] = hit.ids, hit.distances
@@ -410,6 +410,11 @@ class MilvusIndex:
     def drop(self) -> None:
         """Delete the collection and everything in it from the server."""
         self._call(lambda c: c.drop(timeout=self._timeout))
+
+    @property
+    def _read(self) -> dict[str, Any]:
+        """The arguments of a read: its timeout and the consistency given at connection."""
+        return {"timeout": self._timeout, "consistency_level": self._consistency}
 
     def _call(self, operation: Callable[[Any], T]) -> T:
         """``operation(collection)``; a server that fails it is a ``BackendUnavailableError`` naming the backend,
@@ -439,9 +444,7 @@ class MilvusIndex:
         try:
             if self._stale:
                 alias = _open(self.address, self._timeout, fresh=True)
-                collection = Collection(
-                    self.address.collection, using=alias, consistency_level=self._consistency
-                )
+                collection = Collection(self.address.collection, using=alias)
                 collection.load(timeout=self._timeout)
                 self._collection = collection
                 self._stale = False
@@ -468,7 +471,7 @@ class MilvusIndex:
         if ids.size == 0:
             return ids
         expr = f"id in [{', '.join(str(int(i)) for i in ids)}]"
-        rows = self._call(lambda c: c.query(expr=expr, output_fields=["id"], timeout=self._timeout))
+        rows = self._call(lambda c: c.query(expr=expr, output_fields=["id"], **self._read))
         return np.array(sorted(int(row["id"]) for row in rows), dtype=np.int64)
 
 
