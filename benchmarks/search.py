@@ -3,6 +3,7 @@
     python benchmarks/search.py --sets fashion vmf-1e5             # minutes
     python benchmarks/search.py --sets vmf-1e6 --queries 1000      # the heavy run (about an hour on 2 cores)
     python benchmarks/search.py --sets --on-disk 1000000           # only the IVF whose lists are on disk
+    python benchmarks/search.py --sets vmf-1e5 --kinds hnsw --milvus   # faiss HNSW beside Milvus HNSW
 
 Data sets (d = 128, cosine):
 
@@ -18,6 +19,12 @@ all queries; recall@10 = |approximate top 10 ∩ exact top 10| / 10, averaged ov
 of the serialised faiss index. Each configuration's search is repeated until it has run for ``--min-seconds``.
 Prints one Markdown table per data set and writes every row to ``--out`` (JSON).
 
+``--kinds`` limits the faiss kinds swept. ``--milvus`` adds Milvus HNSW with crl's HNSW defaults (M = 32,
+efConstruction = 80) on the same vectors: a Milvus standalone server (``crl.search.milvus.local_server``) in a
+temporary folder, the corpus inserted in batches of 10,000, flushed and indexed (build time: insert, flush,
+index and load), searched with Eventually-consistent reads in batches of 1,000 queries at each ef; memory is
+the growth of the server's resident set from before the insert to after the load.
+
 ``--on-disk N``: an IVF-Flat index (``--nlist``, ``--nprobe``) of N vectors of the vMF mixture whose inverted lists
 live in a file (faiss's ``OnDiskInvertedLists``, built by ``faiss.contrib.ondisk.merge_ondisk``), searched in a
 fresh process (numpy and faiss only) that memory-maps them: its peak anonymous RSS (``RssAnon``, sampled every
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -124,6 +132,72 @@ def exact_baseline(corpus: np.ndarray, queries: np.ndarray, min_seconds: float) 
     return ids, row | {"qps": len(queries) / seconds, "recall@10": 1.0}
 
 
+def milvus_hnsw(
+    name: str,
+    corpus: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    min_seconds: float,
+    rows: list[dict],
+) -> None:
+    """Milvus HNSW rows: a local server, the corpus inserted, flushed and indexed, searched at each ef."""
+    # Deferred: pymilvus and the milvus package are the optional extra crl[milvus], needed only with --milvus.
+    from crl.search.milvus import MilvusIndex, local_server
+
+    with tempfile.TemporaryDirectory() as folder:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        server = local_server(folder, port=port)
+        server.start()
+        try:
+            before = resident_bytes(server.server_proc.pid)
+            start = time.perf_counter()
+            uri = f"milvus://127.0.0.1:{server.listen_port}/{name.replace('-', '_')}"
+            collection = MilvusIndex.create(uri, DIM, metric="ip", kind="hnsw", timeout=600)
+            for first in range(0, len(corpus), 10_000):
+                part = np.arange(first, min(first + 10_000, len(corpus)))
+                collection.add(corpus[part], part)
+            collection.flush()
+            reader = MilvusIndex.connect(uri, consistency="Eventually", timeout=600)
+            build = time.perf_counter() - start
+            size = resident_bytes(server.server_proc.pid) - before
+            for ef in SWEEPS["hnsw"][1]:
+
+                def search(ef: int = ef) -> np.ndarray:
+                    parts = [
+                        reader.search(queries[i : i + 1000], K, ef_search=ef).ids
+                        for i in range(0, len(queries), 1000)
+                    ]
+                    return np.concatenate(parts)
+
+                found, seconds = timed(search, min_seconds)
+                hits = (found[:, :, None] == truth[:, None, :]).any(axis=2).sum(axis=1)
+                rows.append(
+                    {
+                        "set": name,
+                        "kind": "milvus hnsw",
+                        "params": reader.params,
+                        "setting": f"ef_search={ef}",
+                        "build_s": build,
+                        "bytes": size,
+                        "qps": len(queries) / seconds,
+                        "recall@10": float(hits.mean() / K),
+                    }
+                )
+                print(json.dumps(rows[-1]), flush=True)
+        finally:
+            server.stop()
+
+
+def resident_bytes(pid: int) -> int:
+    """The resident set of process ``pid`` (VmRSS), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
 def measure(
     name: str,
     corpus: np.ndarray,
@@ -132,9 +206,13 @@ def measure(
     min_seconds: float,
     rows: list[dict],
     save: Callable[[], None],
+    kinds: list[str],
 ) -> None:
-    """Build each kind with its defaults and sweep its search setting, appending rows and saving after each."""
+    """Build each kind of ``kinds`` with its defaults and sweep its search setting, appending rows and saving
+    after each."""
     for kind, (knob, values) in SWEEPS.items():
+        if kind not in kinds:
+            continue
         start = time.perf_counter()
         index = Index.build(corpus, kind=kind, metric="ip")  # type: ignore[arg-type]
         build = time.perf_counter() - start
@@ -287,6 +365,8 @@ def main() -> None:
     parser.add_argument(
         "--sets", nargs="*", default=["fashion", "vmf-1e5"], choices=["fashion", "vmf-1e5", "vmf-1e6"]
     )
+    parser.add_argument("--kinds", nargs="+", default=list(SWEEPS), choices=list(SWEEPS))
+    parser.add_argument("--milvus", action="store_true", help="add Milvus HNSW on the same vectors")
     parser.add_argument("--on-disk", type=int, default=0, help="N of the on-disk IVF case (0: none)")
     parser.add_argument("--nlist", type=int, default=1024, help="the on-disk IVF's cells")
     parser.add_argument("--nprobe", type=int, default=32, help="the on-disk IVF's cells probed")
@@ -311,7 +391,10 @@ def main() -> None:
         def save() -> None:
             args.out.write_text(json.dumps(report, indent=1))
 
-        measure(name, corpus, queries, truth, args.min_seconds, rows, save)
+        measure(name, corpus, queries, truth, args.min_seconds, rows, save, args.kinds)
+        if args.milvus:
+            milvus_hnsw(name, corpus, queries, truth, args.min_seconds, rows)
+            save()
         print(table(name, len(corpus), exact, rows), flush=True)
     if args.on_disk:
         row = on_disk_ivf(args.on_disk, args.queries, args.nlist, args.nprobe, args.threads, args.min_seconds)

@@ -98,6 +98,7 @@ def test_hnsw_recall_against_exact_search(server: object, data) -> None:
     vectors, ids, metadata = data
     collection = MilvusIndex.create(uri(server, "hnsw"), D, kind="hnsw", params={"M": 16})
     collection.add(vectors, ids, metadata)
+    collection.flush()
     queries = np.random.default_rng(2).standard_normal((50, D)).astype(np.float32)
     exact = _brute_force(vectors, ids, queries, 10, np.ones(N, dtype=bool))
     got = collection.search(queries, 10, ef_search=64).ids

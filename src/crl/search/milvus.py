@@ -407,6 +407,24 @@ class MilvusIndex:
         found = (ids >= 0).sum(axis=1).astype(np.int64)
         return SearchResult(scores, ids, found, _shortfall(found, k, checked is not None, self.kind))
 
+    def flush(self, timeout: float = 600.0) -> None:
+        """Seal the collection's growing segments and wait, at most ``timeout`` seconds, until its index is built
+        over them. Milvus searches a growing segment by brute force, so an HNSW or IVF collection searches
+        approximately, at its index's speed, only what was flushed (Milvus also seals a segment by itself once
+        it is large)."""
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+        from pymilvus import utility
+
+        wait = max(1, math.ceil(timeout))
+
+        def seal(collection: Any) -> None:
+            collection.flush(timeout=wait)
+            utility.wait_for_index_building_complete(
+                self.address.collection, timeout=wait, using=_alias(self.address)
+            )
+
+        self._call(seal)
+
     def drop(self) -> None:
         """Delete the collection and everything in it from the server."""
         self._call(lambda c: c.drop(timeout=self._timeout))
@@ -498,12 +516,17 @@ def _open(address: MilvusAddress, timeout: float, *, fresh: bool) -> str:
     # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
     from pymilvus import connections
 
-    alias = f"crl-{address.host}-{address.port}"
+    alias = _alias(address)
     if fresh:
         connections.disconnect(alias)
     if not connections.has_connection(alias):
         connections.connect(alias, host=address.host, port=str(address.port), timeout=timeout)
     return alias
+
+
+def _alias(address: MilvusAddress) -> str:
+    """The name of the process's pymilvus connection to ``address``'s server."""
+    return f"crl-{address.host}-{address.port}"
 
 
 def _call_timeout(timeout: float) -> int:
