@@ -2,6 +2,8 @@
 
     python benchmarks/search.py --sets fashion vmf-1e5             # minutes
     python benchmarks/search.py --sets vmf-1e6 --queries 1000      # the heavy run (about an hour on 2 cores)
+    python benchmarks/search.py --sets --on-disk 1000000           # only the IVF whose lists are on disk
+    python benchmarks/search.py --sets vmf-1e5 --kinds hnsw --milvus   # faiss HNSW beside Milvus HNSW
 
 Data sets (d = 128, cosine):
 
@@ -16,12 +18,27 @@ Every figure uses ``--threads`` faiss threads (default 2). Exact QPS is a batche
 all queries; recall@10 = |approximate top 10 ∩ exact top 10| / 10, averaged over the queries; memory is the size
 of the serialised faiss index. Each configuration's search is repeated until it has run for ``--min-seconds``.
 Prints one Markdown table per data set and writes every row to ``--out`` (JSON).
+
+``--kinds`` limits the faiss kinds swept. ``--milvus`` adds Milvus HNSW with crl's HNSW defaults (M = 32,
+efConstruction = 80) on the same vectors: a Milvus standalone server (``crl.search.milvus.local_server``) in a
+temporary folder, the corpus inserted in batches of 10,000, flushed and indexed (build time: insert, flush,
+index and load), searched with Eventually-consistent reads in batches of 1,000 queries at each ef; memory is
+the growth of the server's resident set from before the insert to after the load.
+
+``--on-disk N``: an IVF-Flat index (``--nlist``, ``--nprobe``) of N vectors of the vMF mixture whose inverted lists
+live in a file (faiss's ``OnDiskInvertedLists``, built by ``faiss.contrib.ondisk.merge_ondisk``), searched in a
+fresh process (numpy and faiss only) that memory-maps them: its peak anonymous RSS (``RssAnon``, sampled every
+5 ms) against the index files' size, its QPS, and whether its results equal those of the same index in RAM.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +132,72 @@ def exact_baseline(corpus: np.ndarray, queries: np.ndarray, min_seconds: float) 
     return ids, row | {"qps": len(queries) / seconds, "recall@10": 1.0}
 
 
+def milvus_hnsw(
+    name: str,
+    corpus: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    min_seconds: float,
+    rows: list[dict],
+) -> None:
+    """Milvus HNSW rows: a local server, the corpus inserted, flushed and indexed, searched at each ef."""
+    # Deferred: pymilvus and the milvus package are the optional extra crl[milvus], needed only with --milvus.
+    from crl.search.milvus import MilvusIndex, local_server
+
+    with tempfile.TemporaryDirectory() as folder:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        server = local_server(folder, port=port)
+        server.start()
+        try:
+            before = resident_bytes(server.server_proc.pid)
+            start = time.perf_counter()
+            uri = f"milvus://127.0.0.1:{server.listen_port}/{name.replace('-', '_')}"
+            collection = MilvusIndex.create(uri, DIM, metric="ip", kind="hnsw", timeout=600)
+            for first in range(0, len(corpus), 10_000):
+                part = np.arange(first, min(first + 10_000, len(corpus)))
+                collection.add(corpus[part], part)
+            collection.flush()
+            reader = MilvusIndex.connect(uri, consistency="Eventually", timeout=600)
+            build = time.perf_counter() - start
+            size = resident_bytes(server.server_proc.pid) - before
+            for ef in SWEEPS["hnsw"][1]:
+
+                def search(ef: int = ef) -> np.ndarray:
+                    parts = [
+                        reader.search(queries[i : i + 1000], K, ef_search=ef).ids
+                        for i in range(0, len(queries), 1000)
+                    ]
+                    return np.concatenate(parts)
+
+                found, seconds = timed(search, min_seconds)
+                hits = (found[:, :, None] == truth[:, None, :]).any(axis=2).sum(axis=1)
+                rows.append(
+                    {
+                        "set": name,
+                        "kind": "milvus hnsw",
+                        "params": reader.params,
+                        "setting": f"ef_search={ef}",
+                        "build_s": build,
+                        "bytes": size,
+                        "qps": len(queries) / seconds,
+                        "recall@10": float(hits.mean() / K),
+                    }
+                )
+                print(json.dumps(rows[-1]), flush=True)
+        finally:
+            server.stop()
+
+
+def resident_bytes(pid: int) -> int:
+    """The resident set of process ``pid`` (VmRSS), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
 def measure(
     name: str,
     corpus: np.ndarray,
@@ -123,9 +206,13 @@ def measure(
     min_seconds: float,
     rows: list[dict],
     save: Callable[[], None],
+    kinds: list[str],
 ) -> None:
-    """Build each kind with its defaults and sweep its search setting, appending rows and saving after each."""
+    """Build each kind of ``kinds`` with its defaults and sweep its search setting, appending rows and saving
+    after each."""
     for kind, (knob, values) in SWEEPS.items():
+        if kind not in kinds:
+            continue
         start = time.perf_counter()
         index = Index.build(corpus, kind=kind, metric="ip")  # type: ignore[arg-type]
         build = time.perf_counter() - start
@@ -180,12 +267,109 @@ def data_set(name: str, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarra
     return vmf_mixture(n, seed=1), vmf_mixture(args.queries, seed=2)
 
 
+MAPPED_SEARCH = """
+import json, sys, threading, time
+import faiss, numpy as np
+folder, nprobe, threads, min_seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+peak, done = [0], threading.Event()
+def sample():
+    while not done.is_set():
+        for line in open("/proc/self/status"):
+            if line.startswith("RssAnon:"):
+                peak[0] = max(peak[0], int(line.split()[1]) * 1024)
+        time.sleep(0.005)
+threading.Thread(target=sample, daemon=True).start()
+faiss.omp_set_num_threads(threads)
+index = faiss.read_index(folder + "/populated.index")
+faiss.extract_index_ivf(index).nprobe = nprobe
+queries = np.load(folder + "/queries.npy")
+runs, start = 0, time.perf_counter()
+while runs == 0 or time.perf_counter() - start < min_seconds:
+    scores, ids = index.search(queries, 10)
+    runs += 1
+seconds = (time.perf_counter() - start) / runs
+np.save(folder + "/mapped_ids.npy", ids)
+np.save(folder + "/mapped_scores.npy", scores)
+done.set()
+time.sleep(0.01)
+print(json.dumps({"peak_anon_bytes": peak[0], "qps": len(queries) / seconds}))
+"""
+"""The search of an on-disk IVF index in a fresh process: numpy and faiss only, the lists memory-mapped."""
+
+
+def in_ram_ivf(
+    corpus: np.ndarray, queries: np.ndarray, nlist: int, nprobe: int, folder: Path, min_seconds: float
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """An IVF-Flat index of ``corpus`` built and searched in RAM: (scores, ids, build s, search s); its trained
+    empty form is written to ``folder``/trained.index and the full one to ``folder``/shard.index."""
+    start = time.perf_counter()
+    ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(DIM), DIM, nlist, faiss.METRIC_INNER_PRODUCT)
+    ivf.train(corpus[np.random.default_rng(0).permutation(len(corpus))[: 64 * nlist]])
+    faiss.write_index(ivf, str(folder / "trained.index"))
+    ivf.add(corpus)
+    build = time.perf_counter() - start
+    ivf.nprobe = nprobe
+    (scores, ids), seconds = timed(lambda: ivf.search(queries, K), min_seconds)
+    faiss.write_index(ivf, str(folder / "shard.index"))
+    return scores, ids, build, seconds
+
+
+def on_disk_ivf(n: int, n_queries: int, nlist: int, nprobe: int, threads: int, min_seconds: float) -> dict:
+    """Build an IVF-Flat index of ``n`` vMF vectors in RAM, move its lists to a file, search it memory-mapped
+    in a fresh process, and compare: sizes, peak anonymous RSS, QPS, identical results."""
+    queries = vmf_mixture(n_queries, seed=2)
+    with tempfile.TemporaryDirectory(dir=".") as name:
+        folder = Path(name).resolve()
+        scores, ids, build, seconds = in_ram_ivf(
+            vmf_mixture(n, seed=1), queries, nlist, nprobe, folder, min_seconds
+        )
+        # Deferred: faiss's contrib package is only needed to write the lists to disk.
+        from faiss.contrib.ondisk import merge_ondisk
+
+        populated = faiss.read_index(str(folder / "trained.index"))
+        merge_ondisk(populated, [str(folder / "shard.index")], str(folder / "lists.ivfdata"))
+        faiss.write_index(populated, str(folder / "populated.index"))
+        (folder / "shard.index").unlink()
+        np.save(folder / "queries.npy", queries)
+        command = [
+            sys.executable,
+            "-c",
+            MAPPED_SEARCH,
+            str(folder),
+            str(nprobe),
+            str(threads),
+            str(min_seconds),
+        ]
+        mapped = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+        files = sum((folder / f).stat().st_size for f in ("populated.index", "lists.ivfdata"))
+        same_ids = bool(np.array_equal(np.load(folder / "mapped_ids.npy"), ids))
+        same_scores = bool(np.array_equal(np.load(folder / "mapped_scores.npy"), scores))
+    return {
+        "n": n,
+        "nlist": nlist,
+        "nprobe": nprobe,
+        "build_s": build,
+        "file_bytes": files,
+        "peak_anon_bytes": mapped["peak_anon_bytes"],
+        "file_over_peak_anon": files / mapped["peak_anon_bytes"],
+        "qps_in_ram": len(queries) / seconds,
+        "qps_mapped": mapped["qps"],
+        "same_ids": same_ids,
+        "same_scores": same_scores,
+    }
+
+
 def main() -> None:
     """Run the data sets named by --sets and print their tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sets", nargs="+", default=["fashion", "vmf-1e5"], choices=["fashion", "vmf-1e5", "vmf-1e6"]
+        "--sets", nargs="*", default=["fashion", "vmf-1e5"], choices=["fashion", "vmf-1e5", "vmf-1e6"]
     )
+    parser.add_argument("--kinds", nargs="+", default=list(SWEEPS), choices=list(SWEEPS))
+    parser.add_argument("--milvus", action="store_true", help="add Milvus HNSW on the same vectors")
+    parser.add_argument("--on-disk", type=int, default=0, help="N of the on-disk IVF case (0: none)")
+    parser.add_argument("--nlist", type=int, default=1024, help="the on-disk IVF's cells")
+    parser.add_argument("--nprobe", type=int, default=32, help="the on-disk IVF's cells probed")
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=1.0)
@@ -207,8 +391,22 @@ def main() -> None:
         def save() -> None:
             args.out.write_text(json.dumps(report, indent=1))
 
-        measure(name, corpus, queries, truth, args.min_seconds, rows, save)
+        measure(name, corpus, queries, truth, args.min_seconds, rows, save, args.kinds)
+        if args.milvus:
+            milvus_hnsw(name, corpus, queries, truth, args.min_seconds, rows)
+            save()
         print(table(name, len(corpus), exact, rows), flush=True)
+    if args.on_disk:
+        row = on_disk_ivf(args.on_disk, args.queries, args.nlist, args.nprobe, args.threads, args.min_seconds)
+        print(json.dumps(row), flush=True)
+        print(
+            "\n| N | nlist | nprobe | build s | index files MiB | peak anonymous RSS MiB | files / peak | "
+            "QPS in RAM | QPS mapped | same ids | same scores |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+            f"| {row['n']:,} | {row['nlist']} | {row['nprobe']} | {row['build_s']:.1f} | "
+            f"{row['file_bytes'] / 2**20:,.0f} | {row['peak_anon_bytes'] / 2**20:,.0f} | "
+            f"{row['file_over_peak_anon']:.1f} | {row['qps_in_ram']:,.0f} | {row['qps_mapped']:,.0f} | "
+            f"{row['same_ids']} | {row['same_scores']} |"
+        )
 
 
 if __name__ == "__main__":

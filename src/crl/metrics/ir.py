@@ -18,10 +18,11 @@ Tie rule (crl's one rule for every ranking metric, also :mod:`crl.metrics.retrie
 scores the non-relevant items rank before the relevant ones. sentence-transformers breaks ties by ascending
 corpus id instead; the two agree whenever no relevant item ties with a non-relevant one.
 
-:func:`evaluate_index` computes the metrics over a :class:`crl.search.Index` in batches of queries, so the
-corpus never has to fit in one score matrix. It asks the index for the top ``K = max k`` items, widening the
-request while the K-th score ties with the next one so that ties at the cut-off are seen whole (exact for a flat
-index; an approximate index ranks what it finds). TREC qrels and run files: :mod:`crl.metrics.trec`.
+:func:`evaluate_index` computes the metrics over any search backend (a :class:`crl.search.Index`, or a Milvus
+collection, :class:`crl.search.milvus.MilvusIndex`) in batches of queries, so the corpus never has to fit in one
+score matrix. It asks the index for the top ``K = max k`` items, widening the request while the K-th score ties
+with the next one so that ties at the cut-off are seen whole (exact for a flat index; an approximate index ranks
+what it finds). TREC qrels and run files: :mod:`crl.metrics.trec`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from crl.search import Index
+from crl.search import Index, SearchBackend
 
 __all__ = [
     "DEFAULT_KS",
@@ -63,16 +64,21 @@ class IRReport:
         n_queries: queries evaluated (those with at least one relevant item).
         n_skipped: queries skipped for having no relevant item.
         per_query: metric name -> k -> (n_queries,) float64 values, for bootstraps or custom summaries.
+        search_recall: K -> the mean share of an exact search's top K that the index's own top K holds, over
+            every query (K the largest cut-off), when :func:`evaluate_index` was given an ``exact`` backend;
+            else empty. 1.0 for an exact index; below it, what an approximate one (HNSW, IVF) loses.
     """
 
     values: dict[str, dict[int, float]]
     n_queries: int
     n_skipped: int
     per_query: dict[str, dict[int, np.ndarray]] = field(repr=False)
+    search_recall: dict[int, float] = field(default_factory=dict)
 
     def as_flat_dict(self) -> dict[str, float]:
-        """``{"accuracy@1": ..., "ndcg@10": ..., "map@100": ...}``."""
-        return {f"{name}@{k}": value for name, by_k in self.values.items() for k, value in by_k.items()}
+        """``{"accuracy@1": ..., "ndcg@10": ..., "map@100": ..., "search_recall@100": ...}``."""
+        flat = {f"{name}@{k}": value for name, by_k in self.values.items() for k, value in by_k.items()}
+        return flat | {f"search_recall@{k}": value for k, value in self.search_recall.items()}
 
 
 def _check_ks(ks: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]]:
@@ -119,7 +125,7 @@ def _per_query(relevant: np.ndarray, n_relevant: np.ndarray, ks: dict[str, tuple
     return {name: by_k for name, by_k in out.items() if by_k}
 
 
-def _report(parts: list[dict], n_skipped: int) -> IRReport:
+def _report(parts: list[dict], n_skipped: int, search_recall: dict[int, float] | None = None) -> IRReport:
     if not parts:
         raise ValueError("no query has a relevant item; check the qrels (or labels) against the corpus ids")
     per_query = {
@@ -128,7 +134,13 @@ def _report(parts: list[dict], n_skipped: int) -> IRReport:
     }
     values = {name: {k: float(v.mean()) for k, v in by_k.items()} for name, by_k in per_query.items()}
     n = len(next(iter(next(iter(per_query.values())).values())))
-    return IRReport(values=values, n_queries=n, n_skipped=n_skipped, per_query=per_query)
+    return IRReport(
+        values=values,
+        n_queries=n,
+        n_skipped=n_skipped,
+        per_query=per_query,
+        search_recall=search_recall or {},
+    )
 
 
 def _pessimistic_order(scores: np.ndarray, relevant: np.ndarray) -> np.ndarray:
@@ -197,7 +209,7 @@ def label_relevance(query_labels: Any, corpus_labels: Any) -> tuple[np.ndarray, 
 
 
 def evaluate_index(
-    index: Index,
+    index: SearchBackend,
     queries: Any,
     *,
     qrels: Sequence[Collection[int]] | None = None,
@@ -207,13 +219,17 @@ def evaluate_index(
     batch_size: int = 1024,
     ef_search: int | None = None,
     nprobe: int | None = None,
+    exact: SearchBackend | None = None,
 ) -> IRReport:
-    """IR metrics of ``queries`` (q, d) searched in ``index``, in batches of ``batch_size`` queries.
+    """IR metrics of ``queries`` (q, d) searched in ``index`` (any :class:`crl.search.SearchBackend`: crl's
+    faiss index or a Milvus collection), in batches of ``batch_size`` queries.
 
     Relevance: either ``qrels`` (one collection of relevant index ids per query) or ``labels`` = (query
     labels (q,), corpus labels indexed by id) for class relevance (same label = relevant). ``self_ids``
     (q,) names each query's own item in the index (-1: none), removed from its ranking and from its
-    relevant set (queries drawn from the corpus).
+    relevant set (queries drawn from the corpus). ``exact``, an exact backend over the same items (a flat
+    :class:`crl.search.Index` or a Milvus FLAT collection), is searched alike and the report's
+    ``search_recall`` says how much of its top K (the largest cut-off) the index found.
     """
     chosen = _check_ks(ks)
     if (qrels is None) == (labels is None):
@@ -228,11 +244,14 @@ def evaluate_index(
     if depth > limit:
         raise ValueError(f"the largest cut-off k = {depth} exceeds the {limit} rankable items; lower ks")
     relevance = _Relevance(index, qrels, labels, n_queries)
-    parts, skipped = [], 0
+    parts, skipped, overlaps = [], 0, []
     for start in range(0, n_queries, batch_size):
         rows = np.arange(start, min(start + batch_size, n_queries))
         mine = None if own is None else own[rows]
         ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
+        if exact is not None:
+            reference, _ = _search_with_ties(exact, matrix[rows], depth, mine, None, None)
+            overlaps.append(_overlap(ids[:, :depth], reference[:, :depth]))
         flags, n_relevant = relevance.of(rows, ids, mine)
         keep = n_relevant > 0
         skipped += int((~keep).sum())
@@ -240,7 +259,17 @@ def evaluate_index(
         ranked = np.take_along_axis(flags, order, axis=1)[:, :depth]
         if keep.any():
             parts.append(_per_query(ranked[keep], n_relevant[keep], chosen))
-    return _report(parts, skipped)
+    recall = {depth: float(np.concatenate(overlaps).mean())} if overlaps else {}
+    return _report(parts, skipped, recall)
+
+
+def _overlap(found: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per row, the share of ``reference``'s items (ids >= 0) that ``found`` holds (1.0 for a row without any)."""
+    shares = []
+    for got, wanted in zip(found, reference, strict=True):
+        wanted = wanted[wanted >= 0]
+        shares.append(np.isin(wanted, got).mean() if wanted.size else 1.0)
+    return np.asarray(shares, dtype=np.float64)
 
 
 def _query_matrix(queries: Any) -> np.ndarray:
@@ -269,7 +298,7 @@ def _self_ids(self_ids: Any, n_queries: int) -> np.ndarray | None:
 
 
 def _search_with_ties(
-    index: Index,
+    index: SearchBackend,
     queries: np.ndarray,
     depth: int,
     own: np.ndarray | None,
@@ -303,7 +332,7 @@ def _drop_own(ids: np.ndarray, scores: np.ndarray, own: np.ndarray) -> tuple[np.
 class _Relevance:
     """Relevance flags of retrieved ids and R_q per query, from qrels or from labels."""
 
-    def __init__(self, index: Index, qrels: Any, labels: Any, n_queries: int) -> None:
+    def __init__(self, index: SearchBackend, qrels: Any, labels: Any, n_queries: int) -> None:
         self.qrels: list[np.ndarray] | None = None
         self.labels: tuple[np.ndarray, np.ndarray] | None = None
         if qrels is not None:

@@ -1,9 +1,11 @@
-"""The value types of :mod:`crl.search`: kinds, metrics, a search result, an encoder's provenance."""
+"""The value types of :mod:`crl.search`: kinds, metrics, a search result, an encoder's provenance, the calls of
+every backend and the error of one that does not answer."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -36,6 +38,80 @@ class EncoderProvenance:
 
     checkpoint: str
     fingerprint: str
+
+
+class BackendUnavailableError(ConnectionError):
+    """A search backend's server did not answer (down, restarting, its collection not loaded yet).
+
+    ``backend`` names it without a path, e.g. ``"milvus backend at 127.0.0.1:19530"``; the message adds the
+    server's reason. The backend's next call tries again (a fresh connection), so a caller may retry.
+    """
+
+    def __init__(self, backend: str, reason: str) -> None:
+        super().__init__(f"{backend} unavailable ({reason}); start the server or retry once it is back")
+        self.backend = backend
+
+
+class SearchBackend(Protocol):
+    """The calls every search backend answers alike: crl's faiss :class:`~crl.search.Index` and a Milvus
+    collection (:class:`crl.search.milvus.MilvusIndex`).
+
+    A backend whose server cannot be reached raises :class:`BackendUnavailableError` from any call.
+    """
+
+    @property
+    def kind(self) -> str:
+        """The index kind (a name of :data:`crl.search.kinds.INDEX_KINDS`)."""
+        ...
+
+    @property
+    def metric(self) -> Metric:
+        """The score: ``"cosine"`` or ``"ip"``."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """The vectors' dimension."""
+        ...
+
+    @property
+    def params(self) -> dict[str, int]:
+        """The kind's build parameters."""
+        ...
+
+    @property
+    def encoder(self) -> EncoderProvenance | None:
+        """The checkpoint whose embeddings the backend holds, when recorded."""
+        ...
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The ids of the items held."""
+        ...
+
+    def __len__(self) -> int:
+        """The number of items held."""
+        ...
+
+    def vectors(self, ids: Any) -> np.ndarray:
+        """The stored vectors of ``ids``."""
+        ...
+
+    def metadata(self, ids: Any) -> list[dict[str, Any] | None]:
+        """The metadata of ``ids``."""
+        ...
+
+    def search(
+        self,
+        queries: Any,
+        k: int,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+    ) -> SearchResult:
+        """The k best items of each query that pass ``filter``, best first, ties by ascending id."""
+        ...
 
 
 TIE = 1e-5

@@ -10,25 +10,52 @@ Scores are those of the faiss backend: the inner product, of the L2-normalised v
 (normalised on the way in, stored under Milvus's IP metric), so the two backends rank alike. Each query's hits
 come best first, ties (scores within 1e-5) by ascending id. Reads use the consistency level given at connection
 (``"Strong"`` by default: a search sees every write acknowledged before it).
+
+Every call is bounded by the connection's ``timeout``. A server that does not answer (down, restarting, its
+collection not loaded yet) is a :class:`~crl.search.BackendUnavailableError` naming ``milvus backend at HOST:PORT``;
+the next call opens a fresh connection and reloads the collection first (gRPC's own reconnection backs off for
+minutes), so a caller recovers by itself once the server is back.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import socket
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from crl.search._checks import as_ids, as_matrix, as_metadata, prepare
-from crl.search._types import METRICS, Kind, Metric, SearchResult, tie_ordered
+from crl.search._types import (
+    METRICS,
+    BackendUnavailableError,
+    EncoderProvenance,
+    Kind,
+    Metric,
+    SearchResult,
+    tie_ordered,
+)
 from crl.search.filters import parse_filter
 from crl.search.index import Index
 from crl.search.kinds import INDEX_KINDS
 
 MilvusKind = Literal["flat", "hnsw", "ivf"]
 """The kinds of :data:`crl.search.kinds.INDEX_KINDS` a Milvus collection offers."""
+
+CONSISTENCY = ("Strong", "Bounded", "Session", "Eventually")
+"""Milvus's consistency levels of a read: Strong sees every acknowledged write (about 0.2 s per read on Milvus's
+default time tick); Bounded (Milvus's own default) may miss the writes of the last few seconds."""
+
+REASON_CHARS = 160
+"""Most characters of a server's error that :class:`~crl.search.BackendUnavailableError` repeats."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -74,6 +101,7 @@ MAX_K = 16384
 """The largest k Milvus answers in one search."""
 
 _URI = re.compile(r"milvus://(?P<host>[^:/]+):(?P<port>\d+)/(?P<collection>[A-Za-z_][A-Za-z0-9_]*)")
+_DESCRIPTION = re.compile(rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})(?: encoder=(\{{.*\}}))?")
 
 
 @dataclass(frozen=True)
@@ -103,17 +131,33 @@ class MilvusAddress:
     def __str__(self) -> str:
         return f"milvus://{self.host}:{self.port}/{self.collection}"
 
+    @property
+    def backend(self) -> str:
+        """The server, as errors name it: ``milvus backend at HOST:PORT``."""
+        return f"milvus backend at {self.host}:{self.port}"
+
 
 class MilvusIndex:
     """A Milvus collection of vectors with ids and metadata, searched like :class:`~crl.search.Index`.
 
     Create one with :meth:`create` (a new collection, indexed and loaded) or open an existing one with
     :meth:`connect`. Writes (:meth:`add`, :meth:`upsert`, :meth:`delete`) are acknowledged by the server; with
-    the default ``"Strong"`` consistency a later :meth:`search` sees them.
+    the default ``"Strong"`` consistency a later :meth:`search` sees them. Any call raises
+    :class:`~crl.search.BackendUnavailableError` when the server does not answer within ``timeout`` seconds; the
+    next call reconnects. Calls may come from several threads at once.
     """
 
     def __init__(
-        self, collection: Any, address: MilvusAddress, *, metric: Metric, kind: MilvusKind, dim: int
+        self,
+        collection: Any,
+        address: MilvusAddress,
+        *,
+        metric: Metric,
+        kind: MilvusKind,
+        dim: int,
+        encoder: EncoderProvenance | None = None,
+        consistency: str = "Strong",
+        timeout: float = 10.0,
     ) -> None:
         """Wrap a loaded pymilvus ``Collection``; use :meth:`create` or :meth:`connect` rather than this."""
         self._collection = collection
@@ -121,6 +165,11 @@ class MilvusIndex:
         self.metric: Metric = metric
         self.kind: MilvusKind = kind
         self.dim = dim
+        self.encoder = encoder
+        self._consistency = consistency
+        self._timeout = _call_timeout(timeout)
+        self._stale = False
+        self._reopening = threading.Lock()
 
     @classmethod
     def create(
@@ -133,12 +182,15 @@ class MilvusIndex:
         params: Mapping[str, int] | None = None,
         consistency: str = "Strong",
         timeout: float = 10.0,
+        encoder: EncoderProvenance | None = None,
     ) -> MilvusIndex:
         """A new, empty collection at ``uri`` for vectors of dimension ``dim``, indexed by ``kind``.
 
         ``params`` are Milvus's build parameters of the kind: ``hnsw``: ``M`` (default 32) and
         ``efConstruction`` (80); ``ivf``: ``nlist`` (128). Search parameters go to :meth:`search`. ``timeout``
-        bounds the seconds spent reaching the server.
+        bounds the seconds spent reaching the server, and each later call; ``consistency`` is one of
+        :data:`CONSISTENCY`. ``encoder`` records the checkpoint whose embeddings the collection holds (in its
+        description), so text queries can be embedded by its string encoder (:mod:`crl.serving.queries`).
 
         Raises:
             ValueError: on a bad address, dimension, metric or kind, or when the collection exists already
@@ -156,6 +208,8 @@ class MilvusIndex:
             raise ValueError(
                 f"kind = {kind!r}; pass one of {', '.join(MILVUS_KINDS)} for a Milvus collection"
             )
+        _check_consistency(consistency)
+        _call_timeout(timeout)
         alias = _connect(address, timeout)
         if utility.has_collection(address.collection, using=alias):
             raise ValueError(
@@ -166,42 +220,84 @@ class MilvusIndex:
             FieldSchema("id", DataType.INT64, is_primary=True),
             FieldSchema("vector", DataType.FLOAT_VECTOR, dim=dim),
         ]
-        description = f"crl metric={metric} kind={kind}"
+        description = _description(metric, kind, encoder)
         schema = CollectionSchema(fields, description=description, enable_dynamic_field=True)
         collection = Collection(address.collection, schema, using=alias, consistency_level=consistency)
         collection.create_index("vector", _index_params(kind, dict(params or {})))
         collection.load()
-        return cls(collection, address, metric=metric, kind=kind, dim=dim)
+        return cls(
+            collection,
+            address,
+            metric=metric,
+            kind=kind,
+            dim=dim,
+            encoder=encoder,
+            consistency=consistency,
+            timeout=timeout,
+        )
 
     @classmethod
     def connect(cls, uri: str, *, consistency: str = "Strong", timeout: float = 10.0) -> MilvusIndex:
         """The existing collection at ``uri`` (created by :meth:`create`), loaded for search; ``timeout`` bounds
-        the seconds spent reaching the server.
+        the seconds spent reaching the server, and each later call; ``consistency`` is one of
+        :data:`CONSISTENCY`.
 
         Raises:
-            ValueError: on a bad address, a missing collection, or one crl did not create (no crl schema).
+            ValueError: on a bad address or consistency, a missing collection, or one crl did not create (no
+                crl schema).
         """
         # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
         from pymilvus import Collection, utility
 
         address = MilvusAddress.parse(uri)
+        _check_consistency(consistency)
+        _call_timeout(timeout)
         alias = _connect(address, timeout)
         if not utility.has_collection(address.collection, using=alias):
             raise ValueError(
                 f"{address} does not exist; create it with MilvusIndex.create (or crl index build)"
             )
-        collection = Collection(address.collection, using=alias, consistency_level=consistency)
-        metric, kind = _described(address, collection.description)
+        collection = Collection(address.collection, using=alias)
+        metric, kind, encoder = _described(address, collection.description)
         vector = next((f for f in collection.schema.fields if f.name == "vector"), None)
         if vector is None:
             raise ValueError(f"{address} has no 'vector' field; it was not created by crl")
         collection.load()
-        return cls(collection, address, metric=metric, kind=kind, dim=int(vector.params["dim"]))
+        return cls(
+            collection,
+            address,
+            metric=metric,
+            kind=kind,
+            dim=int(vector.params["dim"]),
+            encoder=encoder,
+            consistency=consistency,
+            timeout=timeout,
+        )
 
     def __len__(self) -> int:
         """The number of items in the collection (deleted ones excluded)."""
-        rows = self._collection.query(expr="", output_fields=["count(*)"])
+        rows = self._call(lambda c: c.query(expr="", output_fields=["count(*)"], **self._read))
         return int(rows[0]["count(*)"])
+
+    @property
+    def params(self) -> dict[str, int]:
+        """The collection's index build parameters (``M`` and ``efConstruction`` of HNSW, ``nlist`` of IVF)."""
+        described = self._call(lambda c: c.index(timeout=self._timeout).params)
+        return {name: int(value) for name, value in described.get("params", {}).items()}
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The ids of every item in the collection, ascending (read in batches of 10,000)."""
+
+        def read(collection: Any) -> list[int]:
+            pages = collection.query_iterator(batch_size=10_000, output_fields=["id"], **self._read)
+            found: list[int] = []
+            while page := pages.next():
+                found.extend(int(row["id"]) for row in page)
+            pages.close()
+            return found
+
+        return np.array(sorted(self._call(read)), dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -224,7 +320,7 @@ class MilvusIndex:
                 f"ids holds {int(present[0])}, already in {self.address}; pass new ids, or upsert to replace it"
             )
         if new_ids.size:
-            self._collection.insert(_records(matrix, new_ids, rows))
+            self._call(lambda c: c.insert(_records(matrix, new_ids, rows), timeout=self._timeout))
         return new_ids
 
     def upsert(
@@ -233,7 +329,7 @@ class MilvusIndex:
         """Insert the items of ``ids`` or replace those present (vector and metadata); returns the ids."""
         matrix, new_ids, rows = self._rows(vectors, ids, metadata)
         if new_ids.size:
-            self._collection.upsert(_records(matrix, new_ids, rows))
+            self._call(lambda c: c.upsert(_records(matrix, new_ids, rows), timeout=self._timeout))
         return new_ids
 
     def delete(self, ids: Any) -> int:
@@ -243,7 +339,8 @@ class MilvusIndex:
         )
         present = self._present(drop)
         if present.size:
-            self._collection.delete(expr=f"id in [{', '.join(str(int(i)) for i in present)}]")
+            expr = f"id in [{', '.join(str(int(i)) for i in present)}]"
+            self._call(lambda c: c.delete(expr=expr, timeout=self._timeout))
         return int(present.size)
 
     def metadata(self, ids: Any) -> list[dict[str, Any] | None]:
@@ -253,7 +350,7 @@ class MilvusIndex:
         found: dict[int, dict[str, Any]] = {}
         if wanted:
             expr = f"id in [{', '.join(map(str, wanted))}]"
-            for row in self._collection.query(expr=expr, output_fields=["*"]):
+            for row in self._call(lambda c: c.query(expr=expr, output_fields=["*"], **self._read)):
                 found[int(row["id"])] = {k: v for k, v in row.items() if k not in ("id", "vector")}
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -269,9 +366,8 @@ class MilvusIndex:
         if wanted.size == 0:
             return np.empty((0, self.dim), dtype=np.float32)
         expr = f"id in [{', '.join(str(int(i)) for i in set(wanted.tolist()))}]"
-        rows = {
-            int(r["id"]): r["vector"] for r in self._collection.query(expr=expr, output_fields=["vector"])
-        }
+        found = self._call(lambda c: c.query(expr=expr, output_fields=["vector"], **self._read))
+        rows = {int(r["id"]): r["vector"] for r in found}
         missing = [int(i) for i in wanted if int(i) not in rows]
         if missing:
             raise ValueError(f"id {missing[0]} is not in {self.address}; pass ids of its items")
@@ -302,16 +398,76 @@ class MilvusIndex:
         scores = np.full((matrix.shape[0], k), -np.inf, dtype=np.float32)
         ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
         if matrix.shape[0]:
-            hits = self._collection.search(matrix, "vector", param, limit=k, expr=expression)
+            hits = self._call(
+                lambda c: c.search(matrix, "vector", param, limit=k, expr=expression, **self._read)
+            )
             for row, hit in enumerate(hits):
                 ids[row, : len(hit.ids)], scores[row, : len(hit.ids)] = hit.ids, hit.distances
             scores, ids = tie_ordered(scores, ids)
         found = (ids >= 0).sum(axis=1).astype(np.int64)
         return SearchResult(scores, ids, found, _shortfall(found, k, checked is not None, self.kind))
 
+    def flush(self, timeout: float = 600.0) -> None:
+        """Seal the collection's growing segments and wait, at most ``timeout`` seconds, until its index is built
+        over them. Milvus searches a growing segment by brute force, so an HNSW or IVF collection searches
+        approximately, at its index's speed, only what was flushed (Milvus also seals a segment by itself once
+        it is large)."""
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+        from pymilvus import utility
+
+        wait = max(1, math.ceil(timeout))
+
+        def seal(collection: Any) -> None:
+            collection.flush(timeout=wait)
+            utility.wait_for_index_building_complete(
+                self.address.collection, timeout=wait, using=_alias(self.address)
+            )
+
+        self._call(seal)
+
     def drop(self) -> None:
         """Delete the collection and everything in it from the server."""
-        self._collection.drop()
+        self._call(lambda c: c.drop(timeout=self._timeout))
+
+    @property
+    def _read(self) -> dict[str, Any]:
+        """The arguments of a read: its timeout and the consistency given at connection."""
+        return {"timeout": self._timeout, "consistency_level": self._consistency}
+
+    def _call(self, operation: Callable[[Any], T]) -> T:
+        """``operation(collection)``; a server that fails it is a ``BackendUnavailableError`` naming the backend,
+        and marks the connection stale, so the next call opens a fresh one first."""
+        # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a server is reached
+        import grpc
+
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
+        from pymilvus import MilvusException
+
+        try:
+            if self._stale:
+                self._reopen()
+            return operation(self._collection)
+        except (MilvusException, grpc.RpcError) as error:
+            self._stale = True
+            raise BackendUnavailableError(self.address.backend, _reason(error)) from None
+
+    def _reopen(self) -> None:
+        """A fresh connection to the server and the collection loaded again (waiting at most ``timeout``
+        seconds); while another thread reopens, a ``BackendUnavailableError`` at once instead of a second attempt."""
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+        from pymilvus import Collection
+
+        if not self._reopening.acquire(blocking=False):
+            raise BackendUnavailableError(self.address.backend, "reconnecting")
+        try:
+            if self._stale:
+                alias = _open(self.address, self._timeout, fresh=True)
+                collection = Collection(self.address.collection, using=alias)
+                collection.load(timeout=self._timeout)
+                self._collection = collection
+                self._stale = False
+        finally:
+            self._reopening.release()
 
     def _rows(
         self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None
@@ -332,9 +488,8 @@ class MilvusIndex:
     def _present(self, ids: np.ndarray) -> np.ndarray:
         if ids.size == 0:
             return ids
-        rows = self._collection.query(
-            expr=f"id in [{', '.join(str(int(i)) for i in ids)}]", output_fields=["id"]
-        )
+        expr = f"id in [{', '.join(str(int(i)) for i in ids)}]"
+        rows = self._call(lambda c: c.query(expr=expr, output_fields=["id"], **self._read))
         return np.array(sorted(int(row["id"]) for row in rows), dtype=np.int64)
 
 
@@ -345,18 +500,56 @@ def _connect(address: MilvusAddress, timeout: float) -> str:
         ValueError: naming the address when no Milvus server answers there.
     """
     # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
-    from pymilvus import MilvusException, connections
+    from pymilvus import MilvusException
 
-    alias = f"crl-{address.host}-{address.port}"
+    try:
+        return _open(address, timeout, fresh=False)
+    except MilvusException as error:
+        raise ValueError(
+            f"no Milvus server answers at {address.host}:{address.port} ({error.message}); start one or "
+            "pass the address of a running server"
+        ) from None
+
+
+def _open(address: MilvusAddress, timeout: float, *, fresh: bool) -> str:
+    """The pymilvus connection alias of ``address``, connected (anew when ``fresh``: the old channel closed)."""
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
+    from pymilvus import connections
+
+    alias = _alias(address)
+    if fresh:
+        connections.disconnect(alias)
     if not connections.has_connection(alias):
-        try:
-            connections.connect(alias, host=address.host, port=str(address.port), timeout=timeout)
-        except MilvusException as error:
-            raise ValueError(
-                f"no Milvus server answers at {address.host}:{address.port} ({error.message}); start one or "
-                "pass the address of a running server"
-            ) from None
+        connections.connect(alias, host=address.host, port=str(address.port), timeout=timeout)
     return alias
+
+
+def _alias(address: MilvusAddress) -> str:
+    """The name of the process's pymilvus connection to ``address``'s server."""
+    return f"crl-{address.host}-{address.port}"
+
+
+def _call_timeout(timeout: float) -> int:
+    """``timeout`` as whole seconds (>= 1): pymilvus bounds its retries of a call only by an int timeout.
+
+    Raises:
+        ValueError: unless ``timeout`` is a positive number.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        raise ValueError(f"timeout = {timeout!r}; pass the seconds a call may wait for the server, e.g. 10")
+    return max(1, math.ceil(timeout))
+
+
+def _check_consistency(consistency: str) -> None:
+    if consistency not in CONSISTENCY:
+        raise ValueError(f"consistency = {consistency!r}; pass one of {', '.join(CONSISTENCY)}")
+
+
+def _reason(error: Exception) -> str:
+    """The first line of a pymilvus or gRPC error, at most :data:`REASON_CHARS` characters."""
+    message = getattr(error, "message", None) or getattr(error, "details", lambda: None)() or str(error)
+    line = str(message).strip().splitlines()[0] if str(message).strip() else type(error).__name__
+    return line if len(line) <= REASON_CHARS else line[:REASON_CHARS] + "..."
 
 
 def _index_params(kind: MilvusKind, params: dict[str, int]) -> dict[str, Any]:
@@ -369,11 +562,26 @@ def _index_params(kind: MilvusKind, params: dict[str, int]) -> dict[str, Any]:
     return {"index_type": milvus.index_type, "metric_type": "IP", "params": {**milvus.build, **params}}
 
 
-def _described(address: MilvusAddress, description: str) -> tuple[Metric, MilvusKind]:
-    match = re.fullmatch(rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})", description)
+def _description(metric: Metric, kind: MilvusKind, encoder: EncoderProvenance | None) -> str:
+    """The collection's description: ``crl metric=M kind=K``, then `` encoder={json}`` when one is recorded."""
+    described = f"crl metric={metric} kind={kind}"
+    return described if encoder is None else f"{described} encoder={json.dumps(vars(encoder))}"
+
+
+def _described(
+    address: MilvusAddress, description: str
+) -> tuple[Metric, MilvusKind, EncoderProvenance | None]:
+    """The metric, kind and encoder a collection's description records (:func:`_description`)."""
+    match = _DESCRIPTION.fullmatch(description)
     if match is None:
         raise ValueError(f"{address} was not created by crl (its description is {description[:60]!r})")
-    return match[1], match[2]  # type: ignore[return-value]
+    encoder = None
+    if match[3] is not None:
+        try:
+            encoder = EncoderProvenance(**json.loads(match[3]))
+        except (ValueError, TypeError):
+            raise ValueError(f"{address}'s description records a malformed encoder; recreate it") from None
+    return match[1], match[2], encoder  # type: ignore[return-value]
 
 
 def _records(matrix: np.ndarray, ids: np.ndarray, rows: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
@@ -397,12 +605,46 @@ def export_index(
     index: Index, uri: str, *, kind: MilvusKind | None = None, batch: int = 10_000
 ) -> MilvusIndex:
     """A new collection at ``uri`` holding ``index``'s items (its stored vectors, ids and metadata) under the same
-    metric, inserted ``batch`` items at a time. ``kind`` defaults to the index's own, IVF-PQ as IVF (Milvus's
-    IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
+    metric and encoder, inserted ``batch`` items at a time. ``kind`` defaults to the index's own, IVF-PQ as IVF
+    (Milvus's IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
     chosen: MilvusKind = kind or _EXPORTED_KIND[index.kind]
-    collection = MilvusIndex.create(uri, index.dim, metric=index.metric, kind=chosen)
+    collection = MilvusIndex.create(uri, index.dim, metric=index.metric, kind=chosen, encoder=index.encoder)
     ids = index.ids
     for start in range(0, ids.size, batch):
         part = ids[start : start + batch]
         collection.add(index.vectors(part), part, index.metadata(part))
     return collection
+
+
+def local_server(folder: str | Path, *, port: int = 19530, session_ttl_s: int = 30) -> Any:
+    """A Milvus standalone server (the ``milvus`` package's binary, the extra crl[milvus]) keeping its data in
+    ``folder`` and listening on 127.0.0.1 at ``port`` (the next free port above it when taken: read
+    ``listen_port``), not started yet: ``start()`` (about 10 s), ``stop()``.
+
+    ``session_ttl_s`` is the lease of the server's session (Milvus's default 30 s): a restart after a crash waits
+    for the dead session's lease. A restart after a crash (``server_proc.kill()``, then ``start()``) listens on
+    the same port: the package's port probe may bind beside the dead server's closing connections.
+    """
+    # the milvus package is the optional extra crl[milvus]: loaded where a local server is wanted
+    from milvus import MilvusServer
+
+    server = MilvusServer()
+    server.set_base_dir(str(folder))
+    server.listen_port = port
+    server.config.set("common.session.ttl", session_ttl_s)
+    server.config.try_bind_port = _bind_beside_closing_connections
+    return server
+
+
+def _bind_beside_closing_connections(port: int) -> socket.socket | None:
+    """A socket listening on 127.0.0.1:``port`` with SO_REUSEADDR (as Milvus's own listener binds), or None when
+    another socket listens there."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        return None
+    return sock

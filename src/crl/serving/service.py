@@ -1,11 +1,14 @@
-"""An HTTP search service over one :class:`crl.search.Index` (FastAPI; ``crl serve DIR`` runs it with uvicorn).
+"""An HTTP search service over one search backend (FastAPI; ``crl serve DIR`` runs it with uvicorn).
+
+The backend is crl's faiss :class:`crl.search.Index` or a Milvus collection (:class:`crl.search.milvus.MilvusIndex`),
+queried through the calls both answer (:class:`crl.search.SearchBackend`).
 
 - ``GET /health``: ``{"status": "ok", "count", "dimension", "kind", "metric", "params", "limits"}``.
 - ``POST /search``: ``{"vectors": [[...], ...]}`` or ``{"ids": [...]}`` (items of the index as queries) or
   ``{"texts": [...]}`` (needs a string encoder, :mod:`crl.serving.queries`), with ``k`` (default 10) and the
   optional ``ef_search`` (HNSW) / ``nprobe`` (IVF) for this request, and for ``ids`` the optional
   ``exclude_self`` (true: each item left out of its own results, k others returned; default false, the item
-  itself first); answers
+  itself first), and the optional ``filter`` in crl's filter language (:mod:`crl.search.filters`); answers
   ``{"results": [{"ids": [...], "scores": [...], "found": n}, ...], "shortfall": null}``, one entry per query,
   best first. ``found`` counts the items of a query (fewer than k only when the index could not fill its
   slots, e.g. an IVF whose probed cells held fewer items; those slots are left out), and ``shortfall`` then
@@ -15,10 +18,14 @@ Every bad request is a 4xx answer whose ``detail`` names the field, in FastAPI's
 ``[{"loc": ["body", field, ...], "msg": ..., "type": ...}]``: 422 for a malformed or out-of-range field (a wrong
 dimension, NaN or infinite numbers, a number sent as a string or a bool, k <= 0, k above ``max_k`` or above the
 index size, a batch above ``max_batch``, ids outside 0..2**63 - 1 or unknown, a setting the index kind does not
-take), 409 for a search of an empty index, 413 for a body above ``max_body_bytes`` (checked on Content-Length and
-counted as it arrives, before anything is parsed). An answer lists at most :data:`MAX_ERRORS` errors and shows
-at most :data:`PREVIEW_CHARS` characters of any value sent, and never a path of the server. No input reaches
-faiss unchecked, so no request can crash the process, and no score in an answer is NaN or infinite.
+take, a malformed filter, a text query of an index without a string encoder), 409 for a search of an empty
+index, 413 for a body above ``max_body_bytes`` (checked on Content-Length and counted as it arrives, before
+anything is parsed). A backend whose server does not answer (a Milvus server down or restarting) gives 503 with
+``loc`` ``["backend"]`` naming it (``milvus backend at HOST:PORT unavailable``) and a ``Retry-After`` header; the
+backend reconnects on a later request, so the service recovers by itself once the server is back. An answer lists
+at most :data:`MAX_ERRORS` errors and shows at most :data:`PREVIEW_CHARS` characters of any value sent, and never
+a path of the server or a traceback. No input reaches the backend unchecked, so no request can crash the process,
+and no score in an answer is NaN or infinite.
 
 The interactive pages ``/docs`` and ``/redoc`` load their scripts from a CDN, so they are off unless
 ``create_app(..., docs=True)``; the schema ``/openapi.json`` is served either way (plain JSON, no scripts).
@@ -46,7 +53,8 @@ from pydantic import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crl.search import Index
+from crl.search import BackendUnavailableError, Index, SearchBackend
+from crl.search.filters import parse_filter
 from crl.serving.queries import string_encoder, without_query_items
 
 __all__ = ["MAX_BATCH", "MAX_K", "SearchRequest", "create_app", "default_max_body_bytes"]
@@ -67,6 +75,8 @@ MAX_ERRORS = 10
 """Most errors one answer lists; a count of the rest follows them."""
 PREVIEW_CHARS = 40
 """Most characters of a value sent that an error shows."""
+RETRY_AFTER_S = 1
+"""The Retry-After of a 503: a client may try again after this many seconds."""
 
 TextEmbedder = Callable[[list[str]], np.ndarray]
 
@@ -86,6 +96,7 @@ class SearchRequest(BaseModel):
     ef_search: StrictInt | None = Field(default=None, ge=1, le=MAX_SETTING)
     nprobe: StrictInt | None = Field(default=None, ge=1, le=MAX_SETTING)
     exclude_self: StrictBool = False
+    filter: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one_kind_of_query(self) -> SearchRequest:
@@ -170,7 +181,7 @@ def default_max_body_bytes(max_batch: int, dim: int) -> int:
 
 
 def create_app(
-    index: Index,
+    index: SearchBackend,
     *,
     max_batch: int = MAX_BATCH,
     max_k: int = MAX_K,
@@ -182,13 +193,18 @@ def create_app(
     ``max_body_bytes`` (None: :func:`default_max_body_bytes`) bounds a request body; ``docs`` serves the
     ``/docs`` and ``/redoc`` pages, which fetch their scripts from a CDN. Text queries use the string encoder
     registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`).
+
+    Raises:
+        BackendUnavailableError: when the backend's server does not answer now.
     """
     limits = {"max_batch": max_batch, "max_k": max_k, "max_body_bytes": max_body_bytes}
     for name, value in limits.items():
         if (value is not None or name != "max_body_bytes") and not _is_positive_int(value):
             raise ValueError(f"{name} = {value!r}; pass a positive integer")
     body_limit = max_body_bytes or default_max_body_bytes(max_batch, index.dim)
-    if len(index):  # an IVF index builds its id -> vector map now, not inside concurrent requests
+    if isinstance(index, Index) and len(
+        index
+    ):  # an IVF index builds its id -> vector map now, not in requests
         index.vectors(index.ids[:1])
     embed = _text_embedder(index)
     app = FastAPI(
@@ -203,6 +219,13 @@ def create_app(
     async def _request_error(_: Request, error: RequestError) -> JSONResponse:
         detail = [{"loc": ["body", error.field], "msg": error.message, "type": "value_error"}]
         return JSONResponse(status_code=error.status, content={"detail": detail})
+
+    @app.exception_handler(BackendUnavailableError)
+    async def _backend_unavailable(_: Request, error: BackendUnavailableError) -> JSONResponse:
+        message = f"{error.backend} unavailable; retry in a few seconds, once its server is back"
+        detail = [{"loc": ["backend"], "msg": message, "type": "backend_unavailable"}]
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
+        return JSONResponse(status_code=503, content={"detail": detail}, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -223,13 +246,20 @@ def create_app(
     @app.post("/search")
     def search(request: SearchRequest) -> dict[str, Any]:
         queries = _queries(index, request, max_batch, embed)
-        _check_k(request.k, len(index), max_k)
+        held = len(index)
+        _check_k(request.k, held, max_k)
         field = _query_field(request)
         if request.exclude_self and request.ids is None:
             raise RequestError("exclude_self", "exclude_self applies to ids queries; drop it or query by ids")
-        asked = request.k + 1 if request.exclude_self and request.k < len(index) else request.k
+        asked = request.k + 1 if request.exclude_self and request.k < held else request.k
         try:
-            found = index.search(queries, asked, ef_search=request.ef_search, nprobe=request.nprobe)
+            parse_filter(request.filter)
+        except ValueError as error:
+            raise RequestError("filter", _preview(str(error), 200)) from None
+        try:
+            found = index.search(
+                queries, asked, ef_search=request.ef_search, nprobe=request.nprobe, filter=request.filter
+            )
         except ValueError as error:
             message = str(error)
             raise RequestError(
@@ -253,7 +283,7 @@ def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _queries(index: Index, request: SearchRequest, max_batch: int, embed: TextEmbedder) -> np.ndarray:
+def _queries(index: SearchBackend, request: SearchRequest, max_batch: int, embed: TextEmbedder) -> np.ndarray:
     """The (q, d) query matrix of a request, every row checked (size, dimension, finite)."""
     field = _query_field(request)
     rows: list[Any] = getattr(request, field)
@@ -282,20 +312,22 @@ def _queries(index: Index, request: SearchRequest, max_batch: int, embed: TextEm
     return matrix.astype(np.float32)
 
 
-def _text_embedder(index: Index) -> TextEmbedder:
+def _text_embedder(index: SearchBackend) -> TextEmbedder:
     """The function embedding a request's texts with the string encoder registered for the index's checkpoint
     (looked up now, once); its errors are ``RequestError`` on ``texts`` that show no path of the server."""
     encode = string_encoder(index)
     folder = index.encoder.checkpoint if index.encoder is not None else None
+    missing = (
+        "this index records no encoder, so texts cannot be embedded (an index or collection built from text, "
+        "e.g. by crl index build minilm --text-file, records one); query by vectors or ids"
+        if folder is None
+        else "no string encoder is registered for this index's encoder (text queries need an index built "
+        "from text, e.g. by crl index build minilm --text-file, served by crl serve); query by vectors or ids"
+    )
 
     def embed(texts: list[str]) -> np.ndarray:
         if encode is None:
-            raise RequestError(
-                "texts",
-                "no string encoder is registered for this index's encoder (text queries need an index built "
-                "from text, e.g. by crl index build minilm --text-file, served by crl serve); query by vectors "
-                "or ids",
-            )
+            raise RequestError("texts", missing)
         try:
             return np.asarray(encode(texts), dtype=np.float32)
         except ValueError as error:
