@@ -19,6 +19,21 @@ def _gauss_legendre(lo: float, hi: float, n_nodes: int) -> tuple[np.ndarray, np.
     return lo + 0.5 * (hi - lo) * (nodes + 1.0), 0.5 * (hi - lo) * weights
 
 
+def _on_quadrature_grid(model: GaussianTwoTower) -> tuple[np.ndarray, ...]:
+    """d = 1: Gauss–Legendre weights over x (times the N(0, 1) density) and y, and the model's p+_x(y), p-(y),
+    log-ratio and dM/dpi on that (x, y) grid."""
+    x_nodes, x_weights = _gauss_legendre(-25.0, 25.0, 200)
+    x_weights = x_weights * stats.norm.pdf(x_nodes)
+    v_nodes, v_weights = _gauss_legendre(-45.0, 45.0, 700)
+    x = torch.from_numpy(x_nodes)[:, None, None]
+    v = torch.from_numpy(v_nodes)[None, :, None]
+    positive = torch.exp(model.log_positive_density(x, v)).numpy()
+    negative = torch.exp(model.log_negative_density(v)).numpy()[0]
+    log_ratio = model.log_ratio(x, v).numpy()
+    ratio = model.anchor_density_ratio(x, v).numpy()
+    return x_weights, v_weights, positive, negative, log_ratio, ratio
+
+
 def _auc_by_noncentral_chi2(d: int, rho: float, n_nodes: int = 80) -> float:
     """E* = E_{s ~ chi2_d} P[(1-rho^2) A < B], A ~ ncx2(d, (1-rho^2) s/rho^2), B ~ ncx2(d, s/rho^2).
 
@@ -81,15 +96,7 @@ def test_densities_and_second_moment_by_quadrature_in_one_dimension() -> None:
     """d = 1: ∫ p+_x = 1, ∫ p- = 1, E_x KL(p+_x || p-) and E_x ∫ (dM/dpi)^2 dpi by Gauss–Legendre over (x, v)."""
     rho = 0.75
     model = GaussianTwoTower(1, rho)
-    x_nodes, x_weights = _gauss_legendre(-25.0, 25.0, 200)
-    x_weights = x_weights * stats.norm.pdf(x_nodes)
-    v_nodes, v_weights = _gauss_legendre(-45.0, 45.0, 700)
-    x = torch.from_numpy(x_nodes)[:, None, None]
-    v = torch.from_numpy(v_nodes)[None, :, None]
-    positive = torch.exp(model.log_positive_density(x, v)).numpy()
-    negative = torch.exp(model.log_negative_density(v)).numpy()[0]
-    log_ratio = model.log_ratio(x, v).numpy()
-    ratio = model.anchor_density_ratio(x, v).numpy()
+    x_weights, v_weights, positive, negative, log_ratio, ratio = _on_quadrature_grid(model)
     assert np.allclose(positive @ v_weights, 1.0, atol=1e-12)
     assert negative @ v_weights == pytest.approx(1.0, abs=1e-12)
     assert model.mean_kl() == pytest.approx(x_weights @ ((positive * log_ratio) @ v_weights), abs=1e-10)
@@ -174,15 +181,7 @@ def test_wide_positives_monte_carlo_agrees_with_exact_values(d: int, rho: float,
 def test_wide_positives_closed_forms_by_quadrature_in_one_dimension() -> None:
     """d = 1, v = 0.6, rho = 0.5 (v + 2 rho^2 < 2): mean_kl and E|dM/dpi|^2 by Gauss–Legendre over (x, y)."""
     model = GaussianTwoTower(1, 0.5, variance=0.6)
-    x_nodes, x_weights = _gauss_legendre(-25.0, 25.0, 200)
-    x_weights = x_weights * stats.norm.pdf(x_nodes)
-    v_nodes, v_weights = _gauss_legendre(-45.0, 45.0, 700)
-    x = torch.from_numpy(x_nodes)[:, None, None]
-    v = torch.from_numpy(v_nodes)[None, :, None]
-    positive = torch.exp(model.log_positive_density(x, v)).numpy()
-    negative = torch.exp(model.log_negative_density(v)).numpy()[0]
-    log_ratio = model.log_ratio(x, v).numpy()
-    ratio = model.anchor_density_ratio(x, v).numpy()
+    x_weights, v_weights, positive, negative, log_ratio, ratio = _on_quadrature_grid(model)
     assert np.allclose(positive @ v_weights, 1.0, atol=1e-12)
     assert model.mean_kl() == pytest.approx(x_weights @ ((positive * log_ratio) @ v_weights), abs=1e-10)
     second_moment = x_weights @ ((ratio * ratio * negative[None, :]) @ v_weights)
