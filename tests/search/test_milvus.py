@@ -73,6 +73,13 @@ def test_a_flat_collection_returns_the_filtered_brute_force_top_k_as_faiss_does(
         np.testing.assert_array_equal(result.ids, expected.ids)
         np.testing.assert_allclose(result.scores, expected.scores, atol=1e-5)
     assert len(collection) == N
+    for setting in ({"ef_search": 32}, {"nprobe": 4}, {"ef_search": 0}):
+        name = next(iter(setting))
+        with pytest.raises(ValueError, match=name) as refused:
+            collection.search(queries, 10, **setting)
+        with pytest.raises(ValueError) as faiss_refused:
+            faiss_flat.search(queries, 10, **setting)
+        assert str(refused.value) == str(faiss_refused.value)
 
 
 def test_upsert_replaces_delete_removes_and_a_filter_reports_its_shortfall(server: object, data) -> None:

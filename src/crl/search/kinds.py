@@ -281,15 +281,13 @@ def _kinds_taking(setting: str) -> str:
     return "kinds " + ", ".join(repr(name) for name in names[:-1]) + f" and {names[-1]!r}"
 
 
-def search_parameters(
-    kind: Kind,
-    params: Mapping[str, int],
-    ef_search: int | None,
-    nprobe: int | None,
-    selector: faiss.IDSelector | None = None,
-) -> faiss.SearchParameters | None:
-    """faiss search parameters for one call: efSearch for HNSW, nprobe for IVF, and ``selector`` (the ids a
-    filter lets through) for every kind; None keeps the index's own settings and searches every item."""
+def check_search_settings(kind: Kind, ef_search: int | None, nprobe: int | None) -> str | None:
+    """Check a call's ``ef_search`` and ``nprobe`` against an index kind (every backend, the same rule): each a
+    positive integer, and only for the kinds that take it. Returns the kind's setting name (None: it takes none).
+
+    Raises:
+        ValueError: naming the argument and what to pass.
+    """
     for name, value in (("ef_search", ef_search), ("nprobe", nprobe)):
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
@@ -300,6 +298,19 @@ def search_parameters(
         raise ValueError(f"ef_search applies to {_kinds_taking('ef_search')} only; this index is {kind!r}")
     if nprobe is not None and setting != "nprobe":
         raise ValueError(f"nprobe applies to {_kinds_taking('nprobe')} only; this index is {kind!r}")
+    return setting
+
+
+def search_parameters(
+    kind: Kind,
+    params: Mapping[str, int],
+    ef_search: int | None,
+    nprobe: int | None,
+    selector: faiss.IDSelector | None = None,
+) -> faiss.SearchParameters | None:
+    """faiss search parameters for one call: efSearch for HNSW, nprobe for IVF, and ``selector`` (the ids a
+    filter lets through) for every kind; None keeps the index's own settings and searches every item."""
+    setting = check_search_settings(kind, ef_search, nprobe)
     if setting == "ef_search" and (ef_search is not None or selector is not None):
         ef = int(ef_search or params["efSearch"])
         return faiss.SearchParametersHNSW(efSearch=ef, sel=selector)  # type: ignore[attr-defined]

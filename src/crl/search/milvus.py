@@ -43,7 +43,7 @@ from crl.search._types import (
 )
 from crl.search.filters import parse_filter
 from crl.search.index import Index
-from crl.search.kinds import INDEX_KINDS
+from crl.search.kinds import INDEX_KINDS, check_search_settings
 
 MilvusKind = Literal["flat", "hnsw", "ivf"]
 """The kinds of :data:`crl.search.kinds.INDEX_KINDS` a Milvus collection offers."""
@@ -394,6 +394,7 @@ class MilvusIndex:
             raise ValueError(f"k = {k!r}; pass an int in [1, {MAX_K}] (Milvus's largest k)")
         checked = parse_filter(filter)
         expression = checked.milvus_expression() if checked is not None else None
+        check_search_settings(self.kind, ef_search, nprobe)
         param = {"metric_type": "IP", "params": MILVUS_KINDS[self.kind].search(k, ef_search, nprobe)}
         scores = np.full((matrix.shape[0], k), -np.inf, dtype=np.float32)
         ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
