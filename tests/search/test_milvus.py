@@ -191,6 +191,25 @@ def test_an_exported_index_searches_alike_from_the_library_and_the_command_line(
     assert [hit["id"] for hit in hits] == expected
     assert all(hit["metadata"]["source"] == "kjv" for hit in hits)
     assert search_command(address, ["water"]) == 2
-    assert "are item ids" in capsys.readouterr().err
+    assert "no string encoder" in capsys.readouterr().err
     assert index_export_command(tmp_path / "ix", address) == 2
     assert "exists already" in capsys.readouterr().err
+
+
+def test_a_text_query_of_an_exported_text_index_uses_the_recorded_encoder(
+    server: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """If this fails, `crl search milvus://... "water"` does not embed the text with the encoder the collection
+    records, or does not rank as the same search of the faiss folder it came from."""
+    from tests.serving.helpers import build_text_index
+
+    folder = build_text_index(tmp_path)
+    address = uri(server, "texts")
+    assert index_export_command(folder, address, "flat") == 0
+    capsys.readouterr()
+    assert search_command(folder, ["water"], k=2, as_json=True) == 0
+    local = json.loads(capsys.readouterr().out)["results"]
+    assert search_command(address, ["water"], k=2, as_json=True) == 0
+    remote = json.loads(capsys.readouterr().out)["results"]
+    assert [hit["id"] for hit in remote] == [hit["id"] for hit in local]
+    np.testing.assert_allclose([h["score"] for h in remote], [h["score"] for h in local], atol=1e-5)

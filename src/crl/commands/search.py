@@ -1,8 +1,9 @@
 """``crl search DIR QUERY...``: the k nearest items of an index (or a Milvus collection) to each query.
 
 DIR is a folder written by ``crl index build`` or a Milvus collection, ``milvus://HOST:PORT/COLLECTION`` (the
-optional extra crl[milvus]; its queries are item ids). ``--filter`` restricts the results to items whose metadata
-passes a filter in crl's filter language (:mod:`crl.search.filters`), given as JSON.
+optional extra crl[milvus]; text queries use the encoder the collection records). ``--filter`` restricts the
+results to items whose metadata passes a filter in crl's filter language (:mod:`crl.search.filters`), given as
+JSON.
 
 A query that is an integer is an item id of the index (its stored vector is the query); any other query is a
 string, embedded by the string encoder registered for the index's checkpoint (:mod:`crl.serving.queries`; a text
@@ -112,15 +113,14 @@ def search_command(
             from crl.search.milvus import MilvusIndex
 
             index = MilvusIndex.connect(str(index_dir))
-            vectors = index.vectors(_item_ids(queries, items, str(index_dir)))
         else:
             index = Index.load(Path(index_dir))
-            if None in items:
-                # Deferred: MiniLM loads torch and transformers, which only a text query needs.
-                from crl.serving.text import register_text_search
+        if None in items:
+            # Deferred: MiniLM loads torch and transformers, which only a text query needs.
+            from crl.serving.text import register_text_search
 
-                register_text_search()
-            vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
+            register_text_search()
+        vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
         leave_out = exclude_self and any(item is not None for item in items) and 1 <= k < len(index)
         asked = k + 1 if leave_out else k
         found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)
@@ -177,11 +177,3 @@ def _reading(as_text: bool, as_id: bool) -> str:
         print_error("--text and --id contradict each other; pass one of them (or neither: integers are ids)")
         raise typer.Exit(EXIT_USAGE)
     return "text" if as_text else "id" if as_id else "auto"
-
-
-def _item_ids(queries: list[str], items: list[int | None], address: str) -> list[int]:
-    """The queries of a Milvus collection as item ids."""
-    for query, item in zip(queries, items, strict=True):
-        if item is None:
-            raise ValueError(f"queries of {address} are item ids (integers); got {query[:40]!r}")
-    return [item for item in items if item is not None]
