@@ -213,3 +213,33 @@ def test_a_text_query_of_an_exported_text_index_uses_the_recorded_encoder(
     remote = json.loads(capsys.readouterr().out)["results"]
     assert [hit["id"] for hit in remote] == [hit["id"] for hit in local]
     np.testing.assert_allclose([h["score"] for h in remote], [h["score"] for h in local], atol=1e-5)
+
+
+def test_index_build_to_milvus_saves_the_folder_and_a_collection_alike(
+    server: object, tmp_path: Path
+) -> None:
+    """If this fails, `crl index build ... --to milvus://...` does not leave the folder and a collection holding
+    the same items, vectors and encoder."""
+    from typer.testing import CliRunner
+
+    from crl.commands import app
+    from tests.serving.helpers import CORPUS
+
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    address = uri(server, "built")
+    command = [
+        "index",
+        "build",
+        "minilm",
+        "--text-file",
+        str(tmp_path / "corpus.txt"),
+        "--out",
+        str(tmp_path / "ix"),
+    ]
+    built = CliRunner().invoke(app, [*command, "--to", address])
+    assert built.exit_code == 0, built.output
+    folder, collection = Index.load(tmp_path / "ix"), MilvusIndex.connect(address)
+    assert len(collection) == len(folder) == len(CORPUS) and collection.encoder == folder.encoder
+    np.testing.assert_allclose(collection.vectors([0, 3]), folder.vectors([0, 3]), atol=1e-6)
+    again = CliRunner().invoke(app, [*command, "--to", address])
+    assert again.exit_code == 2 and "exists already" in again.output

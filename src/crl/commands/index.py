@@ -1,5 +1,8 @@
 """``crl index build CHECKPOINT --out DIR``: embed a data set with a trained checkpoint and save a search index.
 
+``--to milvus://HOST:PORT/NAME`` also copies the saved index into a new Milvus collection, as ``crl index export``
+does (same kind, IVF-PQ as IVF; the collection records the encoder, so text queries work against it).
+
 Data: ``--data FILE --key x`` (an .npz or a folder of .npy files, as ``crl embed`` reads; ``--labels-key``
 adds each item's label as metadata) or, without ``--data``, the training split of the run's own labelled
 data (Fashion-MNIST, digits, your labelled arrays), each item with its label. Item ids are the row numbers.
@@ -54,8 +57,14 @@ def build(
         Path | None,
         typer.Option(help="Index these UTF-8 lines with MiniLM; CHECKPOINT is 'minilm' or a model folder."),
     ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help="Also copy the index into a new Milvus collection: milvus://HOST:PORT/NAME."
+        ),
+    ] = None,
 ) -> None:
-    """Embed a data set with CHECKPOINT and save a faiss index of it in OUT."""
+    """Embed a data set with CHECKPOINT and save a faiss index of it in OUT (and, with --to, a Milvus copy)."""
     given = {
         "M": m,
         "efConstruction": ef_construction,
@@ -66,9 +75,9 @@ def build(
     }
     params = {name: value for name, value in given.items() if value is not None}
     if text_file is not None:
-        raise typer.Exit(index_text_command(str(checkpoint), text_file, out, kind, params))
-    raise typer.Exit(
-        index_build_command(
+        built = index_text_command(str(checkpoint), text_file, out, kind, params)
+    else:
+        built = index_build_command(
             checkpoint,
             out=out,
             data=data,
@@ -81,7 +90,9 @@ def build(
             device=device,
             batch_size=batch_size,
         )
-    )
+    if built != EXIT_OK or to is None:
+        raise typer.Exit(built)
+    raise typer.Exit(index_export_command(out, to))
 
 
 @index_app.command("export", cls=FlagsCommand)
