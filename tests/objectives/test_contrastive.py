@@ -225,7 +225,9 @@ def test_symmetric_is_mean_of_two_directions(n, d, seed, form):
 def test_tiled_equals_dense_float32(n, m, block, seed, form, symmetric):
     """Tiled value and gradients in float32 (any block size) equal the dense computation in float64 to 1e-5 of
     their scale: the float32 tiled kernel is compared with the exact value, since it rounds differently from the
-    float32 dense one (base-2 logits, shifts inside the GEMM)."""
+    float32 dense one (base-2 logits, shifts inside the GEMM). A gradient entry sums terms of order 1/(n tau)
+    (unit vectors) that can cancel far below that (n = 2, seed 23: 1.5e-3 from terms near 5), so its float32
+    error is allowed a few float32 epsilons of the terms' scale as well."""
     g = torch.Generator().manual_seed(seed)
     a, p = unit(n, 8, g, torch.float32), unit(n, 8, g, torch.float32)
     neg = None if symmetric else unit(m, 8, g, torch.float32)
@@ -242,7 +244,8 @@ def test_tiled_equals_dense_float32(n, m, block, seed, form, symmetric):
     assert l2.dtype == torch.float32
     torch.testing.assert_close(l2.double(), l1, rtol=1e-5, atol=1e-6)
     for x, y in zip(g1, g2, strict=True):
-        torch.testing.assert_close(y.double(), x, rtol=1e-5, atol=1e-5 * float(x.abs().max()))
+        terms = 8.0 * torch.finfo(torch.float32).eps / (n * 0.1)
+        torch.testing.assert_close(y.double(), x, rtol=1e-5, atol=max(1e-5 * float(x.abs().max()), terms))
 
 
 @pytest.mark.parametrize("form", FORMS)
