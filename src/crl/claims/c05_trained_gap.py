@@ -192,7 +192,7 @@ def _profile(
 M_GRIDS = {
     Fidelity.QUICK: (8, 16, 32, 64, 128, 256),
     Fidelity.STANDARD: (8, 16, 32, 64, 128, 256, 512, 1024),
-    Fidelity.FULL: (8, 16, 32, 64, 128, 256, 512, 1024),
+    Fidelity.FULL: (32, 64, 128, 256, 512, 1024, 2048),
 }
 N_FOR_M = {Fidelity.QUICK: 256, Fidelity.STANDARD: 1024, Fidelity.FULL: 4096}
 """n of the m series (stated per series)."""
@@ -203,7 +203,7 @@ N_GRIDS = {
 }
 M_FOR_N = {Fidelity.QUICK: 64, Fidelity.STANDARD: 256, Fidelity.FULL: 256}
 """m of the n series (SCRL)."""
-SEEDS = {Fidelity.QUICK: 4, Fidelity.STANDARD: 12, Fidelity.FULL: 16}
+SEEDS = {Fidelity.QUICK: 4, Fidelity.STANDARD: 12, Fidelity.FULL: 64}
 CONTROL_SEEDS = {Fidelity.QUICK: 8, Fidelity.STANDARD: 48, Fidelity.FULL: 64}
 """The control's seeds: its heavy-tailed gaps are noisier, and its r sits 0.3-0.4 from the bound (pilot)."""
 N_EVAL = {Fidelity.QUICK: 4096, Fidelity.STANDARD: 16384, Fidelity.FULL: 65536}
@@ -241,7 +241,7 @@ class TrainedGap(Claim):
         "over x^T W y + b^T y with |theta| <= 1.5 |theta*| (Newton with a multiplier search, KKT residual <= "
         "1e-8 per fit). |G| = |seed mean of G_cv| (G minus the fixed-s* gap of the same sample plus its "
         "expectation). Intervals: delete-one-seed jackknife, Student-t with seeds - 1 dof. (1) SCRL and (2) "
-        "SSCRL vs m at n = 1024 (quick 256, full 4096), m in {8, ..., 1024} (quick to 256), on the window of m "
+        "SSCRL vs m at n = 1024 (quick 256, full 4096), m in {8, ..., 1024} (quick to 256, full {32, ..., 2048}), on the window of m "
         "where no seed's ball binds and every fit converged (at least 5 m, else INCONCLUSIVE): fit |G| = a + b "
         "m^r by relative least squares; a misfit that is material and significant (chi^2 on the seeds' "
         "covariance at alpha 0.05 and a relative residual above 5% beyond t se) is INCONCLUSIVE; PASS if r's "
@@ -251,7 +251,7 @@ class TrainedGap(Claim):
         "4096} (quick {128, ..., 1024}, full to 16384), end to end: the secant slope between the window's ends "
         "of the floor-free gap G - b*_m = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) and of the excess risk "
         "L(s_hat) - L* has CI upper end <= -0.45 (PASS), lower end above (FAIL); the fitted slope and the "
-        "leftover floor b*_m at the largest n are reported. Seeds: 12 (quick 4, full 16). Every r and slope is "
+        "leftover floor b*_m at the largest n are reported. Seeds: 12 (quick 4, full 64). Every r and slope is "
         "reported as measured; non-converged fits are counted and reported."
     )
     control_description: ClassVar[str] = (

@@ -368,7 +368,7 @@ M_OVER_N = 16
 PLANS: dict[Fidelity, dict[str, Any]] = {
     Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30},
     Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32},
-    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 11)), "seeds": 64},
+    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64},
 }
 
 
