@@ -1,7 +1,7 @@
 """From a config to the objects of a run: model, optimiser, learning-rate schedule, negative sampler, generators.
 
 Shared by the training loop, the trainer and ``crl eval`` (which rebuilds the model of a checkpoint from its saved
-config).
+config). The model's kinds and :func:`build_model` live in :mod:`crl.train.model_kinds` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -10,28 +10,18 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
 from crl._vocab import Regime
 from crl.data.source import PairSource
-from crl.models import MLP, DualEncoder, Encoder, MiniLM, SmallCNN, Temperature, TokenBag
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
 from crl.negatives.mining import Mined
-from crl.train.config import (
-    BagModel,
-    CnnModel,
-    LossConfig,
-    MiniLMModel,
-    MlpModel,
-    ModelConfig,
-    OptimConfig,
-    TrainConfig,
-)
+from crl.train.config import OptimConfig, TrainConfig
 from crl.train.data import labelled_inputs
 from crl.train.estimator import pool_size_of
+from crl.train.model_kinds import MODEL_KINDS, build_model
 from crl.train.negative_kinds import NEGATIVES_FACTS, NegativesFacts
 from crl.train.streams import derive_generator
 
@@ -78,82 +68,6 @@ class Streams:
             views=derive_generator(seed, "views", rank),
             negatives=derive_generator(seed, "negatives", negatives_rank),
         )
-
-
-def _mlp(config: MlpModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
-
-
-def _bag(config: BagModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    return TokenBag(config.vocab_size, config.token_dim, config.embedding_dim, generator=generator)
-
-
-def _cnn(config: CnnModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    if len(input_shape) not in (2, 3):
-        raise ValueError(
-            f"model.encoder = 'cnn' needs image inputs (C, H, W) or (H, W), but the data gives shape {input_shape}; "
-            "use model.encoder = 'mlp'"
-        )
-    in_channels = input_shape[0] if len(input_shape) == 3 else 1
-    return SmallCNN(
-        (input_shape[-2], input_shape[-1]),
-        config.embedding_dim,
-        config.channels,
-        config.hidden,
-        in_channels,
-        batch_norm=config.batch_norm,
-        pool=config.pool,
-        generator=generator,
-    )
-
-
-def _minilm(config: MiniLMModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    """The pretrained MiniLM of ``[model] path`` (offline); its width must be ``embedding_dim``."""
-    backbone = MiniLM(config.path)
-    if backbone.dim != config.embedding_dim:
-        raise ValueError(
-            f"model.embedding_dim = {config.embedding_dim} but the MiniLM at {str(backbone.source_path)!r} embeds "
-            f"into {backbone.dim} dimensions; set model.embedding_dim = {backbone.dim}"
-        )
-    return backbone
-
-
-Backbone = Callable[[Any, tuple[int, ...], torch.Generator], nn.Module]
-"""``backbone(config, input_shape, generator)``: one tower's network for a ``[model]`` config and its inputs."""
-
-MODEL_KINDS: dict[type, Backbone] = {MlpModel: _mlp, CnnModel: _cnn, BagModel: _bag, MiniLMModel: _minilm}
-"""The encoders by the type of their ``[model]`` config: a new encoder is its config class in
-:data:`crl.train.config.ModelConfig` and one entry here."""
-
-
-def _backbone(config: ModelConfig, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    return MODEL_KINDS[type(config)](config, input_shape, generator)
-
-
-def build_model(
-    model: ModelConfig,
-    loss: LossConfig,
-    anchor_shape: tuple[int, ...],
-    positive_shape: tuple[int, ...],
-    generator: torch.Generator,
-) -> DualEncoder:
-    """The dual encoder of the config, with weights drawn from ``generator``.
-
-    ``towers = "shared"`` needs anchors and positives of one shape.
-    """
-    if model.towers == "shared" and anchor_shape != positive_shape:
-        raise ValueError(
-            f"model.towers = 'shared' needs anchors and positives of one shape, got {anchor_shape} and "
-            f"{positive_shape}; use model.towers = 'two'"
-        )
-    anchor = Encoder(_backbone(model, anchor_shape, generator), normalize=model.normalize)
-    positive = (
-        None
-        if model.towers == "shared"
-        else Encoder(_backbone(model, positive_shape, generator), normalize=model.normalize)
-    )
-    temperature = Temperature(loss.tau, learnable=loss.learnable_tau, max_inverse=loss.max_inverse_tau)
-    return DualEncoder(anchor, positive, temperature)
 
 
 def negative_buffer_bytes(config: TrainConfig, positive_shape: tuple[int, ...]) -> int:
