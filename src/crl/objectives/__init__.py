@@ -14,6 +14,7 @@ from crl.objectives.infonce import (
     contrastive_loss,
     contrastive_loss_from_scores,
 )
+from crl.objectives.masked import masked_contrastive_loss
 from crl.objectives.moving_average import MovingAverageState, cosine_gamma, moving_average_loss
 from crl.objectives.oce import CVaR, Entropic, oce_loss, oce_loss_from_scores
 from crl.objectives.pairwise import pairwise_loss, pairwise_psi, sigmoid_loss
@@ -33,6 +34,7 @@ __all__ = [
     "contrastive_loss_from_scores",
     "cosine_gamma",
     "individual_temperature_loss",
+    "masked_contrastive_loss",
     "moving_average_loss",
     "oce_loss",
     "oce_loss_from_scores",
