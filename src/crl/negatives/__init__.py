@@ -93,6 +93,10 @@ class Draw:
             "samples": ``y`` holds raw samples y' of shape (m, ...) or (n, m, ...).
         x: see ``kind``.
         batch_offset: row of this process's first pair in the gathered batch ("in_batch" only).
+        mask: fixed negative sets over shared candidates (:mod:`crl.negatives.fixed`): ``y`` holds M candidates
+            (indices (M,), then embeddings (M, d)) and ``mask`` (n, M) bool says which are anchor i's negatives
+            (its set S_i, exclusions already applied); the loss is then
+            :func:`crl.objectives.masked_contrastive_loss`, one-sided. ``None`` otherwise.
     """
 
     regime: Regime
@@ -100,11 +104,13 @@ class Draw:
     y: Tensor | None = None
     x: Tensor | None = None
     batch_offset: int = 0
+    mask: Tensor | None = None
 
     @property
     def n_negatives(self) -> int | None:
-        """m, when it is known without the batch (``None`` for in-batch negatives, where m = n - 1)."""
-        if self.kind == "in_batch" or self.y is None:
+        """m, when it is known without the batch (``None`` for in-batch negatives, where m = n - 1, and for
+        masked sets, whose sizes m_i are the mask's row sums)."""
+        if self.kind == "in_batch" or self.y is None or self.mask is not None:
             return None
         return int(self.y.shape[0] if self.regime == "shared" else self.y.shape[1])
 
@@ -372,7 +378,7 @@ def embed_negatives(
     The leading (m,) or (n, m) axes are flattened, ``embed_y`` (the positive tower g applied to pool items or
     samples) maps the flat batch to (n*m, d) embeddings, and the axes are restored: (m, d) or (n, m, d). In the
     shared regime ``embed_x`` (the anchor tower f on the same pool rows) gives the x' negatives of the symmetric
-    direction.
+    direction. Masked sets (``drawn.mask``) embed their M candidates once, (M, d), and keep the mask.
 
     Args:
         drawn: the output of a sampler's ``draw``.
@@ -382,6 +388,8 @@ def embed_negatives(
     if drawn.kind in ("in_batch", "embeddings"):
         return drawn
     assert drawn.y is not None
+    if drawn.mask is not None:
+        return Draw(drawn.regime, "embeddings", y=embed_y(drawn.y), mask=drawn.mask)
     lead = 1 if drawn.regime == "shared" else 2
     shape = tuple(drawn.y.shape[:lead])
     flat = drawn.y.reshape(-1, *drawn.y.shape[lead:])
