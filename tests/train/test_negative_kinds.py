@@ -35,9 +35,10 @@ def test_every_kind_has_facts_and_a_sampler() -> None:
 def test_each_kinds_regime_is_the_regime_its_sampler_draws_in(negatives: str) -> None:
     config = parse_config({"loss": _loss(negatives)})
     sampler = build_sampler(config, _Pool())  # type: ignore[arg-type]
-    drawn = sampler.draw(
-        EmbeddedBatch(torch.zeros(3, 2), torch.zeros(3, 2)), torch.Generator().manual_seed(0)
-    )
+    batch = EmbeddedBatch(
+        torch.zeros(3, 2), torch.zeros(3, 2), indices=torch.arange(3)
+    )  # as the loop gives it
+    drawn = sampler.draw(batch, torch.Generator().manual_seed(0))
     assert sampler.regime == drawn.regime == NEGATIVES_FACTS[negatives].regime == config.loss.regime
 
 
@@ -47,21 +48,22 @@ def test_mined_negatives_are_drawn_per_anchor() -> None:
 
 def test_the_facts_name_the_kinds_each_rule_allows() -> None:
     """The rules of docs/estimators.md and the config's descriptions, as the facts give them."""
-    assert negatives_where(lambda f: f.per_anchor) == ("independent_pool", "mined")
+    assert negatives_where(lambda f: f.per_anchor) == ("independent_pool", "mined", "fixed_sets")
     assert negatives_where(lambda f: not f.sized) == ("in_batch",)
     assert negatives_where(lambda f: f.pooled) == ("shared_pool", "independent_pool")
     assert negatives_where(lambda f: not f.holds_inputs) == ("queue",)
     assert negatives_where(lambda f: f.fastclip) == ("shared_pool",)
     assert negatives_where(lambda f: f.per_sample_temperature) == ("in_batch", "shared_pool")
+    assert negatives_where(lambda f: f.fixed) == ("fixed_pool", "fixed_sets")
 
 
 @pytest.mark.parametrize("negatives", KINDS)
 def test_the_config_refuses_what_the_facts_rule_out(negatives: str) -> None:
-    """A symmetric loss needs a shared kind, a pool size a pooled one, fastclip and per-sample temperatures
-    theirs; every other kind is refused naming the field."""
+    """A symmetric loss needs a shared kind that is not fixed (the exact L_hat is one-sided), a pool size a pooled
+    one, fastclip and per-sample temperatures theirs; every other kind is refused naming the field."""
     facts = NEGATIVES_FACTS[negatives]
     cases = [
-        ({"symmetric": True}, not facts.per_anchor, "symmetric = true"),
+        ({"symmetric": True}, not (facts.per_anchor or facts.fixed), "symmetric = true"),
         ({"pool_size": 5}, facts.pooled, "pool_size = 5 needs negatives ="),
         ({"estimator": "fastclip", "form": "gcl"}, facts.fastclip, "negatives = "),
         (

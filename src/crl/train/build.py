@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from crl._vocab import Regime
 from crl.data.source import PairSource
 from crl.negatives import Gathered, Independent, Queue, Sampler, Shared
+from crl.negatives.fixed import FixedPool, FixedSets
 from crl.negatives.mining import Mined
 from crl.train.config import OptimConfig, TrainConfig
 from crl.train.data import labelled_inputs
@@ -70,24 +71,31 @@ class Streams:
         )
 
 
-def negative_buffer_bytes(config: TrainConfig, positive_shape: tuple[int, ...]) -> int:
+def negative_buffer_bytes(
+    config: TrainConfig, positive_shape: tuple[int, ...], candidates: int | None = None
+) -> int:
     """Bytes of crl's own per-step negative and score buffers, checked against the machine before training.
 
-    ``4 R (P + S D) + 64 MiB``: R rows of negatives per step (m for shared_pool and queue, n m for
-    independent_pool with n = batch_size, 0 for in_batch), P numbers per positive input (0 for the queue, which
-    stores embeddings only), D = embedding_dim, S = 2 when symmetric (both towers embed the pool) else 1, 4 bytes
-    per float32 number, and 64 MiB of score chunks and tiles (:data:`SCORE_WORKSPACE_BYTES`). The encoders'
-    activations on the negatives come on top, so this is a lower bound of what a step needs.
+    ``4 R (P + S D) + 64 MiB``: R rows of negatives per step (m for shared_pool, queue and fixed_pool, n m for
+    independent_pool with n = batch_size, min(C, n m) for fixed_sets with C = ``candidates``, the items its sets
+    come from, 0 for in_batch), P numbers per positive input (0 for the queue, which stores embeddings only),
+    D = embedding_dim, S = 2 when symmetric (both towers embed the pool) else 1, 4 bytes per float32 number, and
+    64 MiB of score chunks and tiles (:data:`SCORE_WORKSPACE_BYTES`). The encoders' activations on the negatives
+    come on top, so this is a lower bound of what a step needs.
     """
-    rows, inputs, sides = _buffer_terms(config, positive_shape)
+    rows, inputs, sides = _buffer_terms(config, positive_shape, candidates)
     return 4 * rows * (inputs + sides * config.model.embedding_dim) + SCORE_WORKSPACE_BYTES
 
 
-def _buffer_terms(config: TrainConfig, positive_shape: tuple[int, ...]) -> tuple[int, int, int]:
+def _buffer_terms(
+    config: TrainConfig, positive_shape: tuple[int, ...], candidates: int | None = None
+) -> tuple[int, int, int]:
     """(R, P, S) of :func:`negative_buffer_bytes`."""
     loss = config.loss
     facts = NEGATIVE_KINDS[loss.negatives].facts
     rows = (config.data.batch_size if facts.per_anchor else 1) * loss.n_negatives
+    if facts.fixed and facts.per_anchor and candidates is not None:
+        rows = min(rows, candidates)
     inputs = math.prod(positive_shape) if facts.holds_inputs else 0
     return rows, inputs, 2 if loss.symmetric else 1
 
@@ -97,16 +105,18 @@ def _machine_memory_bytes() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_negative_memory(config: TrainConfig, positive_shape: tuple[int, ...]) -> None:
+def check_negative_memory(
+    config: TrainConfig, positive_shape: tuple[int, ...], candidates: int | None = None
+) -> None:
     """Refuse a config whose :func:`negative_buffer_bytes` exceed the machine's physical memory.
 
     Raises:
         ValueError: naming ``[loss] n_negatives``, the formula, its value and the memory available.
     """
-    needed = negative_buffer_bytes(config, positive_shape)
+    needed = negative_buffer_bytes(config, positive_shape, candidates)
     available = _machine_memory_bytes()
     if needed > available:
-        rows, inputs, sides = _buffer_terms(config, positive_shape)
+        rows, inputs, sides = _buffer_terms(config, positive_shape, candidates)
         raise ValueError(
             f"[loss] n_negatives = {config.loss.n_negatives} with negatives = '{config.loss.negatives}' needs "
             f"{needed / 1e9:.3g} GB for crl's negative and score buffers alone (4 R (P + S D) + 64 MiB with "
@@ -120,13 +130,15 @@ def build_sampler(config: TrainConfig, source: PairSource, *, distributed: bool 
     """The negative sampler of ``[loss] negatives`` (in-batch becomes :class:`Gathered` with K > 1 ranks).
 
     Pool samplers draw indices into the source's first ``[loss] pool_size`` pairs (0: all n), or samples y' ~ p-
-    when the source generates them.
+    when the source generates them. The fixed kinds choose their sets once, by the keyed hash of ``[run] seed``,
+    among the source's ``negative_candidates`` (a locked source's training items or disjoint pool; else its n
+    pairs), leaving out the items that share the anchor's key (the source's ``item_ids``; else its own index).
 
     Raises:
         ValueError: when crl's own negative and score buffers cannot fit in memory
             (:func:`check_negative_memory`), before anything is allocated.
     """
-    check_negative_memory(config, source.positive_shape)
+    check_negative_memory(config, source.positive_shape, len(_fixed_candidates(source)))
     return NEGATIVE_KINDS[config.loss.negatives].sampler(config, source, distributed)
 
 
@@ -219,6 +231,35 @@ def _mined_sampler(config: TrainConfig, source: PairSource, distributed: bool) -
     )
 
 
+def _fixed_candidates(source: PairSource) -> Tensor:
+    """The item indices fixed negatives come from: the source's ``negative_candidates``, else its n pairs."""
+    candidates = getattr(source, "negative_candidates", None)
+    return candidates if isinstance(candidates, Tensor) else torch.arange(source.n_pairs, dtype=torch.int64)
+
+
+def _fixed_keys(source: PairSource, candidates: Tensor) -> Tensor:
+    """A key per item index: the source's ``item_ids`` (identical texts share one), else the index itself."""
+    keys = getattr(source, "item_ids", None)
+    if isinstance(keys, Tensor):
+        return keys.to(torch.int64)
+    return torch.arange(max(source.n_pairs, int(candidates.max()) + 1), dtype=torch.int64)
+
+
+def _fixed(kind: type[FixedPool] | type[FixedSets]) -> SamplerBuilder:
+    """The builder of a fixed kind: m = ``[loss] n_negatives`` of the source's candidates, hashed with run.seed."""
+
+    def build(config: TrainConfig, source: PairSource, distributed: bool) -> Sampler:
+        if source.generate_negatives is not None:
+            raise ValueError(
+                f"[loss] negatives = '{config.loss.negatives}' draws its fixed sets from the source's items, but this "
+                "data draws fresh negatives from p- (a synthetic truth); use shared_pool or independent_pool"
+            )
+        candidates = _fixed_candidates(source)
+        return kind(config.loss.n_negatives, candidates, _fixed_keys(source, candidates), config.run.seed)
+
+    return build
+
+
 SamplerBuilder = Callable[[TrainConfig, PairSource, bool], Sampler]
 """``builder(config, source, distributed)``: the :class:`crl.negatives.Sampler` of one ``[loss] negatives`` kind."""
 
@@ -248,6 +289,8 @@ NEGATIVE_KINDS: dict[str, NegativeKind] = _kinds(
         "independent_pool": _independent_pool,
         "queue": _queue,
         "mined": _mined_sampler,
+        "fixed_pool": _fixed(FixedPool),
+        "fixed_sets": _fixed(FixedSets),
     }
 )
 """The negative samplers by ``[loss] negatives``: a new kind is its name and facts in

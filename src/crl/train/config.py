@@ -52,6 +52,7 @@ __all__ = [
     "FashionMnistData",
     "FolderName",
     "ImageData",
+    "LockedData",
     "LossConfig",
     "MiniLMModel",
     "MlpModel",
@@ -276,8 +277,129 @@ class TextPairsData(_TextData):
 TextData = WordnetData | BibleData | TextPairsData
 """The text sources (tokenised mapping batches)."""
 
+_LOCKED_BACKBONES = {"wordnet": ("minilm",), "bible": ("minilm",), "fashion_mnist": ("pixels", "cnn")}
+"""The backbones each ``[data] dataset`` of the locked source takes."""
+
+_LOCKED_TEXT_FIELDS = ("max_seq_length", "val_fraction", "test_fraction", "split_seed")
+"""Fields of the locked source that only its text data sets read."""
+
+
+class LockedData(_DataSection):
+    """``[data] source = "locked"``: features of both sides of each pair, computed once by a frozen backbone and
+    cached on disk (:mod:`crl.data.features`); the model is a head per tower on them (:mod:`crl.train.locked`)."""
+
+    source: Literal["locked"] = Field(
+        default="locked",
+        description="Locked features: a frozen backbone's features of both sides of each pair, cached on disk; "
+        "[model] is a head on them (encoder = 'mlp' with at most one hidden layer).",
+    )
+    dataset: Literal["wordnet", "bible", "fashion_mnist"] = Field(
+        default="wordnet",
+        description="wordnet: definition -> lemma list; bible: KJV -> WEB verse; fashion_mnist: two fixed "
+        "augmented views of each image.",
+    )
+    backbone: Literal["minilm", "pixels", "cnn"] = Field(
+        default="minilm",
+        description="minilm (texts): sentence-transformers' normalised all-MiniLM-L6-v2 embedding; pixels "
+        "(images): the view's raw pixels; cnn (images): the representation h of a crl image checkpoint.",
+    )
+    backbone_path: str = Field(
+        default="",
+        description="minilm: a sentence-transformers model folder ('': the packaged all-MiniLM-L6-v2); cnn: a crl "
+        "run folder or checkpoint of 28x28 images (required); pixels: ''.",
+    )
+    cache_dir: str = Field(
+        default="", description="Feature cache folder ('': $CRL_CACHE_DIR/features or ~/.cache/crl/features)."
+    )
+    negatives_from: Literal["train", "disjoint"] = Field(
+        default="train",
+        description="Where fixed negatives come from: the n training items, or a pool of disjoint_size further "
+        "items of the split (items n..n+P-1), disjoint from the training pairs.",
+    )
+    disjoint_size: int = Field(
+        default=0, ge=0, description="P, the items of the disjoint pool (negatives_from = 'disjoint' only)."
+    )
+    root: str = Field(
+        default="",
+        description="Data folder ('': /usr/share/wordnet, /usr/share/datasets/fashion-mnist, or for bible the "
+        "SWORD export's cache folder).",
+    )
+    wordnet_pairs: Literal["gloss_lemmas", "gloss_example"] = Field(
+        default="gloss_lemmas",
+        description="dataset = 'wordnet': gloss_lemmas (x = definition, y = lemma list) or gloss_example.",
+    )
+    max_seq_length: int = Field(
+        default=128,
+        ge=2,
+        le=512,
+        description="Texts: word pieces the backbone reads per text (longer: truncated).",
+    )
+    val_fraction: float = Field(
+        default=0.05, ge=0, lt=1, description="Texts: fraction of groups held out for validation."
+    )
+    test_fraction: float = Field(
+        default=0.05, gt=0, lt=1, description="Texts: fraction of groups held out for test."
+    )
+    split_seed: int = Field(
+        default=0, ge=0, description="Texts: seed of the hash that assigns groups to splits."
+    )
+    views_seed: int = Field(
+        default=0,
+        ge=0,
+        description="Images: seed of the two fixed augmented views of each image (locked once).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LockedData:
+        allowed = _LOCKED_BACKBONES[self.dataset]
+        if self.backbone not in allowed:
+            raise ValueError(
+                f"backbone = '{self.backbone}' does not fit dataset = '{self.dataset}'; use backbone = "
+                f"{_either(allowed)}"
+            )
+        if self.backbone == "cnn" and not self.backbone_path:
+            raise ValueError(
+                "backbone = 'cnn' needs backbone_path, a crl run folder or checkpoint of 28x28 images"
+            )
+        if self.backbone == "pixels" and self.backbone_path:
+            raise ValueError(
+                f"backbone = 'pixels' reads no backbone_path ({self.backbone_path!r}); set backbone_path = ''"
+            )
+        if self.negatives_from == "disjoint" and self.disjoint_size < 1:
+            raise ValueError(
+                "negatives_from = 'disjoint' needs disjoint_size (P) >= 1, the items of the pool"
+            )
+        if self.negatives_from == "train" and self.disjoint_size != 0:
+            raise ValueError(
+                f"disjoint_size = {self.disjoint_size} is read only with negatives_from = 'disjoint'; set "
+                "negatives_from = 'disjoint' or disjoint_size = 0"
+            )
+        defaults = type(self).model_fields
+        images = self.dataset == "fashion_mnist"
+        ignored = [
+            name for name in _LOCKED_TEXT_FIELDS if images and getattr(self, name) != defaults[name].default
+        ]
+        if self.dataset != "wordnet" and self.wordnet_pairs != defaults["wordnet_pairs"].default:
+            ignored.append("wordnet_pairs")
+        if not images and self.views_seed != defaults["views_seed"].default:
+            ignored.append("views_seed")
+        if ignored:
+            verb, pronoun = ("is", "it") if len(ignored) == 1 else ("are", "them")
+            raise ValueError(
+                f"{', '.join(ignored)} {verb} not read with dataset = '{self.dataset}'; remove {pronoun}"
+            )
+        return self
+
+
 DataConfig = Annotated[
-    FashionMnistData | DigitsData | SyntheticData | ArraysData | WordnetData | BibleData | TextPairsData,
+    FashionMnistData
+    | DigitsData
+    | SyntheticData
+    | ArraysData
+    | WordnetData
+    | BibleData
+    | TextPairsData
+    | LockedData,
     Field(discriminator="source"),
 ]
 """``[data]``: the paired data set (x_i, y_i), i = 1..n; ``source`` picks the kind and its fields."""
@@ -544,12 +666,15 @@ class LossConfig(EstimatorFields, TemperatureFields):
         description="Negative sampler. Regime 'shared' (SSCRL): in_batch (the other positives of the global "
         "batch, m = K*n - 1), shared_pool (m pool items per step, shared by the batch), queue (the m most "
         "recent positives). Regime 'independent' (SCRL): independent_pool (m pool items per anchor), mined "
-        "(m hard negatives per anchor from an index of the pool: crl.negatives.mining).",
+        "(m hard negatives per anchor from an index of the pool: crl.negatives.mining). Fixed, [A]'s exact L_hat "
+        "over all m negatives at every step (crl.negatives.fixed): fixed_pool (SSCRL: one pool of m of the "
+        "source's candidates, chosen once by a keyed hash), fixed_sets (SCRL: anchor i's own set S_i of m).",
     )
     n_negatives: int = Field(
         default=0,
         ge=0,
-        description="m for shared_pool, independent_pool, queue and mined (0 with in_batch, where m = K*n - 1).",
+        description="m for shared_pool, independent_pool, queue, mined, fixed_pool and fixed_sets (0 with in_batch, "
+        "where m = K*n - 1).",
     )
     mine_window: list[int] = Field(
         default_factory=lambda: [10, 100],
@@ -581,10 +706,13 @@ class LossConfig(EstimatorFields, TemperatureFields):
             )
         if facts.mined and not 1 <= self.mine_window[0] <= self.mine_window[1]:
             raise ValueError(f"mine_window = {list(self.mine_window)}; pass [lo, hi] with 1 <= lo <= hi")
-        if self.symmetric and facts.per_anchor:
+        if self.symmetric and (facts.per_anchor or facts.fixed):
+            why = (
+                "SCRL is one-sided" if facts.per_anchor else "the exact L_hat over a fixed pool is one-sided"
+            )
             raise ValueError(
-                f"symmetric = true is not allowed with negatives = '{self.negatives}' (SCRL is one-sided); "
-                "set symmetric = false or use a shared-regime sampler"
+                f"symmetric = true is not allowed with negatives = '{self.negatives}' ({why}); "
+                "set symmetric = false or use in_batch, shared_pool or queue"
             )
         if self.learnable_tau and 1.0 / self.tau > self.max_inverse_tau:
             raise ValueError(
@@ -757,6 +885,24 @@ class TrainConfig(Section):
             if isinstance(values, dict) and tag not in values:
                 filled[section] = {tag: getattr(cls.model_fields[section].default, tag), **values}
         return filled
+
+    @model_validator(mode="after")
+    def _a_head_on_locked_features(self) -> TrainConfig:
+        """``[data] source = "locked"`` trains a head per tower: an MLP with at most one hidden layer, onto S^{d-1}."""
+        model = self.model
+        if isinstance(self.data, LockedData) and not (
+            isinstance(model, MlpModel) and len(model.hidden) <= 1 and model.normalize
+        ):
+            got = f"encoder = '{model.encoder}'" + (
+                f", hidden = {model.hidden}, normalize = {str(model.normalize).lower()}"
+                if isinstance(model, MlpModel)
+                else ""
+            )
+            raise ValueError(
+                f"[data] source = 'locked' trains a head on the features: set [model] encoder = 'mlp' with "
+                f"hidden = [] (linear) or [width] (one hidden layer) and normalize = true; got {got}"
+            )
+        return self
 
     @property
     def run_dir(self) -> Path:

@@ -6,6 +6,8 @@
 - ``source = "synthetic"``: :class:`crl.data.SyntheticPairs` from a :mod:`crl.synthetic` truth; negatives are
   then drawn from p- itself.
 - ``source = "arrays"``: your own pairs (:mod:`crl.train.data_arrays`), held out by a file or a seeded split.
+- ``source = "locked"``: a frozen backbone's cached features of both sides of each pair (:mod:`crl.train.locked`);
+  held-out pairs are the test split's features, labelled inputs (images) the first view's features.
 
 Class-level evaluation embeds the *anchor view* of each labelled image with f: the clean image for two views,
 its left half for halves, x for arrays with labels.
@@ -46,6 +48,7 @@ from crl.train.config import (
     DigitsData,
     FashionMnistData,
     ImageData,
+    LockedData,
     SyntheticData,
     TextData,
     TextPairsData,
@@ -53,6 +56,7 @@ from crl.train.config import (
     WordnetData,
 )
 from crl.train.data_arrays import read_split
+from crl.train.locked import locked_source, locked_split
 from crl.train.streams import derive_generator
 
 __all__ = [
@@ -238,6 +242,26 @@ def _arrays_have_no_labels(config: ArraysData) -> str:
     )
 
 
+def _locked_source(config: LockedData, seed: int, split: Split) -> PairSource:
+    """The locked features of the split (:func:`crl.train.locked.locked_source`; ``seed`` unused: they are fixed)."""
+    return locked_source(config, split)
+
+
+def _locked_heldout(config: LockedData, eval_seed: int) -> PairedArrays:
+    """Every pair of the test split, as its locked features (``eval.seed`` unused: the views are locked)."""
+    test = locked_source(config, "test")
+    return PairedArrays(test.x, test.y, test.labels)
+
+
+def _locked_labels(config: LockedData, split: Split) -> LabelledInputs | None:
+    """The first view's features of the split's images with their classes (``None`` for texts)."""
+    if config.dataset != "fashion_mnist":
+        return None
+    found = locked_split(config, split)
+    assert found.labels is not None
+    return LabelledInputs(found.features.x[: found.n_pairs], found.labels[: found.n_pairs], 10)
+
+
 @dataclass(frozen=True)
 class DataKind:
     """What crl does with one kind of ``[data]`` source; :data:`DATA_KINDS` holds one per kind.
@@ -268,6 +292,7 @@ DATA_KINDS: dict[type, DataKind] = {
     WordnetData: _TEXT,
     BibleData: _TEXT,
     TextPairsData: _TEXT,
+    LockedData: DataKind(_locked_source, _locked_heldout, _locked_labels),
 }
 """The data sources by the type of their ``[data]`` config: a new source is one entry here."""
 

@@ -34,10 +34,11 @@ def false_negative_ids(
     """The ids of the batch at ``indices`` and of the drawn negatives, from ``source.item_ids`` when it has them.
 
     In batch (one process) only the positives' ids are needed; pool indices give the negatives' ids; samples of
-    p- and gathered batches carry no ids (no mask). The ids are moved to ``device``, where the embeddings are.
+    p- and gathered batches carry no ids (no mask), and fixed sets none either (their mask already leaves out the
+    items that share the anchor's key). The ids are moved to ``device``, where the embeddings are.
     """
     table = getattr(source, "item_ids", None)
-    if not isinstance(table, Tensor):
+    if not isinstance(table, Tensor) or drawn.mask is not None:
         return FalseNegativeIds()
     positive_ids = table[indices.cpu()].to(device)
     if drawn.kind == "in_batch" and drawn.y is None:

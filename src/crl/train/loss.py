@@ -1,7 +1,9 @@
 """The loss of one training step: a batch of embedded pairs, its negatives, and one contrastive form.
 
-Every value comes from :func:`crl.objectives.contrastive_loss` (the single definition of InfoNCE/DCL/GCL); this
-module only routes a :class:`crl.negatives.Draw` to the right call. In-batch negatives over a batch gathered
+Every value comes from :func:`crl.objectives.contrastive_loss` (the single definition of InfoNCE/DCL/GCL), or for
+fixed negative sets drawn as a membership mask from :func:`crl.objectives.masked_contrastive_loss` (the same
+forms over each anchor's set S_i, exclusions already in the mask); this module only routes a
+:class:`crl.negatives.Draw` to the right call. In-batch negatives over a batch gathered
 from K ranks score this rank's anchors against all K*n candidates, leaving out each anchor's own positive at
 ``batch_offset + i`` (``positive_offset``), so the mean over ranks is the in-batch loss of the global batch.
 """
@@ -12,7 +14,7 @@ from torch import Tensor
 
 from crl._vocab import Form
 from crl.negatives import Draw, EmbeddedBatch
-from crl.objectives import contrastive_loss
+from crl.objectives import contrastive_loss, masked_contrastive_loss
 from crl.train.false_negatives import FalseNegativeIds
 
 __all__ = ["batch_loss"]
@@ -58,6 +60,10 @@ def batch_loss(
         raise ValueError(
             f"negatives of kind {negatives.kind!r} are not embeddings yet; call crl.negatives.embed_negatives first"
         )
+    if negatives.mask is not None:
+        if symmetric:
+            raise ValueError("fixed negative sets are one-sided; set symmetric = false")
+        return masked_contrastive_loss(a, p, negatives.y, negatives.mask, tau=tau, form=form)
     if negatives.regime == "independent":
         return contrastive_loss(
             a,

@@ -16,7 +16,9 @@ from crl._vocab import Regime
 
 __all__ = ["NEGATIVES_FACTS", "NegativesFacts", "NegativesName", "negatives_where"]
 
-NegativesName = Literal["in_batch", "shared_pool", "independent_pool", "queue", "mined"]
+NegativesName = Literal[
+    "in_batch", "shared_pool", "independent_pool", "queue", "mined", "fixed_pool", "fixed_sets"
+]
 """The values of ``[loss] negatives``."""
 
 
@@ -35,6 +37,9 @@ class NegativesFacts:
             ``mine_refresh_every``.
         fastclip: ``estimator = "fastclip"`` takes it (a fixed pool of shared negatives).
         per_sample_temperature: ``temperature = "per_sample"`` takes it.
+        fixed: [A]'s fixed negative sample, chosen once by a keyed hash over the source's candidates
+            (:mod:`crl.negatives.fixed`): every step scores each anchor against all m of its negatives exactly
+            (:func:`crl.objectives.masked_contrastive_loss`), one-sided, so ``symmetric`` is refused.
     """
 
     regime: Regime
@@ -44,6 +49,7 @@ class NegativesFacts:
     mined: bool = False
     fastclip: bool = False
     per_sample_temperature: bool = False
+    fixed: bool = False
 
     @property
     def per_anchor(self) -> bool:
@@ -57,6 +63,8 @@ NEGATIVES_FACTS: dict[str, NegativesFacts] = {
     "independent_pool": NegativesFacts("independent", pooled=True),
     "queue": NegativesFacts("shared", holds_inputs=False),
     "mined": NegativesFacts("independent", mined=True),
+    "fixed_pool": NegativesFacts("shared", fixed=True),
+    "fixed_sets": NegativesFacts("independent", fixed=True),
 }
 """The facts of each ``[loss] negatives`` kind, in the order the config lists them."""
 
