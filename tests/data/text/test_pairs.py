@@ -164,6 +164,29 @@ def test_qrels_mark_every_document_a_query_names() -> None:
     assert task.relevant == (frozenset({0, 1}), frozenset({0}))
     assert task.subset(1, seed=3).corpus == task.corpus
     assert len(task.subset(1).queries) == 1
+    assert task.query_ids == ("q0", "q1") and task.doc_ids == ("d0", "d1", "d2")
+
+
+def test_subset_and_limit_corpus_keep_each_ones_id() -> None:
+    """The ids name the whole split's queries and documents, so a TREC run of a sample uses the split's ids."""
+    pairs = [TextPair(f"query {i}", f"doc {i}", str(i)) for i in range(30)]
+    task = RetrievalTask.from_pairs(pairs, extra_corpus=[f"other {i}" for i in range(20)])
+    small = task.subset(5, seed=1).limit_corpus(12, seed=2)
+    by_id = dict(zip(task.query_ids, task.queries, strict=True))
+    docs = dict(zip(task.doc_ids, task.corpus, strict=True))
+    assert [by_id[q] for q in small.query_ids] == list(small.queries)
+    assert [docs[d] for d in small.doc_ids] == list(small.corpus) and len(small.corpus) == 12
+    for query, relevant in zip(small.queries, small.relevant, strict=True):
+        assert {small.corpus[d] for d in relevant} == {"doc " + query.split()[1]}
+
+
+@pytest.mark.parametrize(
+    ("query_ids", "doc_ids", "match"),
+    [(("q",), ("d", "d"), "document id 'd' appears twice"), (("a b",), ("d", "e"), "query id 'a b'")],
+)
+def test_retrieval_task_ids_are_distinct_tokens(query_ids: tuple, doc_ids: tuple, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        RetrievalTask(("x",), ("y", "z"), (frozenset({0}),), query_ids, doc_ids)
 
 
 @settings(max_examples=60, deadline=None)

@@ -101,11 +101,35 @@ def split_pairs(pairs: Sequence[TextPair], fractions: SplitFractions) -> dict[Sp
 
 @dataclass(frozen=True)
 class RetrievalTask:
-    """Queries, a corpus and qrels: ``relevant[q]`` is the set of corpus indices relevant to query q."""
+    """Queries, a corpus and qrels: ``relevant[q]`` is the set of corpus indices relevant to query q.
+
+    ``query_ids`` and ``doc_ids`` name the queries and documents (distinct, whitespace-free: TREC ids); a task
+    made from pairs names them ``q0, q1, ...`` and ``d0, d1, ...`` by their first appearance, and
+    :meth:`subset` and :meth:`limit_corpus` keep each one's name.
+
+    Raises:
+        ValueError: if the tuples' lengths disagree, an id repeats or holds whitespace, or a relevant index is
+            not a corpus index.
+    """
 
     queries: tuple[str, ...]
     corpus: tuple[str, ...]
     relevant: tuple[frozenset[int], ...]
+    query_ids: tuple[str, ...]
+    doc_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.queries) == len(self.relevant) == len(self.query_ids):
+            raise ValueError(
+                f"{len(self.queries)} queries, {len(self.relevant)} relevance sets and {len(self.query_ids)} query"
+                " ids; pass one of each per query"
+            )
+        if len(self.corpus) != len(self.doc_ids):
+            raise ValueError(f"{len(self.corpus)} documents and {len(self.doc_ids)} ids; pass one id per document")
+        for what, ids in (("query", self.query_ids), ("document", self.doc_ids)):
+            _check_ids(what, ids)
+        if any(d < 0 or d >= len(self.corpus) for r in self.relevant for d in r):
+            raise ValueError(f"a relevant index is not one of the {len(self.corpus)} corpus indices")
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[TextPair], *, extra_corpus: Iterable[str] = ()) -> RetrievalTask:
@@ -128,7 +152,13 @@ class RetrievalTask:
             raise ValueError("a retrieval task needs at least one pair; this split is empty")
         for text in extra_corpus:
             doc_index.setdefault(text, len(doc_index))
-        return cls(tuple(query_index), tuple(doc_index), tuple(frozenset(r) for r in relevant))
+        return cls(
+            tuple(query_index),
+            tuple(doc_index),
+            tuple(frozenset(r) for r in relevant),
+            tuple(f"q{q}" for q in range(len(query_index))),
+            tuple(f"d{d}" for d in range(len(doc_index))),
+        )
 
     def subset(self, n_queries: int, seed: int = 0) -> RetrievalTask:
         """``n_queries`` queries (those of smallest hash u(seed, text), so a fixed sample) over the whole corpus
@@ -138,7 +168,11 @@ class RetrievalTask:
         order = sorted(range(len(self.queries)), key=lambda q: _hash_unit(self.queries[q], seed))[:n_queries]
         keep = sorted(order)
         return RetrievalTask(
-            tuple(self.queries[q] for q in keep), self.corpus, tuple(self.relevant[q] for q in keep)
+            tuple(self.queries[q] for q in keep),
+            self.corpus,
+            tuple(self.relevant[q] for q in keep),
+            tuple(self.query_ids[q] for q in keep),
+            self.doc_ids,
         )
 
     def limit_corpus(self, n_documents: int, seed: int = 0) -> RetrievalTask:
@@ -157,4 +191,17 @@ class RetrievalTask:
             self.queries,
             tuple(self.corpus[d] for d in keep),
             tuple(frozenset(new_index[d] for d in r) for r in self.relevant),
+            self.query_ids,
+            tuple(self.doc_ids[d] for d in keep),
         )
+
+
+def _check_ids(what: str, ids: Sequence[str]) -> None:
+    """Each id a non-empty string without whitespace, none repeated (naming the first that is not)."""
+    seen: set[str] = set()
+    for name in ids:
+        if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+            raise ValueError(f"{what} id {name!r} is empty or holds whitespace; ids are single tokens (TREC)")
+        if name in seen:
+            raise ValueError(f"{what} id {name!r} appears twice; give each {what} its own id")
+        seen.add(name)
