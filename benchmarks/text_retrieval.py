@@ -170,7 +170,7 @@ def main() -> None:
     figures: dict[str, dict[str, float]] = {}
     loop = make_loop(base)
     started = time.perf_counter()
-    reports["zero-shot MiniLM"] = evaluate_retrieval(task, *encoders(loop.model, loop.source))
+    reports["zero-shot MiniLM"] = evaluate_retrieval(task, *encoders(loop.model, loop.source)).report
     print(f"zero-shot evaluated in {time.perf_counter() - started:.0f} s", flush=True)
     for name, config, prefill in (
         ("crl SSCRL in-batch", base, False),
@@ -178,7 +178,7 @@ def main() -> None:
     ):
         print(name, flush=True)
         loop, figures[name] = fine_tune(config, args.minutes, prefill=prefill)
-        reports[name] = evaluate_retrieval(task, *encoders(loop.model, loop.source))
+        reports[name] = evaluate_retrieval(task, *encoders(loop.model, loop.source)).report
         backbone = loop.model.anchor_encoder.backbone
         assert isinstance(backbone, MiniLM)
         folder = args.out / config.run.name / name.split()[1].lower()

@@ -38,6 +38,7 @@ from crl.search import Index, SearchBackend
 __all__ = [
     "DEFAULT_KS",
     "IRReport",
+    "capped_ks",
     "class_retrieval",
     "evaluate_index",
     "ir_metrics_from_ranking",
@@ -79,6 +80,12 @@ class IRReport:
         """``{"accuracy@1": ..., "ndcg@10": ..., "map@100": ..., "search_recall@100": ...}``."""
         flat = {f"{name}@{k}": value for name, by_k in self.values.items() for k, value in by_k.items()}
         return flat | {f"search_recall@{k}": value for k, value in self.search_recall.items()}
+
+
+def capped_ks(ks: Mapping[str, Sequence[int]], top: int) -> dict[str, tuple[int, ...]]:
+    """``ks`` with every cut-off above ``top`` (the items a query can rank) lowered to ``top``, repeats merged:
+    ``capped_ks({"map": (100,)}, 30) == {"map": (30,)}``."""
+    return {name: tuple(sorted({min(k, top) for k in values})) for name, values in ks.items()}
 
 
 def _check_ks(ks: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]]:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import torch
 
 from crl.metrics.class_report import PIXELS, ClassRow, centred_pixels, class_report
-from crl.metrics.ir import DEFAULT_KS, class_retrieval
+from crl.metrics.ir import DEFAULT_KS, capped_ks, class_retrieval
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
 from crl.train.build import build_model
@@ -176,8 +176,7 @@ def _class_retrieval(
     if test is None or len(test.labels) < 2 or int(torch.bincount(test.labels).max()) < 2:
         return None
     features = embed(model.encode_anchors, test.inputs, batch_size=config.eval.batch_size, device=device)
-    top = len(test.labels) - 1
-    ks = {name: tuple(sorted({min(k, top) for k in values})) for name, values in DEFAULT_KS.items()}
+    ks = capped_ks(DEFAULT_KS, len(test.labels) - 1)
     return class_retrieval(features, test.labels, ks=ks).as_flat_dict()
 
 

@@ -125,7 +125,9 @@ class RetrievalTask:
                 " ids; pass one of each per query"
             )
         if len(self.corpus) != len(self.doc_ids):
-            raise ValueError(f"{len(self.corpus)} documents and {len(self.doc_ids)} ids; pass one id per document")
+            raise ValueError(
+                f"{len(self.corpus)} documents and {len(self.doc_ids)} ids; pass one id per document"
+            )
         for what, ids in (("query", self.query_ids), ("document", self.doc_ids)):
             _check_ids(what, ids)
         if any(d < 0 or d >= len(self.corpus) for r in self.relevant for d in r):
