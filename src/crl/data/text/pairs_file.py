@@ -8,7 +8,9 @@
   double quote but is not such a quoted field is an error naming its line.
 
 The file must be UTF-8; a blank line is skipped, and an empty query or positive, or a text holding a lone
-surrogate (a JSON escape such as ``"\\ud800"`` that encodes no character), is an error naming its line.
+surrogate (a JSON escape such as ``"\\ud800"`` that encodes no character), is an error naming its line. Its line
+reading, TSV fields and text checks (:func:`text_file_lines`, :func:`tsv_fields`, :func:`checked_text`) read
+other text files too (a retrieval task's queries and corpus).
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from pathlib import Path
 
 from crl.data.text.pairs import TextPair
 
-__all__ = ["read_pairs_file"]
+__all__ = ["checked_text", "read_pairs_file", "text_file_lines", "tsv_fields"]
 
 
-def _text(value: object, what: str, where: str) -> str:
+def checked_text(value: object, what: str, where: str) -> str:
+    """``value`` stripped, if it is a non-empty string that encodes as UTF-8 (an error naming ``where`` and
+    ``what`` otherwise)."""
     if not isinstance(value, str):
         raise ValueError(f"{where}: {what} must be a string, got {type(value).__name__}")
     if not value.strip():
-        raise ValueError(f"{where}: {what} is empty; every query and positive needs text")
+        raise ValueError(f"{where}: {what} is empty; give it text or remove that line")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -52,33 +56,68 @@ def _jsonl_pair(line: str, where: str) -> TextPair:
     negatives = record.get("negatives", [])
     if not isinstance(negatives, list):
         raise ValueError(f"{where}: 'negatives' must be a list of strings")
-    query = _text(record["query"], "query", where)
+    query = checked_text(record["query"], "query", where)
     group = record.get("group", query)
     return TextPair(
         query,
-        _text(record["positive"], "positive", where),
-        _text(group, "group", where),
-        tuple(_text(n, "a negative", where) for n in negatives),
+        checked_text(record["positive"], "positive", where),
+        checked_text(group, "group", where),
+        tuple(checked_text(n, "a negative", where) for n in negatives),
     )
 
 
-def _tsv_pair(line: str, where: str) -> TextPair:
+def tsv_fields(line: str, where: str) -> list[str]:
+    """The TAB-separated fields of ``line``; a field that starts with a double quote is quoted whole, may hold
+    TABs and writes a double quote as ``""`` (an error naming ``where`` otherwise)."""
     try:
-        columns = next(csv.reader([line], delimiter="\t", quotechar='"', strict=True))
+        return next(csv.reader([line], delimiter="\t", quotechar='"', strict=True))
     except csv.Error:
         raise ValueError(
             f'{where}: a field starting with a double quote must be quoted whole, "text" with "" for each double'
             " quote inside it; quote the field or drop its leading double quote"
         ) from None
+
+
+def _tsv_pair(line: str, where: str) -> TextPair:
+    columns = tsv_fields(line, where)
     if len(columns) < 2:
         raise ValueError(f"{where}: a TSV line needs query<TAB>positive, got one column")
-    query = _text(columns[0], "query", where)
+    query = checked_text(columns[0], "query", where)
     return TextPair(
         query,
-        _text(columns[1], "positive", where),
+        checked_text(columns[1], "positive", where),
         query,
-        tuple(_text(n, "a negative", where) for n in columns[2:]),
+        tuple(checked_text(n, "a negative", where) for n in columns[2:]),
     )
+
+
+def text_file_lines(
+    path: str | Path, what: str, suffixes: tuple[str, ...] = (".jsonl", ".tsv")
+) -> list[tuple[str, str]]:
+    """The non-blank lines of a UTF-8 file, each with its place ``"file:line"``.
+
+    Args:
+        path: the file.
+        what: what the file is, for the messages (``"text pairs file"``).
+        suffixes: the suffixes allowed (empty: any).
+
+    Raises:
+        ValueError: for another suffix, a missing file, or non-UTF-8 bytes (naming the byte offset).
+    """
+    file = Path(path)
+    if suffixes and file.suffix not in suffixes:
+        raise ValueError(f"{what} {str(file)!r}: use a {' or '.join(suffixes)} file")
+    if not file.is_file():
+        raise ValueError(f"{what} {str(file)!r} does not exist")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{file}: not UTF-8 text ({error.reason} at byte {error.start}); save the file as UTF-8"
+        ) from None
+    return [
+        (f"{file}:{number}", line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()
+    ]
 
 
 def read_pairs_file(path: str | Path) -> list[TextPair]:
@@ -88,23 +127,9 @@ def read_pairs_file(path: str | Path) -> list[TextPair]:
         ValueError: for a missing file, another suffix, non-UTF-8 bytes (naming the byte offset), a malformed
             line or an empty text (naming the line), or a file without pairs.
     """
-    file = Path(path)
-    if file.suffix not in (".jsonl", ".tsv"):
-        raise ValueError(f"text pairs file {str(file)!r}: use a .jsonl or .tsv file")
-    if not file.is_file():
-        raise ValueError(f"text pairs file {str(file)!r} does not exist")
-    try:
-        text = file.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(
-            f"{file}: not UTF-8 text ({error.reason} at byte {error.start}); save the file as UTF-8"
-        ) from None
-    parse = _jsonl_pair if file.suffix == ".jsonl" else _tsv_pair
-    pairs = [
-        parse(line, f"{file}:{number}")
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip()
-    ]
+    lines = text_file_lines(path, "text pairs file")
+    parse = _jsonl_pair if Path(path).suffix == ".jsonl" else _tsv_pair
+    pairs = [parse(line, where) for where, line in lines]
     if not pairs:
-        raise ValueError(f"{file}: no pairs in the file")
+        raise ValueError(f"{Path(path)}: no pairs in the file")
     return pairs

@@ -1,0 +1,152 @@
+"""A retrieval task from your own files, laid out as BEIR lays them out: queries, a corpus and qrels.
+
+- queries and corpus: ``.jsonl``, one object per line with ``"_id"`` and ``"text"`` (a corpus line may add
+  ``"title"``, embedded as ``title + " " + text``, as BEIR's dense retrieval does; other keys are ignored), or
+  ``.tsv``, ``id<TAB>text`` per line without a header (quoted fields as in :mod:`crl.data.text.pairs_file`);
+- qrels: TREC (``query_id iteration doc_id relevance``, :func:`crl.metrics.trec.read_qrels`) or BEIR's TSV
+  (``query-id<TAB>corpus-id<TAB>score``, its header line optional), told apart by the first line's fields.
+
+Relevance is binary, as in sentence-transformers' evaluator: a document is relevant to a query when its
+judgement is > 0. Only the queries with a relevant document are evaluated (a queries file may hold the queries
+of other splits, as BEIR's does); every document of the corpus is searched. Every error names the file, the line
+or id, and the fix: a missing file, a malformed line, a repeated id, an empty text, a qrels id absent from the
+queries or the corpus, and a task without a query to evaluate.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from crl.data.text import RetrievalTask
+from crl.data.text.pairs_file import checked_text, text_file_lines, tsv_fields
+from crl.metrics.trec import read_qrels
+
+__all__ = ["read_qrels_file", "read_task", "read_texts"]
+
+
+def _jsonl_entry(line: str, where: str, what: str) -> tuple[object, str]:
+    """(id, text) of one JSONL line: ``_id`` and ``text``, the text after ``title`` when there is one."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: not a JSON object ({error.msg})") from None
+    if not isinstance(record, dict) or "_id" not in record or "text" not in record:
+        raise ValueError(f'{where}: a {what} line must be an object with "_id" and "text"')
+    title = record.get("title") or ""
+    text = record["text"]
+    if not isinstance(title, str) or not isinstance(text, str):
+        raise ValueError(f'{where}: "title" and "text" must be strings')
+    return record["_id"], f"{title} {text}".strip()
+
+
+def _tsv_entry(line: str, where: str, what: str) -> tuple[object, str]:
+    """(id, text) of one ``id<TAB>text`` line."""
+    fields = tsv_fields(line, where)
+    if len(fields) != 2:
+        raise ValueError(f"{where}: a {what} line of a .tsv file is id<TAB>text, got {len(fields)} fields")
+    return fields[0], fields[1]
+
+
+def read_texts(path: str | Path, what: str) -> dict[str, str]:
+    """``{id: text}`` of a queries or corpus file (``what``: ``"queries"`` or ``"corpus"``), in file order.
+
+    Raises:
+        ValueError: for a missing file or another suffix, a malformed line, an id that is empty, holds
+            whitespace or repeats, an empty text (each naming its line), or a file without entries.
+    """
+    entry = _jsonl_entry if Path(path).suffix == ".jsonl" else _tsv_entry
+    texts: dict[str, str] = {}
+    for where, line in text_file_lines(path, f"{what} file"):
+        raw_id, text = entry(line, where, what)
+        name = str(raw_id) if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else ""
+        if not name or any(ch.isspace() for ch in name):
+            raise ValueError(f"{where}: id {raw_id!r} is empty or holds whitespace; ids are single tokens")
+        if name in texts:
+            raise ValueError(f"{where}: id {name!r} appears twice in the {what} file; give each its own id")
+        texts[name] = checked_text(text, f"the text of {name!r}", where)
+    if not texts:
+        raise ValueError(f"{what} file {str(path)!r} holds no {what}; pass a file with one entry per line")
+    return texts
+
+
+def _beir_qrels(lines: list[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """``{query_id: {doc_id: score}}`` of BEIR's ``query-id<TAB>corpus-id<TAB>score`` lines (first: header or
+    not)."""
+    qrels: dict[str, dict[str, int]] = {}
+    for number, (where, line) in enumerate(lines):
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise ValueError(f"{where}: a BEIR qrels line is query-id<TAB>corpus-id<TAB>score: {line!r}")
+        query, doc, score = (field.strip() for field in fields)
+        try:
+            relevance = int(score)
+        except ValueError:
+            if number == 0:
+                continue
+            raise ValueError(f"{where}: score {score!r} is not an integer") from None
+        qrels.setdefault(query, {})[doc] = relevance
+    return qrels
+
+
+def read_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
+    """``{query_id: {doc_id: relevance}}`` of a TREC qrels file (4 fields a line) or a BEIR qrels TSV (3
+    TAB-separated fields a line, header optional).
+
+    Raises:
+        ValueError: for a missing file, a first line of neither layout, or a malformed line (naming it).
+    """
+    lines = text_file_lines(path, "qrels file", suffixes=())
+    if not lines:
+        raise ValueError(f"qrels file {str(path)!r} is empty; pass one judgement per line")
+    where, first = lines[0]
+    if len(first.split("\t")) == 3:
+        return _beir_qrels(lines)
+    if len(first.split()) == 4:
+        return read_qrels(path)
+    raise ValueError(
+        f"{where}: a qrels line is TREC's 'query_id 0 doc_id relevance' or BEIR's "
+        f"'query-id<TAB>corpus-id<TAB>score', got {first!r}"
+    )
+
+
+def read_task(queries: str | Path, corpus: str | Path, qrels: str | Path) -> RetrievalTask:
+    """The task of a queries file, a corpus file and a qrels file: the queries with a relevant document (in the
+    queries file's order) against the whole corpus, ids kept.
+
+    Raises:
+        ValueError: for a bad file (:func:`read_texts`, :func:`read_qrels_file`), a qrels query id absent from
+            the queries file or document id absent from the corpus file, or no query with a relevant document.
+    """
+    query_texts, documents = read_texts(queries, "queries"), read_texts(corpus, "corpus")
+    judgements = read_qrels_file(qrels)
+    for query, docs in judgements.items():
+        if query not in query_texts:
+            raise ValueError(
+                f"qrels file {str(qrels)!r}: query id {query!r} is not in the queries file {str(queries)!r}; "
+                "add that query or drop its judgements"
+            )
+        for doc in docs:
+            if doc not in documents:
+                raise ValueError(
+                    f"qrels file {str(qrels)!r}: document id {doc!r} (judged for query {query!r}) is not in the "
+                    f"corpus file {str(corpus)!r}; add that document or drop the judgement"
+                )
+    relevant = {
+        query: [doc for doc, relevance in judgements.get(query, {}).items() if relevance > 0]
+        for query in query_texts
+    }
+    kept = [query for query, docs in relevant.items() if docs]
+    if not kept:
+        raise ValueError(
+            f"no query of the queries file {str(queries)!r} has a relevant document (relevance > 0) in the qrels "
+            f"file {str(qrels)!r}; check that the qrels name the queries' and the corpus' ids"
+        )
+    index = {doc: position for position, doc in enumerate(documents)}
+    return RetrievalTask(
+        tuple(query_texts[query] for query in kept),
+        tuple(documents.values()),
+        tuple(frozenset(index[doc] for doc in relevant[query]) for query in kept),
+        tuple(kept),
+        tuple(documents),
+    )
