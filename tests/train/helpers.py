@@ -1,5 +1,7 @@
-"""Small configs for the trainer tests (digits halves, or synthetic vMF pairs), written under tmp_path."""
+"""Small configs for the trainer tests (digits halves, synthetic vMF pairs, or text pairs of your own), written under
+tmp_path."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +39,42 @@ def fit(config: TrainConfig) -> RunResult:
         return Trainer(config).fit()
     finally:
         torch.set_num_threads(threads)
+
+
+ADJECTIVES = ("large", "small", "red", "quiet", "old", "fast")
+NOUNS = ("dog", "river", "house", "song", "tree", "ship", "stone", "bird")
+TEXT_PAIRS = [
+    (f"a {adjective} {noun}", f"{noun} that is {adjective}") for adjective in ADJECTIVES for noun in NOUNS
+]
+"""48 (query, positive) pairs: a tiny text source whose splits each hold a few queries."""
+
+
+def tiny_text_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> TrainConfig:
+    """A bag-of-tokens text run (the packaged MiniLM's word pieces) on :data:`TEXT_PAIRS` written to
+    tmp_path/pairs.jsonl (source = "text_pairs", 25% validation, 25% test), 4 steps, under tmp_path/runs."""
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"query": q, "positive": p}) + "\n" for q, p in TEXT_PAIRS))
+    document: dict[str, dict[str, Any]] = {
+        "data": {
+            "source": "text_pairs",
+            "path": str(path),
+            "batch_size": 8,
+            "max_seq_length": 12,
+            "val_fraction": 0.25,
+            "test_fraction": 0.25,
+        },
+        "model": {"encoder": "bag", "embedding_dim": 16, "token_dim": 16},
+        "loss": {"symmetric": True, "tau": 0.1},
+        "optim": {"lr": 1e-2, "warmup_steps": 0, "total_steps": 4, "grad_clip": 0.0},
+        "run": {
+            "out_dir": str(tmp_path / "runs"),
+            "name": name,
+            "num_threads": 1,
+            "progress": False,
+            "tensorboard": False,
+            "log_every": 2,
+        },
+    }
+    for section, values in sections.items():
+        document.setdefault(section, {}).update(values)
+    return parse_config(document)

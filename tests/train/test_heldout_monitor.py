@@ -7,11 +7,14 @@ accumulated gradients), so a monitored run no longer reproduces an unmonitored o
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from crl.train.heldout_monitor import rank_of_positive
-from tests.train.helpers import fit, tiny_config
+from crl.train.config import TextData
+from crl.train.data import text_pairs
+from crl.train.heldout_monitor import TextHeldoutMonitor, rank_of_positive
+from tests.train.helpers import fit, tiny_config, tiny_text_config
 
 SHORT = {"total_steps": 10, "warmup_steps": 2}
 
@@ -38,3 +41,43 @@ def test_rank_of_positive_counts_ties_against_the_query() -> None:
     queries = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     gallery = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     assert rank_of_positive(queries, gallery).tolist() == [1, 0, 2]
+
+
+def test_a_text_run_logs_heldout_ndcg_on_its_validation_split(tmp_path: Path) -> None:
+    """eval_every on a text run: nDCG@10 and recall@10 rows and events, and the same weights as unwatched."""
+    watched = tiny_text_config(tmp_path, "watched", run={"eval_every": 2, "tensorboard": True})
+    result, reference = fit(watched), fit(tiny_text_config(tmp_path, "plain"))
+    assert result.checkpoint.read_bytes() == reference.checkpoint.read_bytes()
+    rows = [json.loads(line) for line in (watched.run_dir / "metrics.jsonl").read_text().splitlines()]
+    heldout = [row for row in rows if "heldout/ndcg@10" in row]
+    assert [row["step"] for row in heldout] == [2, 4]
+    assert all(
+        0.0 < row["heldout/ndcg@10"] <= 1.0 and 0.0 < row["heldout/recall@10"] <= 1.0 for row in heldout
+    )
+    assert result.metrics["heldout/ndcg@10"] == heldout[-1]["heldout/ndcg@10"]
+    events = EventAccumulator(str(watched.run_dir / "tensorboard"))
+    events.Reload()
+    assert {"heldout/ndcg@10", "heldout/recall@10", "train/loss"} <= set(events.Tags()["scalars"])
+
+
+def test_the_text_monitor_ranks_a_fixed_sample_of_validation_queries(tmp_path: Path) -> None:
+    config = tiny_text_config(tmp_path, "sample", run={"eval_every": 2, "eval_pairs": 3})
+    data = config.data
+    assert isinstance(data, TextData)
+    monitor = TextHeldoutMonitor.from_config(config, torch.device("cpu"))
+    validation = {pair.query for pair in text_pairs(data, "val")}
+    others = {pair.query for split in ("train", "test") for pair in text_pairs(data, split)}  # type: ignore[arg-type]
+    assert len(monitor.task.queries) == 3 and set(monitor.task.queries) <= validation
+    assert not validation & others
+    assert len(monitor.task.corpus) == 3  # their own relevant documents only: eval_pairs = 3 documents
+    again = TextHeldoutMonitor.from_config(config, torch.device("cpu"))
+    assert again.task == monitor.task
+
+
+def test_a_text_run_without_a_validation_split_stops_before_its_folder(tmp_path: Path) -> None:
+    config = tiny_text_config(tmp_path, "no_val", data={"val_fraction": 0.0}, run={"eval_every": 2})
+    with pytest.raises(
+        ValueError, match=r"\[data\] val_fraction = 0.0 leaves the val split .* run.eval_every = 0"
+    ):
+        fit(config)
+    assert not config.run_dir.exists()

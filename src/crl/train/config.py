@@ -793,11 +793,15 @@ class RunConfig(Section):
     eval_every: int = Field(
         default=0,
         ge=0,
-        description="Every this many steps log held-out accuracy@1 and MRR (heldout/ in metrics.jsonl and "
-        "TensorBoard) on the first eval_pairs held-out pairs (0: off).",
+        description="Every this many steps log held-out accuracy@1 and MRR on the first eval_pairs held-out "
+        "pairs (text runs: nDCG@10 and recall@10 on eval_pairs validation queries) under heldout/ in "
+        "metrics.jsonl and TensorBoard (0: off).",
     )
     eval_pairs: int = Field(
-        default=1000, ge=2, description="Held-out pairs of the periodic held-out metric (eval_every)."
+        default=1000,
+        ge=2,
+        description="Held-out pairs of the periodic held-out metric (eval_every); text runs: validation queries, "
+        "and documents (beyond their relevant ones).",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="'auto': CUDA when available, else CPU."

@@ -18,7 +18,7 @@ held-out pairs, labelled inputs, ground truth and why it has no labels); a new d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -38,7 +38,8 @@ from crl.data import (
     load_fashion_mnist,
     split_halves,
 )
-from crl.data.text import SplitFractions, TextPairSource, load_split
+from crl.data.text import RetrievalTask, SplitFractions, TextPair, TextPairSource, load_split
+from crl.data.text import Split as TextSplit
 from crl.models.minilm import load_tokenizer, tokenize
 from crl.synthetic import GaussianTwoTower, GroundTruth, VMFUniform
 from crl.train.config import (
@@ -62,13 +63,17 @@ from crl.train.streams import derive_generator
 __all__ = [
     "DATA_KINDS",
     "DataKind",
+    "HeldOutSplit",
     "LabelledInputs",
     "build_source",
     "data_kind",
     "heldout_pairs",
     "labelled_inputs",
     "synthetic_truth",
+    "text_pairs",
     "text_source",
+    "text_task",
+    "text_tokenize",
 ]
 
 Split = Literal["train", "test"]
@@ -123,8 +128,10 @@ def _synthetic_pairs(config: SyntheticData, count: int, generator: torch.Generat
     return SyntheticPairs(synthetic_truth(config), count, generator, dtype=torch.float32)
 
 
-def text_source(config: TextData, split: Split = "train") -> PairSource:
-    """The tokenised pairs of one split of a text source (``split="test"``: the held-out test split)."""
+def text_pairs(config: TextData, split: TextSplit) -> list[TextPair]:
+    """The pairs of one split (train, val or test) of a text source: the split is fixed by ``split_seed`` and
+    the fractions (:func:`crl.data.text.split_pairs`), so the three splits are disjoint; ``n_train`` > 0 keeps the
+    first n_train training pairs."""
     fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
     pairs = load_split(
         config.source,
@@ -135,9 +142,46 @@ def text_source(config: TextData, split: Split = "train") -> PairSource:
         cache_dir=getattr(config, "cache_dir", ""),
         path=getattr(config, "path", ""),
     )
-    if split == "train" and config.n_train > 0:
-        pairs = pairs[: config.n_train]
+    return pairs[: config.n_train] if split == "train" and config.n_train > 0 else pairs
+
+
+def text_tokenize(config: TextData) -> Callable[[Sequence[str]], dict[str, Tensor]]:
+    """texts -> their mapping batch, tokenised as training tokenises them (``[data] tokenizer``, truncated at
+    ``max_seq_length`` word pieces)."""
+    return partial(tokenize, load_tokenizer(config.tokenizer), max_seq_length=config.max_seq_length)
+
+
+def text_source(config: TextData, split: TextSplit = "train") -> PairSource:
+    """The tokenised pairs of one split of a text source (``split="test"``: the held-out test split)."""
+    pairs = text_pairs(config, split)
     return TextPairSource(pairs, partial(tokenize, load_tokenizer(config.tokenizer)), config.max_seq_length)
+
+
+HeldOutSplit = Literal["val", "test"]
+"""The splits of a text source that are never trained on."""
+
+_EMPTY_SPLIT_FIX: dict[HeldOutSplit, str] = {
+    "val": "raise val_fraction (e.g. 0.05), or set run.eval_every = 0 (it scores the validation split)",
+    "test": "raise test_fraction (e.g. 0.05), or evaluate files of your own (crl eval --queries --corpus --qrels)",
+}
+
+
+def text_task(config: TextData, split: HeldOutSplit) -> RetrievalTask:
+    """The validation or test split of a text source as a retrieval task: its unique queries, its unique
+    documents, and for each query every document one of its pairs names
+    (:meth:`crl.data.text.RetrievalTask.from_pairs`).
+
+    Raises:
+        ValueError: if the split holds no pair, naming the fraction that sets its size and the fix.
+    """
+    pairs = text_pairs(config, split)
+    if not pairs:
+        fraction = f"{split}_fraction"
+        raise ValueError(
+            f"[data] {fraction} = {getattr(config, fraction)} leaves the {split} split of source = "
+            f"{config.source!r} empty; {_EMPTY_SPLIT_FIX[split]}"
+        )
+    return RetrievalTask.from_pairs(pairs)
 
 
 def _image_source(config: FashionMnistData | DigitsData, seed: int, split: Split) -> PairSource:
@@ -183,10 +227,12 @@ def _text_source(config: TextData, seed: int, split: Split) -> PairSource:
 
 
 def _text_heldout(config: TextData, eval_seed: int) -> PairedArrays:
-    """Refused with a ``ValueError``: a text run is evaluated by retrieval with qrels, not on held-out pairs."""
+    """Refused with a ``ValueError``: a text run is evaluated by retrieval with qrels (:func:`text_task`), not on
+    held-out pairs."""
     raise ValueError(
-        f"[data] source = {config.source!r}: text runs are evaluated by retrieval with qrels "
-        "(crl.metrics.text_retrieval, benchmarks/text_retrieval.py), not by crl eval or run.eval_every (set it to 0)"
+        f"[data] source = {config.source!r}: a text run is evaluated by retrieval with qrels on its splits "
+        "(crl.train.data.text_task: crl eval ranks the test split, run.eval_every the validation split), not on "
+        "held-out pairs"
     )
 
 

@@ -75,7 +75,7 @@ from crl.train.distributed import (
     wrap_model,
 )
 from crl.train.fingerprint import DataFingerprint, check_same_data, fingerprint_source, write_fingerprint
-from crl.train.heldout_monitor import HeldoutMonitor
+from crl.train.heldout_monitor import Monitor, heldout_monitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
 from crl.train.run_log import LogWindowSum, RunLog
 from crl.train.warm_start import load_encoder_weights, weight_mismatches
@@ -139,6 +139,7 @@ class Trainer:
             wrap=lambda model: wrap_model(model, context),
         )
         self.window = LogWindowSum(LogWindow(), context.rank, context.device)
+        self.monitor = self._heldout_monitor()
 
     @property
     def run_dir(self) -> Path:
@@ -221,7 +222,6 @@ class Trainer:
 
     def _run(self, log: RunLog | None) -> tuple[dict[str, float], Path]:
         run, total, loop, window = self.config.run, self.config.optim.total_steps, self.loop, self.window
-        monitor = self._heldout_monitor()
         metrics: dict[str, float] = {}
         heldout: dict[str, float] = {}
         final = self.run_dir
@@ -232,8 +232,8 @@ class Trainer:
                 if loop.step % run.log_every == 0 or loop.step == total:
                     metrics = logged = self._log_row(window, log)
                     window.reset()
-                if monitor is not None and loop.step % run.eval_every == 0:
-                    heldout = monitor(loop.model)
+                if self.monitor is not None and loop.step % run.eval_every == 0:
+                    heldout = self.monitor(loop.model)
                     if log is not None:
                         log.write({"step": loop.step, **heldout})
                 if loop.step % run.checkpoint_every == 0 or loop.step == total:
@@ -249,11 +249,12 @@ class Trainer:
         if max_seq_length is not None:
             export_text_towers(self.loop.model, self.run_dir, max_seq_length=max_seq_length)
 
-    def _heldout_monitor(self) -> HeldoutMonitor | None:
-        """Rank 0's held-out monitor when ``run.eval_every`` > 0, else ``None``."""
+    def _heldout_monitor(self) -> Monitor | None:
+        """Rank 0's held-out monitor when ``run.eval_every`` > 0 (a text run's scores its validation split),
+        else ``None``; built before the run folder is touched, so a run without held-out data stops first."""
         if self.config.run.eval_every == 0 or not self.context.is_main:
             return None
-        return HeldoutMonitor.from_config(self.config, self.context.device)
+        return heldout_monitor(self.config, self.context.device)
 
     @contextmanager
     def _progress(self) -> Iterator[Callable[[float | None, dict[str, float] | None], None]]:
