@@ -17,6 +17,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["read_qrels", "read_run", "relevant_sets", "write_qrels", "write_run"]
 
@@ -65,7 +66,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def write_qrels(path: str | Path, qrels: Mapping[object, Mapping[object, int]]) -> None:
+def write_qrels(path: str | Path, qrels: Mapping[Any, Mapping[Any, int]]) -> None:
     """Write ``{query_id: {doc_id: relevance}}`` as a TREC qrels file."""
     lines = []
     for query, docs in qrels.items():
@@ -105,9 +106,7 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     return {query: list(docs.items()) for query, docs in run.items()}
 
 
-def write_run(
-    path: str | Path, run: Mapping[object, Sequence[tuple[object, float]]], tag: str = "crl"
-) -> None:
+def write_run(path: str | Path, run: Mapping[Any, Sequence[tuple[object, float]]], tag: str = "crl") -> None:
     """Write ``{query_id: [(doc_id, score), ...]}`` as a TREC run, each query's items by decreasing score."""
     tag = _check_id(tag, "tag")
     lines = []

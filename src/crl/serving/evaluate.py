@@ -16,27 +16,32 @@ linear probe of :mod:`crl.metrics.classification`; skipped, with a note, for dat
 head (SimCLR's evaluation; encoders with a ``representation`` method) and on the raw centred inputs, the baseline
 that a learned representation must beat, with each row's paired difference from that baseline.
 
+A text run (``[data] source = "wordnet" | "bible" | "text_pairs"``) is evaluated by retrieval with qrels, on
+its test split or on your own queries, corpus and qrels, beside the model it started from
+(:mod:`crl.serving.text_evaluate`); the models are rebuilt by :mod:`crl.serving.trained`.
+
 :func:`embed_array` embeds any array with a checkpoint's anchor or positive tower (``crl embed``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
+from crl.data.text import RetrievalTask
 from crl.metrics.class_report import PIXELS, ClassRow, centred_pixels, class_report
 from crl.metrics.ir import DEFAULT_KS, capped_ks, class_retrieval
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
-from crl.train.build import build_model
-from crl.train.checkpoint import TrainState, load_train_state, resolve_checkpoint
-from crl.train.config import TrainConfig
+from crl.serving.text_evaluate import TextEvalResult, evaluate_text_state
+from crl.serving.trained import load_trained_model, model_of_state, torch_device
+from crl.train.checkpoint import load_train_state, resolve_checkpoint
+from crl.train.config import TextData, TrainConfig
 from crl.train.data import data_kind, heldout_pairs, labelled_inputs
-from crl.train.streams import derive_generator
 
 __all__ = [
     "EvalResult",
@@ -104,47 +109,39 @@ def _class_row_dict(row: ClassRow) -> dict[str, Any]:
     return out
 
 
-def load_trained_model(path: str | Path, device: torch.device) -> tuple[DualEncoder, TrainConfig, int]:
-    """Rebuild the model of a checkpoint from its saved config and load its weights (eval mode).
-
-    Returns:
-        (model, config, step).
-    """
-    state = load_train_state(resolve_checkpoint(path))
-    return _model_of(state, device), state.config, state.step
-
-
-def _model_of(state: TrainState, device: torch.device) -> DualEncoder:
-    """The model of a saved state, rebuilt from its config with its weights, on ``device`` in eval mode."""
-    config = state.config
-    model = build_model(
-        config.model, config.loss, state.anchor_shape, state.positive_shape, derive_generator(0, "eval-init")
-    )
-    model.load_state_dict(state.model)
-    return model.to(device).eval()
-
-
-def _device(device: str) -> torch.device:
-    """The torch device of 'auto' (CUDA when available), 'cpu' or 'cuda'."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device = {device!r} is not known; use 'auto', 'cpu' or 'cuda'")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            "device = 'cuda' but torch finds no CUDA device on this machine; use 'cpu' or 'auto'"
-        )
-    return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
-
-
-def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult:
-    """Evaluate a checkpoint (or a run folder's newest) on the held-out split of its config's data.
+def evaluate_checkpoint(
+    path: str | Path,
+    *,
+    device: str = "auto",
+    task: RetrievalTask | None = None,
+    task_name: str = "your queries, corpus and qrels",
+    text_only: Sequence[str] = (),
+) -> EvalResult | TextEvalResult:
+    """Evaluate a checkpoint (or a run folder's newest) on the held-out split of its config's data; a text run
+    by retrieval beside its starting model (:mod:`crl.serving.text_evaluate`), on its test split or on ``task``
+    (your own queries, corpus and qrels, named ``task_name``).
 
     Uses the run's ``run.num_threads`` torch threads when it sets them.
+
+    Raises:
+        ValueError: if ``task`` or ``text_only`` (the options given that only a text run takes, e.g.
+            ``["--trec-run"]``) is given for a run that is not a text run, before anything is computed.
     """
-    chosen = _device(device)
+    chosen = torch_device(device)
     checkpoint_path = resolve_checkpoint(path)
-    model, config, step = load_trained_model(checkpoint_path, chosen)
+    state = load_train_state(checkpoint_path)
+    config = state.config
     if config.run.num_threads > 0:
         torch.set_num_threads(config.run.num_threads)
+    if isinstance(config.data, TextData):
+        return evaluate_text_state(state, checkpoint_path, chosen, task=task, task_name=task_name)
+    if task is not None or text_only:
+        given = ", ".join(text_only) or "a task of your own"
+        raise ValueError(
+            f"{given}: only a text run takes these; this run's [data] source = {config.data.source!r} is "
+            "evaluated on its held-out pairs, so drop them"
+        )
+    model = model_of_state(state, chosen)
     batch = config.eval.batch_size
     pairs = heldout_pairs(config)
     queries = embed(model.encode_anchors, pairs.x, batch_size=batch, device=chosen)
@@ -157,7 +154,7 @@ def evaluate_checkpoint(path: str | Path, *, device: str = "auto") -> EvalResult
     notes = () if classes else (_no_labels_note(config),)
     class_ir = _class_retrieval(model, config, chosen)
     return EvalResult(
-        checkpoint_path, step, retrieval, knn, probe, notes, tuple(classes), class_retrieval=class_ir
+        checkpoint_path, state.step, retrieval, knn, probe, notes, tuple(classes), class_retrieval=class_ir
     )
 
 
@@ -241,7 +238,7 @@ def embed_array(
     """
     if tower not in ("anchor", "positive"):
         raise ValueError(f"tower = {tower!r} is not known; use 'anchor' (f, for x) or 'positive' (g, for y)")
-    chosen = _device(device)
+    chosen = torch_device(device)
     state = load_train_state(resolve_checkpoint(checkpoint))
     expected = state.anchor_shape if tower == "anchor" else state.positive_shape
     if tuple(inputs.shape[1:]) != expected:
@@ -250,7 +247,7 @@ def embed_array(
             f"(N, {', '.join(str(size) for size in expected)}) inputs; pass the array it was trained on "
             f"({'x' if tower == 'anchor' else 'y'}) or choose the other --tower"
         )
-    model = _model_of(state, chosen)
+    model = model_of_state(state, chosen)
     encode = model.encode_anchors if tower == "anchor" else model.encode_positives
     size = batch_size if batch_size is not None else state.config.eval.batch_size
     return embed(encode, inputs.float(), batch_size=size, device=chosen)

@@ -1,0 +1,136 @@
+"""Held-out retrieval of a trained text run, beside the model it started from: ``crl eval`` on a text run.
+
+The task (:class:`crl.data.text.RetrievalTask`) is the run's own test split (:func:`crl.train.data.text_task`:
+every test query against all the test documents, a query relevant to every document one of its pairs names), or
+your own queries, corpus and qrels (:func:`crl.metrics.task_files.read_task`). Two models rank it, each query
+embedded by the anchor tower f and each document by the positive tower g, tokenised as the run was trained
+(:func:`crl.train.heldout_monitor.text_embedders`), by cosine over the whole corpus
+(:func:`crl.metrics.text_retrieval.evaluate_retrieval`):
+
+- fine-tuned: the checkpoint's model;
+- zero-shot: the model the run started from (:func:`crl.serving.trained.starting_model`: for a MiniLM run the
+  pretrained weights of ``[model] path``, by default the packaged all-MiniLM-L6-v2).
+
+The metrics are sentence-transformers' ``InformationRetrievalEvaluator``'s at its cut-offs
+(:data:`crl.metrics.ir.DEFAULT_KS`: accuracy@k, precision@k and recall@k for k = 1, 3, 5, 10, MRR@10, nDCG@10,
+MAP@100; cut-offs above the corpus size lowered to it; the formulas in :mod:`crl.metrics.ir`). For every metric,
+the per-query difference d_q = fine-tuned_q - zero-shot_q on the same queries gets a paired bootstrap interval
+(:func:`crl.metrics.text_retrieval.compare_reports`): delta = (1/Q) sum_q d_q, and the percentiles of the means
+of ``draws`` resamples of the queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from crl.data.text import RetrievalTask
+from crl.metrics.ir import DEFAULT_KS
+from crl.metrics.text_retrieval import (
+    Difference,
+    TextRetrieval,
+    compare_reports,
+    evaluate_retrieval,
+    trec_run,
+)
+from crl.models import DualEncoder
+from crl.serving.trained import model_of_state, starting_model
+from crl.train.checkpoint import TrainState
+from crl.train.config import TextData
+from crl.train.data import text_task, text_tokenize
+from crl.train.heldout_monitor import text_embedders
+
+__all__ = ["TextEvalResult", "evaluate_text_state"]
+
+
+@dataclass(frozen=True)
+class TextEvalResult:
+    """Held-out retrieval of a text checkpoint and of the model its run started from, on one task.
+
+    Attributes:
+        checkpoint: the safetensors file evaluated.
+        step: its training step.
+        task_name: where the task comes from (the run's test split, or your files).
+        task: the queries, documents and qrels ranked.
+        fine_tuned: the checkpoint's metrics and rankings.
+        zero_shot: the starting model's.
+        differences: metric name (``"ndcg@10"``) -> fine-tuned minus zero-shot with its paired interval.
+        draws: bootstrap resamples of each interval.
+    """
+
+    checkpoint: Path
+    step: int
+    task_name: str
+    task: RetrievalTask
+    fine_tuned: TextRetrieval
+    zero_shot: TextRetrieval
+    differences: dict[str, Difference]
+    draws: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (the content of eval.json): the task, both models' metrics, each difference."""
+        return {
+            "checkpoint": str(self.checkpoint),
+            "step": self.step,
+            "task": self.task_name,
+            "n_queries": len(self.task.queries),
+            "n_documents": len(self.task.corpus),
+            "fine_tuned": self.fine_tuned.report.as_flat_dict(),
+            "zero_shot": self.zero_shot.report.as_flat_dict(),
+            "fine_tuned_minus_zero_shot": {
+                name: {"delta": d.delta, "ci": [d.low, d.high], "level": d.level}
+                for name, d in self.differences.items()
+            },
+            "bootstrap_draws": self.draws,
+        }
+
+    def trec_run(self) -> dict[str, list[tuple[str, float]]]:
+        """The fine-tuned model's ranking, ``{query_id: [(doc_id, cosine), ...]}`` best first, down to the
+        largest cut-off (for :func:`crl.metrics.trec.write_run`)."""
+        return trec_run(self.task, self.fine_tuned)
+
+
+def _ranked(
+    model: DualEncoder, task: RetrievalTask, data: TextData, batch_size: int, device: torch.device
+) -> TextRetrieval:
+    embedders = text_embedders(model, text_tokenize(data), batch_size=batch_size, device=device)
+    return evaluate_retrieval(task, *embedders, ks=DEFAULT_KS)
+
+
+def evaluate_text_state(
+    state: TrainState,
+    checkpoint: Path,
+    device: torch.device,
+    *,
+    task: RetrievalTask | None = None,
+    task_name: str = "your queries, corpus and qrels",
+    draws: int = 10000,
+    seed: int = 0,
+) -> TextEvalResult:
+    """Rank ``task`` (named ``task_name``; default: the run's test split) with a text checkpoint's model and its
+    run's starting model, and bootstrap each metric's difference with ``draws`` resamples from ``seed``.
+
+    Raises:
+        ValueError: if the run is not a text run, its test split is empty (naming test_fraction), or the task
+            has fewer than 2 queries (a paired interval needs 2).
+    """
+    data = state.config.data
+    if not isinstance(data, TextData):
+        raise ValueError(
+            f"[data] source = {data.source!r} is not a text source; crl eval scores held-out pairs"
+        )
+    chosen = task if task is not None else text_task(data, "test")
+    name = task_name if task is not None else f"the test split of [data] source = {data.source!r}"
+    if len(chosen.queries) < 2:
+        raise ValueError(
+            f"{name} holds {len(chosen.queries)} query with a relevant document; the paired interval of fine-tuned "
+            "minus zero-shot needs at least 2: judge more queries"
+        )
+    batch = state.config.eval.batch_size
+    fine_tuned = _ranked(model_of_state(state, device), chosen, data, batch, device)
+    zero_shot = _ranked(starting_model(state, device), chosen, data, batch, device)
+    differences = compare_reports(zero_shot.report, fine_tuned.report, draws=draws, seed=seed)
+    return TextEvalResult(checkpoint, state.step, name, chosen, fine_tuned, zero_shot, differences, draws)

@@ -1,0 +1,144 @@
+"""``crl eval`` on a text run: the test split (or your files) ranked by the fine-tuned and the zero-shot model,
+their paired difference, the JSON and the TREC run; bad input is one line.
+
+If these fail, a fine-tuned text model cannot be compared with the model it started from, the comparison is not
+paired on the same queries, the TREC run disagrees with the reported figures, or a bad file gives a traceback.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from crl.commands import app
+from crl.commands._errors import EXIT_USAGE
+from crl.metrics.ir import ir_metrics_from_ranking
+from crl.metrics.trec import read_run
+from crl.serving.evaluate import evaluate_checkpoint
+from crl.serving.text_evaluate import TextEvalResult
+from crl.serving.trained import model_of_state, starting_model
+from crl.train.checkpoint import load_train_state
+from crl.train.config import TextData, TrainConfig
+from crl.train.data import text_task
+from crl.train.trainer import RunResult
+from tests.train.helpers import fit, tiny_config, tiny_text_config
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainConfig, RunResult]:
+    """A bag-of-tokens text run of 4 steps on 48 pairs (tests/train/helpers.tiny_text_config)."""
+    config = tiny_text_config(tmp_path_factory.mktemp("text"), "tiny_text")
+    return config, fit(config)
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["eval", *args])
+    return result.exit_code, result.output
+
+
+def test_crl_eval_of_a_text_run_writes_its_json_and_a_trec_run_of_the_same_figures(
+    text_run: tuple[TrainConfig, RunResult],
+) -> None:
+    config, result = text_run
+    code, output = _invoke(str(result.run_dir))
+    assert code == 0, output
+    for needle in ("ndcg@10", "recall@10", "map@", "fine-tuned - zero-shot [95% CI]", "TREC run:"):
+        assert needle in output
+    written = json.loads((result.run_dir / "eval.json").read_text())
+    assert isinstance(config.data, TextData)
+    task = text_task(config.data, "test")
+    assert (written["n_queries"], written["n_documents"]) == (len(task.queries), len(task.corpus))
+    assert written["task"] == "the test split of [data] source = 'text_pairs'"
+    assert (
+        set(written["fine_tuned"]) == set(written["zero_shot"]) == set(written["fine_tuned_minus_zero_shot"])
+    )
+    run = read_run(result.run_dir / "eval.trec")
+    assert set(run) == set(task.query_ids)
+    qrels = {q: {task.doc_ids[d] for d in r} for q, r in zip(task.query_ids, task.relevant, strict=True)}
+    again = ir_metrics_from_ranking(run, qrels, ks={"ndcg": (10,), "recall": (10,), "mrr": (10,)})
+    for name, value in again.as_flat_dict().items():
+        assert value == pytest.approx(written["fine_tuned"][name], abs=1e-12), name
+
+
+def test_a_run_that_did_not_move_differs_from_its_starting_model_by_exactly_zero(tmp_path: Path) -> None:
+    """lr = 1e-30 leaves every float32 weight as it was: the zero-shot model must be that starting model, so
+    every per-query difference is 0 on the same queries and every interval is [0, 0]."""
+    config = tiny_text_config(tmp_path, "still", optim={"lr": 1e-30, "weight_decay": 0.0})
+    state = load_train_state(fit(config).checkpoint)
+    cpu = torch.device("cpu")
+    trained, start = model_of_state(state, cpu).state_dict(), starting_model(state, cpu).state_dict()
+    assert all(torch.equal(trained[name], start[name]) for name in trained)
+    result = evaluate_checkpoint(config.run_dir, device="cpu")
+    assert isinstance(result, TextEvalResult)
+    assert result.fine_tuned.report.as_flat_dict() == result.zero_shot.report.as_flat_dict()
+    for difference in result.differences.values():
+        assert (difference.delta, difference.low, difference.high) == (0.0, 0.0, 0.0)
+        assert difference.n_queries == len(result.task.queries)
+
+
+def _own_files(folder: Path) -> list[str]:
+    """--queries, --corpus and --qrels of a 3-query task (BEIR JSONL, TREC qrels), as command-line arguments."""
+    queries = {"first": "a large dog", "second": "a quiet river", "third": "an old song"}
+    corpus = {
+        "D1": "dog that is large",
+        "D2": "river that is quiet",
+        "D3": "song that is old",
+        "D4": "a ship",
+    }
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    )
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in corpus.items())
+    )
+    (folder / "qrels.txt").write_text("first 0 D1 1\nsecond 0 D2 1\nthird 0 D3 1\n")
+    return ["--queries", str(folder / "queries.jsonl"), "--corpus", str(folder / "corpus.jsonl"),
+            "--qrels", str(folder / "qrels.txt")]  # fmt: skip
+
+
+def test_crl_eval_ranks_your_own_queries_corpus_and_qrels(
+    text_run: tuple[TrainConfig, RunResult], tmp_path: Path
+) -> None:
+    _, result = text_run
+    out, trec = tmp_path / "mine.json", tmp_path / "mine.trec"
+    code, output = _invoke(
+        str(result.run_dir), *_own_files(tmp_path), "--out", str(out), "--trec-run", str(trec)
+    )
+    assert code == 0, output
+    written = json.loads(out.read_text())
+    assert (written["n_queries"], written["n_documents"]) == (3, 4)
+    assert written["task"].startswith("--queries ") and "map@4" in written["fine_tuned"]
+    run = read_run(trec)
+    assert list(run) == ["first", "second", "third"]
+    assert all(sorted(doc for doc, _ in hits) == ["D1", "D2", "D3", "D4"] for hits in run.values())
+
+
+def _assert_one_line(code: int, output: str, *needles: str) -> None:
+    assert code == EXIT_USAGE, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
+    for needle in needles:
+        assert needle in output, output
+
+
+def test_bad_text_eval_input_is_one_line(text_run: tuple[TrainConfig, RunResult], tmp_path: Path) -> None:
+    _, result = text_run
+    run, files = str(result.run_dir), _own_files(tmp_path)
+    _assert_one_line(*_invoke(run, *files[:2]), "--corpus and --qrels missing")
+    (tmp_path / "qrels.txt").write_text("first 0 D9 1\n")
+    _assert_one_line(*_invoke(run, *files), "document id 'D9'", "not in the corpus file")
+    (tmp_path / "qrels.txt").write_text("first 0 D1 0\n")
+    _assert_one_line(*_invoke(run, *files), "no query of the queries file", "relevance > 0")
+    (tmp_path / "qrels.txt").write_text("first 0 D1 1\n")
+    _assert_one_line(*_invoke(run, *files), "holds 1 query", "at least 2")
+    _assert_one_line(
+        *_invoke(run, *files[:4], "--qrels", str(tmp_path / "none.txt")), "none.txt", "does not exist"
+    )
+
+
+def test_text_options_are_refused_for_a_run_of_pairs(tmp_path: Path) -> None:
+    result = fit(tiny_config(tmp_path, "pairs", optim={"total_steps": 2, "warmup_steps": 1}))
+    code, output = _invoke(str(result.run_dir), "--trec-run", str(tmp_path / "x.trec"))
+    _assert_one_line(code, output, "--trec-run: only a text run takes these", "source = 'digits'")
