@@ -6,6 +6,7 @@ paired on the same queries, the TREC run disagrees with the reported figures, or
 """
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,18 @@ from typer.testing import CliRunner
 
 from crl.commands import app
 from crl.commands._errors import EXIT_USAGE
-from crl.metrics.ir import ir_metrics_from_ranking
+from crl.metrics.ir import DEFAULT_KS, ir_metrics_from_ranking
+from crl.metrics.text_retrieval import evaluate_retrieval
 from crl.metrics.trec import read_run
+from crl.models import MiniLM, embed_texts
 from crl.serving.evaluate import evaluate_checkpoint
-from crl.serving.text_evaluate import TextEvalResult
+from crl.serving.text_evaluate import TextEvalResult, evaluate_text_state
 from crl.serving.trained import model_of_state, starting_model
+from crl.train.build import Streams
 from crl.train.checkpoint import load_train_state
 from crl.train.config import TextData, TrainConfig
-from crl.train.data import text_task
+from crl.train.data import text_source, text_task
+from crl.train.loop import TrainingLoop
 from crl.train.trainer import RunResult
 from tests.train.helpers import fit, tiny_config, tiny_text_config
 
@@ -142,3 +147,24 @@ def test_text_options_are_refused_for_a_run_of_pairs(tmp_path: Path) -> None:
     result = fit(tiny_config(tmp_path, "pairs", optim={"total_steps": 2, "warmup_steps": 1}))
     code, output = _invoke(str(result.run_dir), "--trec-run", str(tmp_path / "x.trec"))
     _assert_one_line(code, output, "--trec-run: only a text run takes these", "source = 'digits'")
+
+
+def test_the_zero_shot_model_of_a_minilm_run_is_the_packaged_all_minilm_l6_v2(tmp_path: Path) -> None:
+    """One MiniLM step in memory (no checkpoint written): the zero-shot column ranks the test split as the
+    packaged model does through crl.models.embed_texts (which equals SentenceTransformer.encode)."""
+    minilm = {"encoder": "minilm", "embedding_dim": 384}
+    config = tiny_text_config(
+        tmp_path, "minilm", model=minilm, data={"batch_size": 4}, optim={"total_steps": 1}
+    )
+    assert isinstance(config.data, TextData)
+    loop = TrainingLoop(config, text_source(config.data), Streams.derive(config.run.seed))
+    loop.train_step()
+    result = evaluate_text_state(loop.state(), tmp_path / "in-memory", torch.device("cpu"))
+    packaged = MiniLM()
+
+    def encode(texts: Sequence[str]) -> torch.Tensor:
+        return embed_texts(texts, model=packaged, max_seq_length=config.data.max_seq_length)
+
+    expected = evaluate_retrieval(result.task, encode, encode, ks=DEFAULT_KS).report
+    assert result.zero_shot.report.as_flat_dict() == pytest.approx(expected.as_flat_dict(), abs=1e-12)
+    assert result.task == text_task(config.data, "test")

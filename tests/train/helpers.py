@@ -23,13 +23,19 @@ def tiny_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> TrainC
     """
     data = load_config(TINY).model_dump()
     data["run"].update(out_dir=str(tmp_path / "runs"), name=name, tensorboard=False)
+    return parse_config(_overridden(data, sections))
+
+
+def _overridden(document: dict[str, Any], sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``document`` with each section updated by ``sections``; a new kind (``source``, ``encoder``) replaces it."""
     for section, values in sections.items():
         tag = _TAGS.get(section)
-        if tag in values and values[tag] != data[section][tag]:
-            data[section] = dict(values)
+        current = document.setdefault(section, {})
+        if tag in values and values[tag] != current.get(tag):
+            document[section] = dict(values)
         else:
-            data[section].update(values)
-    return parse_config(data)
+            current.update(values)
+    return document
 
 
 def fit(config: TrainConfig) -> RunResult:
@@ -75,6 +81,4 @@ def tiny_text_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> T
             "log_every": 2,
         },
     }
-    for section, values in sections.items():
-        document.setdefault(section, {}).update(values)
-    return parse_config(document)
+    return parse_config(_overridden(document, sections))
