@@ -1,6 +1,12 @@
 """Does crl fine-tuning help MiniLM? Zero-shot vs SSCRL in-batch vs SCRL with mined hard negatives, held out.
 
     .venv/bin/python benchmarks/text_retrieval.py configs/wordnet_minilm.toml --minutes 8 --queries 300 --corpus 2000
+    .venv/bin/python benchmarks/text_retrieval.py --run runs/wordnet_minilm --queries 300 --corpus 2000
+
+With ``--run RUN_DIR`` it trains nothing: it evaluates that run's newest checkpoint beside its zero-shot starting
+model on ``--queries`` of its test queries and ``--corpus`` of its test documents (0, 0: the whole test split, as
+``crl eval RUN_DIR`` does) through ``crl eval``'s own code (:func:`crl.serving.evaluate.evaluate_checkpoint`),
+prints ``crl eval``'s table and writes its JSON to ``--out``. Without it:
 
 1. The held-out test split of the config's text source becomes a retrieval task (queries, the test corpus, qrels:
    every document a query's pairs name is relevant). ``--queries`` of them are drawn by a fixed hash.
@@ -26,46 +32,41 @@ from pathlib import Path
 
 import torch
 
-from crl.data.text import RetrievalTask, SplitFractions, load_split
+from crl.commands._console import output_console
+from crl.commands.evaluate import text_result_table
+from crl.data.text import RetrievalTask
 from crl.metrics.ir import IRReport
-from crl.metrics.text_retrieval import TEXT_KS, evaluate_retrieval, paired_bootstrap
-from crl.models import DualEncoder, embed
+from crl.metrics.text_retrieval import TEXT_KS, Difference, compare_reports, evaluate_retrieval
+from crl.models import embed
 from crl.models.minilm import MiniLM, save_sentence_transformer
+from crl.serving.evaluate import evaluate_checkpoint
+from crl.serving.text_evaluate import TextEvalResult
 from crl.train.build import Streams
 from crl.train.config import TextData, TrainConfig, load_config
-from crl.train.data import text_source
+from crl.train.data import text_source, text_task, text_tokenize
+from crl.train.heldout_monitor import text_embedders
 from crl.train.loop import TrainingLoop
 
 METRICS = [("ndcg", 10), ("mrr", 10), ("recall", 10), ("recall", 100), ("accuracy", 1)]
+"""The table's columns; a cut-off above the corpus size is lowered to it, as evaluate_retrieval lowers it."""
 
 
 def test_task(config: TextData, queries: int, corpus: int) -> RetrievalTask:
     """The held-out test split as a retrieval task: ``queries`` of its queries (0: all) over a corpus of ``corpus``
     test documents (all relevant ones, then distractors; 0: the whole test corpus)."""
-    fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
-    pairs = load_split(
-        config.source,
-        "test",
-        fractions,
-        wordnet_root=getattr(config, "root", ""),
-        wordnet_kind=getattr(config, "pairs", "gloss_lemmas"),
-        cache_dir=getattr(config, "cache_dir", ""),
-        path=getattr(config, "path", ""),
+    return text_task(config, "test").subset(queries).limit_corpus(corpus)
+
+
+def evaluate(loop: TrainingLoop, task: RetrievalTask) -> IRReport:
+    """The metrics (:data:`TEXT_KS`) of a loop's model on ``task``, in eval mode, embedded as crl eval embeds."""
+    assert isinstance(loop.config.data, TextData)
+    loop.model.eval()
+    embedders = text_embedders(
+        loop.model, text_tokenize(loop.config.data), batch_size=128, device=loop.device
     )
-    return RetrievalTask.from_pairs(pairs).subset(queries).limit_corpus(corpus)
-
-
-def encoders(model: DualEncoder, loop_source: object, batch_size: int = 128):  # type: ignore[no-untyped-def]
-    """(embed queries, embed corpus) functions of a dual encoder, in eval mode, for evaluate_retrieval."""
-    tokenize = loop_source.tokenize  # type: ignore[attr-defined]
-
-    def run(encode, texts: Sequence[str]) -> torch.Tensor:  # type: ignore[no-untyped-def]
-        model.eval()
-        vectors = embed(encode, tokenize(list(texts)), batch_size=batch_size, device=torch.device("cpu"))
-        model.train()
-        return vectors
-
-    return (lambda t: run(model.encode_anchors, t)), (lambda t: run(model.encode_positives, t))
+    report = evaluate_retrieval(task, *embedders).report
+    loop.model.train()
+    return report
 
 
 def prefill_bank(loop: TrainingLoop) -> float:
@@ -94,6 +95,7 @@ def prefill_bank(loop: TrainingLoop) -> float:
 
 def make_loop(config: TrainConfig) -> TrainingLoop:
     """The training loop of ``config`` on its text source (the pretrained encoder, no step taken)."""
+    assert isinstance(config.data, TextData)
     source = text_source(config.data, "train")
     return TrainingLoop(config, source, Streams.derive(config.run.seed, regime=config.loss.regime))
 
@@ -117,21 +119,39 @@ def fine_tune(config: TrainConfig, minutes: float, *, prefill: bool) -> tuple[Tr
     }
 
 
-def row(name: str, report: IRReport) -> str:
-    return f"| {name} | " + " | ".join(f"{report.values[m][k]:.4f}" for m, k in METRICS) + " |"
+def columns(task: RetrievalTask) -> list[tuple[str, int]]:
+    """:data:`METRICS` with each cut-off lowered to the corpus size (repeats dropped)."""
+    return list(dict.fromkeys((metric, min(k, len(task.corpus))) for metric, k in METRICS))
 
 
-def difference_row(name: str, a: IRReport, b: IRReport) -> str:
-    cells = []
-    for metric, k in METRICS:
-        d = paired_bootstrap(a.per_query[metric][k], b.per_query[metric][k])
-        cells.append(f"{d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}]")
-    return f"| {name} | " + " | ".join(cells) + " |"
+def row(name: str, report: IRReport, shown: list[tuple[str, int]]) -> str:
+    return f"| {name} | " + " | ".join(f"{report.values[m][k]:.4f}" for m, k in shown) + " |"
 
 
-def main() -> None:
+def difference_row(name: str, differences: dict[str, Difference], shown: list[tuple[str, int]]) -> str:
+    cells = [differences[f"{metric}@{k}"] for metric, k in shown]
+    return f"| {name} | " + " | ".join(f"{d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}]" for d in cells) + " |"
+
+
+def evaluate_run(run: Path, queries: int, corpus: int, out: Path) -> None:
+    """crl eval's evaluation of a run on a sample of its test split: its table printed, its JSON written."""
+    config = load_config(run / "config.toml")
+    assert isinstance(config.data, TextData)
+    task = test_task(config.data, queries, corpus)
+    name = f"a sample of the test split (--queries {queries}, --corpus {corpus}; 0: all)"
+    result = evaluate_checkpoint(run, task=task, task_name=name)
+    assert isinstance(result, TextEvalResult)
+    output_console().print(text_result_table(result))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{config.run.name}-eval.json").write_text(json.dumps(result.as_dict(), indent=1))
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("config", type=Path)
+    parser.add_argument("config", type=Path, nargs="?", help="The text config to fine-tune (not with --run).")
+    parser.add_argument(
+        "--run", type=Path, help="Evaluate this run folder's newest checkpoint instead (trains nothing)."
+    )
     parser.add_argument(
         "--minutes",
         type=float,
@@ -149,7 +169,14 @@ def main() -> None:
         "--refresh", type=int, default=10, help="Mined: re-index the bank every this many steps."
     )
     parser.add_argument("--out", type=Path, default=Path("runs/text_retrieval"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if (args.config is None) == (args.run is None):
+        parser.error("pass a config to fine-tune, or --run RUN_DIR to evaluate a run (not both)")
+    return args
+
+
+def compare_fine_tunes(args: argparse.Namespace) -> None:
+    """Zero-shot vs the two fine-tunes of the config on one sample of its test split; tables and JSON."""
     base = load_config(args.config, [f"data.n_train={args.pool}"])
     torch.set_num_threads(max(1, base.run.num_threads))
     assert isinstance(base.data, TextData)
@@ -168,9 +195,8 @@ def main() -> None:
     )
     reports: dict[str, IRReport] = {}
     figures: dict[str, dict[str, float]] = {}
-    loop = make_loop(base)
     started = time.perf_counter()
-    reports["zero-shot MiniLM"] = evaluate_retrieval(task, *encoders(loop.model, loop.source)).report
+    reports["zero-shot MiniLM"] = evaluate(make_loop(base), task)
     print(f"zero-shot evaluated in {time.perf_counter() - started:.0f} s", flush=True)
     for name, config, prefill in (
         ("crl SSCRL in-batch", base, False),
@@ -178,26 +204,28 @@ def main() -> None:
     ):
         print(name, flush=True)
         loop, figures[name] = fine_tune(config, args.minutes, prefill=prefill)
-        reports[name] = evaluate_retrieval(task, *encoders(loop.model, loop.source)).report
+        reports[name] = evaluate(loop, task)
         backbone = loop.model.anchor_encoder.backbone
         assert isinstance(backbone, MiniLM)
         folder = args.out / config.run.name / name.split()[1].lower()
         save_sentence_transformer(backbone, folder, max_seq_length=config.data.max_seq_length)
         figures[name]["saved_to"] = str(folder)  # type: ignore[assignment]
-    header = "| model | " + " | ".join(f"{m}@{k}" for m, k in METRICS) + " |"
-    lines = [header, "|" + "---|" * (len(METRICS) + 1)]
-    lines += [row(name, report) for name, report in reports.items()]
+    shown = columns(task)
+    header = "| model | " + " | ".join(f"{m}@{k}" for m, k in shown) + " |"
+    lines = [header, "|" + "---|" * (len(shown) + 1)]
+    lines += [row(name, report, shown) for name, report in reports.items()]
     names = list(reports)
     lines += [
         "",
         "Paired differences (bootstrap 95% CI over queries, 10,000 draws):",
         "",
         header,
-        "|" + "---|" * (len(METRICS) + 1),
+        "|" + "---|" * (len(shown) + 1),
     ]
-    lines.append(difference_row(f"{names[1]} - zero-shot", reports[names[0]], reports[names[1]]))
-    lines.append(difference_row(f"{names[2]} - zero-shot", reports[names[0]], reports[names[2]]))
-    lines.append(difference_row(f"{names[2]} - {names[1]}", reports[names[1]], reports[names[2]]))
+    for first, second in ((0, 1), (0, 2), (1, 2)):
+        label = f"{names[second]} - {'zero-shot' if first == 0 else names[first]}"
+        differences = compare_reports(reports[names[first]], reports[names[second]])
+        lines.append(difference_row(label, differences, shown))
     table = "\n".join(lines)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -211,6 +239,14 @@ def main() -> None:
         "table": table,
     }
     (args.out / f"{base.run.name}.json").write_text(json.dumps(result, indent=2))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.run is not None:
+        evaluate_run(args.run, args.queries, args.corpus, args.out)
+    else:
+        compare_fine_tunes(args)
 
 
 if __name__ == "__main__":
