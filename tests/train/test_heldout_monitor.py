@@ -11,9 +11,10 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from crl.train.build import build_model
 from crl.train.config import TextData
-from crl.train.data import text_pairs
-from crl.train.heldout_monitor import TextHeldoutMonitor, rank_of_positive
+from crl.train.data import text_pairs, text_tokenize
+from crl.train.heldout_monitor import TextHeldoutMonitor, rank_of_positive, text_embedders
 from tests.train.helpers import fit, tiny_config, tiny_text_config
 
 SHORT = {"total_steps": 10, "warmup_steps": 2}
@@ -81,3 +82,17 @@ def test_a_text_run_without_a_validation_split_stops_before_its_folder(tmp_path:
     ):
         fit(config)
     assert not config.run_dir.exists()
+
+
+def test_text_embedders_give_each_text_its_own_vector_in_the_order_given(tmp_path: Path) -> None:
+    """Texts are embedded longest first in batches; the vectors come back in the caller's order, as alone."""
+    config = tiny_text_config(tmp_path, "order")
+    assert isinstance(config.data, TextData)
+    model = build_model(config.model, config.loss, (12,), (12,), torch.Generator().manual_seed(0)).eval()
+    texts = ["a dog", "a very large and quiet old river", "ship", "a small red bird that sings", "stone"]
+    queries, documents = text_embedders(
+        model, text_tokenize(config.data), batch_size=2, device=torch.device("cpu")
+    )
+    alone = torch.cat([queries([text]) for text in texts])
+    torch.testing.assert_close(queries(texts), alone, rtol=0, atol=1e-6)
+    torch.testing.assert_close(documents(texts), alone, rtol=0, atol=1e-6)  # one shared tower

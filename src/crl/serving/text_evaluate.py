@@ -21,12 +21,14 @@ of ``draws`` resamples of the queries.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from crl.data.source import Batch
 from crl.data.text import RetrievalTask
 from crl.metrics.ir import DEFAULT_KS
 from crl.metrics.text_retrieval import (
@@ -94,9 +96,14 @@ class TextEvalResult:
 
 
 def _ranked(
-    model: DualEncoder, task: RetrievalTask, data: TextData, batch_size: int, device: torch.device
+    model: DualEncoder,
+    task: RetrievalTask,
+    tokenize: Callable[[Sequence[str]], Batch],
+    batch_size: int,
+    device: torch.device,
 ) -> TextRetrieval:
-    embedders = text_embedders(model, text_tokenize(data), batch_size=batch_size, device=device)
+    """The metrics (:data:`crl.metrics.ir.DEFAULT_KS`) and rankings of ``model`` on ``task``."""
+    embedders = text_embedders(model, tokenize, batch_size=batch_size, device=device)
     return evaluate_retrieval(task, *embedders, ks=DEFAULT_KS)
 
 
@@ -129,8 +136,8 @@ def evaluate_text_state(
             f"{name} holds {len(chosen.queries)} query with a relevant document; the paired interval of fine-tuned "
             "minus zero-shot needs at least 2: judge more queries"
         )
-    batch = state.config.eval.batch_size
-    fine_tuned = _ranked(model_of_state(state, device), chosen, data, batch, device)
-    zero_shot = _ranked(starting_model(state, device), chosen, data, batch, device)
+    batch, tokenize = state.config.eval.batch_size, text_tokenize(data)
+    fine_tuned = _ranked(model_of_state(state, device), chosen, tokenize, batch, device)
+    zero_shot = _ranked(starting_model(state, device), chosen, tokenize, batch, device)
     differences = compare_reports(zero_shot.report, fine_tuned.report, draws=draws, seed=seed)
     return TextEvalResult(checkpoint, state.step, name, chosen, fine_tuned, zero_shot, differences, draws)
