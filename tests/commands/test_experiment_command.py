@@ -22,6 +22,10 @@ from crl.commands._errors import EXIT_USAGE
         ),
         (["mstar", "--data", "wordnet", "--seeds", "1"], ["--seeds 1 must be >= 2", "0 for the fidelity's"]),
         (["mstar", "--data", "wordnet", "--threads", "0"], ["--threads 0 must be >= 1"]),
+        (
+            ["mstar", "--data", "wordnet", "--fidelity", "full", "--n-max", "900"],
+            ["--n-max 900 keeps 1 n", "2"],
+        ),
         (["mstar", "--data", "wordnet", "--workers", "0"], ["workers", "1 runs the cells in this process"]),
         (["mstar", "--data", "wordnet", "--executor", "slurm"], ["--executor 'slurm'", "process, ray"]),
     ],

@@ -19,6 +19,7 @@ from crl.experiments.mstar_design import (
     batch_for,
     claim_of,
     grid_cells,
+    grid_of,
     train_config,
 )
 from crl.experiments.mstar_experiment import run_experiment
@@ -140,6 +141,21 @@ def test_the_grid_pairs_seeds_and_sizes_its_arms() -> None:
     assert all(len(seeds) == grid.seeds for seeds in seeds_at.values())
     assert batch_for(500, 256) == 32 and batch_for(1000, 256) == 64 and batch_for(16000, 256) == 256
     assert FIDELITIES["wordnet"]["full"].m_values(1000) == (1, 4, 5, 10, 16, 20, 50, 100, 200, 400, 700, 1000)
+
+
+def test_n_max_keeps_every_arm_below_it_and_seeds_add_to_the_grid() -> None:
+    """The seed rule's fallback: --n-max 4000 --seeds 30 of the full grid is every arm at n <= 4000, 30 seeds;
+    its cells at the first 4 seeds are cells of the full grid (a shared --out reuses them)."""
+    named, grid = grid_of("fashion", "full", seeds=30, n_max=4000)
+    assert named == "fashion" and grid.seeds == 30 and grid.ns == (500, 1000, 2000, 4000)
+    assert (
+        grid.disjoint_ns == (1000, 4000)
+        and grid.budget_ns == (1000,)
+        and grid.ablation_ns == (500, 1000, 2000)
+    )
+    full = {(c.key, c.seed) for c in grid_cells("fashion", FIDELITIES["fashion"]["full"])}
+    fallback = [(c.key, c.seed) for c in grid_cells("fashion", grid)]
+    assert sum(ident in full for ident in fallback) == 1 + 4 * (len(fallback) - 1) // 30
 
 
 def _ablation_params(m: int, steps: int = 8, arm: str = "ablation_cap") -> dict[str, Any]:

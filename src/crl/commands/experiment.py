@@ -34,6 +34,9 @@ def experiment(
     seeds: Annotated[
         int, typer.Option(help="Seeds per cell (0: the fidelity's); more seeds resume and add cells.")
     ] = 0,
+    n_max: Annotated[
+        int, typer.Option(help="Leave out every n above this, in every arm (0: all n of the fidelity).")
+    ] = 0,
     backbone_path: Annotated[
         str,
         typer.Option(
@@ -61,6 +64,7 @@ def experiment(
         fidelity=fidelity,
         out=out,
         seeds=seeds,
+        n_max=n_max,
         backbone_path=backbone_path,
         workers=workers,
         executor=executor,
@@ -96,6 +100,7 @@ def experiment_command(
     fidelity: str,
     out: Path,
     seeds: int = 0,
+    n_max: int = 0,
     backbone_path: str = "",
     workers: int = 1,
     executor: str = "process",
@@ -113,7 +118,7 @@ def experiment_command(
         # Deferred: it loads torch and faiss (through crl.train), which `crl --help` does not need.
         from crl.experiments.mstar_design import claim_of, grid_of
 
-        named, grid = grid_of(data, fidelity, seeds=seeds, backbone_path=backbone_path)
+        named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
 
         # Deferred: `crl --help` does not need the sweep engine and its executors (ray's among them).
         from crl.sweep.run import executor_named

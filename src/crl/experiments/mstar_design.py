@@ -160,6 +160,30 @@ class Grid:
             )
         return replace(self, seeds=seeds)
 
+    def up_to(self, n_max: int) -> Grid:
+        """The same grid without the n above ``n_max`` in any arm (the seed rule's fallback: many seeds over a
+        reduced n range, docs/claims/C6_real.md).
+
+        Raises:
+            ValueError: if fewer than 2 n of the in-sample arm remain.
+        """
+        kept = tuple(n for n in self.ns if n <= n_max)
+        if len(kept) < 2:
+            raise ValueError(
+                f"--n-max {n_max} keeps {len(kept)} n of {list(self.ns)}; keep at least 2 (a slope needs two)"
+            )
+
+        def below(ns: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(n for n in ns if n <= n_max)
+
+        return replace(
+            self,
+            ns=kept,
+            disjoint_ns=below(self.disjoint_ns),
+            budget_ns=below(self.budget_ns),
+            ablation_ns=below(self.ablation_ns),
+        )
+
 
 FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0)
 SMALL_M = (1, 4, 16)
@@ -244,9 +268,12 @@ FIDELITIES: dict[DataName, dict[str, Grid]] = {
 """The grids by data set and fidelity (docs/claims/C6_real.md: tiny for tests, reduced <= 20 min, full <= 8 h)."""
 
 
-def grid_of(data: str, fidelity: str, *, seeds: int = 0, backbone_path: str = "") -> tuple[DataName, Grid]:
-    """The grid of ``--data`` and ``--fidelity``, with ``--seeds`` (0: the fidelity's) and ``--backbone-path``
-    (fashion: a crl CNN checkpoint instead of raw pixels; wordnet: a sentence-transformers folder).
+def grid_of(
+    data: str, fidelity: str, *, seeds: int = 0, n_max: int = 0, backbone_path: str = ""
+) -> tuple[DataName, Grid]:
+    """The grid of ``--data`` and ``--fidelity``, with ``--seeds`` (0: the fidelity's), ``--n-max`` (0: every n)
+    and ``--backbone-path`` (fashion: a crl CNN checkpoint instead of raw pixels; wordnet: a sentence-transformers
+    folder).
 
     Raises:
         ValueError: naming the option and the values it takes.
@@ -255,6 +282,8 @@ def grid_of(data: str, fidelity: str, *, seeds: int = 0, backbone_path: str = ""
     grid = FIDELITIES[named][check_choice("--fidelity", fidelity, tuple(FIDELITIES[named]))]
     if seeds:
         grid = grid.with_seeds(seeds)
+    if n_max:
+        grid = grid.up_to(n_max)
     if backbone_path:
         backbone: Literal["cnn", "minilm"] = "cnn" if grid.recipe.dataset == "fashion_mnist" else "minilm"
         grid = replace(grid, recipe=replace(grid.recipe, backbone=backbone, backbone_path=backbone_path))
