@@ -226,6 +226,8 @@ def _fake(cell: Cell) -> dict[str, Any]:
     params = cell.params
     if params["arm"] == "backbone":
         return {"status": "ok", "recall@1": 0.1, "class_accuracy@1": 0.5}
+    if (params["arm"], params["regime"], params["n"], params["m"]) == ("budget", "independent", 64, 16):
+        return {"status": "diverged", "reason": "the training loss is nan in steps 3..3"}
     level = min(1.0, 4 * params["m"] / params["n"]) if params["regime"] == "shared" else 1.0
     value = 0.5 + 0.2 * level + 1e-4 * (cell.seed % 7)
     return {
@@ -239,7 +241,8 @@ def _fake(cell: Cell) -> dict[str, Any]:
 
 def test_the_summary_finds_a_known_m_star_and_its_slope(tmp_path: Path) -> None:
     """SSCRL saturates at m = n / 4 at every n: m* = n / 4 uncensored, slope 1 with bounds [1, 1]; SCRL is flat:
-    m* left-censored at the smallest m (round(0.05 n)), its slope unbounded, so is the difference."""
+    m* left-censored at the smallest m (round(0.05 n)), its slope unbounded, so is the difference; diverged cells
+    are counted and their m left out."""
     records = run_experiment(tmp_path / "r.sqlite", "fashion", TINY, run_id="r", compute=_fake)
     summary = summarise(records, "fashion", TINY, resamples=50)
     shared = [c for c in summary.curves if (c.arm, c.regime, c.metric) == ("in_sample", "shared", "recall@1")]
@@ -261,7 +264,13 @@ def test_the_summary_finds_a_known_m_star_and_its_slope(tmp_path: Path) -> None:
     difference = summary.differences[("in_sample", "recall@1")]
     assert difference.point == pytest.approx(1.0 - flat.point) and flat.m_star == (3, 6, 13)
     assert (difference.bound_low, difference.bound_high) == (-math.inf, math.inf)
-    assert summary.baseline["recall@1"] == 0.1
+    assert summary.baseline["recall@1"] == 0.1 and summary.seeds_rule == 2
+    diverged = next(
+        c
+        for c in summary.curves
+        if (c.arm, c.regime, c.n, c.metric) == ("budget", "independent", 64, "recall@1")
+    )
+    assert diverged.failed == TINY.seeds and diverged.m == (3, 32, 64)
 
 
 def test_epoch_losses_leave_out_an_incomplete_last_epoch() -> None:
@@ -273,10 +282,12 @@ def test_epoch_losses_leave_out_an_incomplete_last_epoch() -> None:
 
 
 def test_the_seed_rule_asks_for_a_tolerance_below_a_quarter_of_the_rise() -> None:
-    """S = 4: t(0.975, 3) 0.002 / 2 = 0.0032 <= 0.015 / 4, while S = 3 gives 0.0050; no rise, no answer."""
-    assert seeds_needed(0.002, 0.015) == 4
-    assert seeds_needed(0.0, 0.01) == 2
-    assert seeds_needed(0.01, 0.0) is None
+    """S = 4: t(0.975, 3) 0.002 / 2 = 0.0032 <= 0.015 / 4, while S = 3 gives 0.0050; a rise whose quarter is
+    within 1% of the plateau is flat (tol's floor decides it), so is no rise."""
+    assert seeds_needed(0.002, 0.015, 0.3) == 4
+    assert seeds_needed(0.0, 0.02, 0.3) == 2
+    assert seeds_needed(0.002, 0.012, 0.3) is None
+    assert seeds_needed(0.01, 0.0, 0.3) is None
 
 
 @pytest.mark.skipif(not FASHION.is_file(), reason="Fashion-MNIST (dataset-fashion-mnist) is not installed")

@@ -53,8 +53,12 @@ def render_figures(summary: Summary, data: DataName, out: Path, *, title: str) -
     curves = [c for c in summary.curves if c.metric == metric and c.m]
     arms = sorted({c.arm for c in curves})
     out.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(1, max(1, len(arms)), figsize=(5.5 * max(1, len(arms)), 4.2), squeeze=False)
-    for axis, arm in zip(axes[0], arms, strict=False):
+    columns = min(3, max(1, len(arms)))
+    rows = -(-max(1, len(arms)) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
+    for axis in axes.flat[len(arms) :]:
+        axis.set_visible(False)
+    for axis, arm in zip(axes.flat, arms, strict=False):
         for index, curve in enumerate(c for c in curves if c.arm == arm):
             axis.errorbar(
                 [100.0 * m / curve.n for m in curve.m],
@@ -133,7 +137,7 @@ def _curve_rows(summary: Summary) -> list[str]:
         label = REGIME_LABELS[c.regime]
         if c.saturation is None:
             rows.append(
-                f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | (too few cells) ||||||| {c.failed} |"
+                f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | (too few cells) |{' |' * 7} {c.failed} |"
             )
             continue
         m_star, interval, ratio = _m_star_text(c.saturation, c.n)
@@ -141,7 +145,7 @@ def _curve_rows(summary: Summary) -> list[str]:
         rows.append(
             f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | {found.plateau:.4f} | {found.tol:.4f} | "
             f"{m_star} | {interval} | {ratio} | {_number(c.rise)} | {_number(c.plateau_sd)} | "
-            f"{c.seeds_needed if c.seeds_needed is not None else 'no rise'} | {c.failed} |"
+            f"{c.seeds_needed if c.seeds_needed is not None else 'flat'} | {c.failed} |"
         )
     return rows
 
@@ -195,6 +199,9 @@ def markdown_report(
         f"n = {list(grid.disjoint_ns)}; fixed budget of {grid.budget_anchors} anchors at n = {list(grid.budget_ns)}"
         + (f"; ablation at n = {list(grid.ablation_ns)}" if grid.ablation_ns else "")
         + f". Descriptive, not a verdict: every interval is at {LEVEL:.0%}.",
+        "",
+        "Seeds the seed rule asks for (the largest over the in-sample curves of the primary metric; flat curves, "
+        f"rise < 4% of the plateau, left out): {summary.seeds_rule if summary.seeds_rule is not None else 'none'}.",
         "",
         "Backbone, no head: "
         + (

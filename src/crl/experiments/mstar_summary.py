@@ -15,7 +15,9 @@ Everything is descriptive at ``LEVEL`` = 95% (docs/claims/C6_real.md), by the C6
 - per arm the difference slope(SSCRL) - slope(SCRL) with its CI (:func:`crl.stats.saturation.slope_difference`);
 - the seed rule: the fewest seeds S >= 2 with t_{(1+LEVEL)/2, S-1} sd / sqrt(S) <= rise / 4, sd the standard
   deviation over seeds of the per-seed plateau (mean at the two largest m), rise = |plateau - mean at the
-  smallest m|: the seeds a curve needs for its tolerance to be below a quarter of its rise;
+  smallest m|: the seeds a curve needs for its tolerance to be below a quarter of its rise; none for a flat curve,
+  rise / 4 <= 1% of the plateau (tol's floor); the run's answer is the largest over the in-sample curves of the
+  primary metric;
 - convergence: per (arm, n) the largest |last_epoch_change| / loss_drop over the cells (< 1% is converged).
 """
 
@@ -32,6 +34,7 @@ from crl._vocab import Regime
 from crl.experiments.mstar import SaturationInterval, grid_values, saturation_interval
 from crl.experiments.mstar_design import DataName, Grid
 from crl.stats.saturation import (
+    RELATIVE_FLOOR,
     Difference,
     Saturations,
     lower_quantile,
@@ -125,19 +128,23 @@ class Convergence:
 
 @dataclass(frozen=True)
 class Summary:
-    """Everything the report shows: curves, slopes, their differences per (arm, metric), convergence, baseline."""
+    """Everything the report shows: curves, slopes, their differences per (arm, metric), convergence, the
+    backbone's scores, and the seeds the seed rule asks for (None when every in-sample curve is flat)."""
 
     curves: tuple[Curve, ...]
     slopes: tuple[SlopeFit, ...]
     differences: dict[tuple[str, str], Difference]
     convergence: tuple[Convergence, ...]
     baseline: dict[str, float]
+    seeds_rule: int | None
 
 
-def seeds_needed(sd: float, rise: float, *, level: float = LEVEL, limit: int = 10_000) -> int | None:
-    """The fewest S >= 2 with t_{(1+level)/2, S-1} sd / sqrt(S) <= rise / 4 (None when rise <= 0; ``limit``
-    when even that many are not enough)."""
-    if not rise > 0:
+def seeds_needed(
+    sd: float, rise: float, plateau: float, *, level: float = LEVEL, limit: int = 10_000
+) -> int | None:
+    """The fewest S >= 2 with t_{(1+level)/2, S-1} sd / sqrt(S) <= rise / 4; None for a flat curve, rise / 4 <=
+    RELATIVE_FLOOR |plateau| (tol's floor decides it); ``limit`` when even that many are not enough."""
+    if rise / 4 <= RELATIVE_FLOOR * abs(plateau):
         return None
     for count in range(2, limit):
         if stats.t.ppf(0.5 + level / 2, count - 1) * sd / math.sqrt(count) <= rise / 4:
@@ -204,7 +211,7 @@ def _curve(
         plateau = values[:, -2:].mean(axis=1)
         rise = abs(float(plateau.mean()) - float(values[:, 0].mean()))
         sd = float(plateau.std(ddof=1))
-        needed = seeds_needed(sd, rise)
+        needed = seeds_needed(sd, rise, float(plateau.mean()))
     return Curve(
         *key,
         metric,
@@ -307,8 +314,9 @@ def summarise(
     differences: dict[tuple[str, str], Difference] = {}
     for metric in METRICS[data]:
         table, failed = _table(records, data, grid, metric)
+        keys = sorted(set(table) | set(failed))
         curves += [
-            _curve(key, metric, table[key], failed.get(key, 0), rng, resamples) for key in sorted(table)
+            _curve(key, metric, table.get(key, {}), failed.get(key, 0), rng, resamples) for key in keys
         ]
         for arm in sorted({key[0] for key in table}):
             fits, difference = _arm_slopes(arm, metric, table, rng, resamples)
@@ -316,4 +324,6 @@ def summarise(
             if difference is not None:
                 differences[(arm, metric)] = difference
     baseline = next((dict(r.result) for r in records if r.cell.params.get("arm") == "backbone"), {})
-    return Summary(tuple(curves), tuple(slopes), differences, _convergence(records), baseline)
+    needed = [c.seeds_needed for c in curves if (c.arm, c.metric) == ("in_sample", METRICS[data][0])]
+    rule = max((count for count in needed if count is not None), default=None)
+    return Summary(tuple(curves), tuple(slopes), differences, _convergence(records), baseline, rule)
