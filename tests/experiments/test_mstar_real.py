@@ -23,6 +23,7 @@ from crl.experiments.mstar_design import (
     train_config,
 )
 from crl.experiments.mstar_experiment import run_experiment
+from crl.experiments.mstar_report import markdown_report, render_figures
 from crl.experiments.mstar_summary import seeds_needed, summarise
 from crl.objectives import MovingAverageState, cosine_gamma
 from crl.sweep import Cell, SweepStore
@@ -74,7 +75,8 @@ def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
     synthetic: None, one_thread: None, tmp_path: Path
 ) -> None:
     """Stopped after 7 cells, a rerun computes each remaining cell once; a third run computes nothing; the
-    summary has m* with a censoring flag per curve, slopes per regime and their difference per arm."""
+    summary has m* with a censoring flag per curve, slopes per regime and their difference per arm; the figures
+    and the Markdown report are written."""
     computed: list[str] = []
 
     def stopping(cell: Cell) -> dict[str, Any]:
@@ -109,6 +111,12 @@ def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
     assert {("in_sample", "shared"), ("in_sample", "independent"), ("ablation_cap", "shared")} <= slopes
     assert ("in_sample", "recall@1") in summary.differences
     assert all(math.isfinite(record.result["recall@1"]) for record in records)
+    figures = render_figures(summary, "fashion", tmp_path / "report", title="tiny")
+    assert all(path.stat().st_size > 0 for path in figures)
+    table = markdown_report(summary, "fashion", TINY, fidelity="tiny", run_id="second", commit="abc1234")
+    assert (
+        "Run `second` at commit `abc1234`" in table and "| recall@1 | in_sample | SCRL | 256 | 2 |" in table
+    )
     assert {c.arm for c in summary.convergence} == {
         "in_sample",
         "disjoint",
