@@ -9,25 +9,69 @@ from rich.console import Console
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
-EXPERIMENTS = ("fashion-mstar",)
+EXPERIMENTS = ("mstar",)
+REPLACED = {"fashion-mstar": "crl experiment mstar --data fashion"}
+"""Experiments that no longer exist, and the command that replaced each."""
 
 
 def experiment(
     name: Annotated[
-        str, typer.Argument(help="The experiment: fashion-mstar ([A]'s m*(n) on Fashion-MNIST).")
+        str,
+        typer.Argument(
+            help="The experiment: mstar ([A]'s m*(n) on locked features, docs/claims/C6_real.md)."
+        ),
     ],
+    data: Annotated[
+        str, typer.Option(help="wordnet (definition -> lemma list) or fashion (Fashion-MNIST).")
+    ] = "",
     fidelity: Annotated[
         str,
-        typer.Option(help="tiny (seconds, a smoke test), reduced (about 1 h), full (about 2 h on 2 cores)."),
+        typer.Option(help="tiny (a smoke test), reduced (<= 20 min on 2 cores), full (<= 8 h on 2 cores)."),
     ] = "reduced",
-    out: Annotated[Path, typer.Option(help="Folder of results.sqlite, the figure and the table.")] = Path(
-        "runs/fashion_mstar"
+    out: Annotated[Path, typer.Option(help="Folder of results.sqlite, the figures and report.md.")] = Path(
+        "runs/mstar"
     ),
-    workers: Annotated[int, typer.Option(help="Processes training cells in parallel.")] = 1,
-    threads: Annotated[int, typer.Option(help="torch threads in this process (with --workers 1).")] = 1,
+    seeds: Annotated[
+        int, typer.Option(help="Seeds per cell (0: the fidelity's); more seeds resume and add cells.")
+    ] = 0,
+    n_max: Annotated[
+        int, typer.Option(help="Leave out every n above this, in every arm (0: all n of the fidelity).")
+    ] = 0,
+    backbone_path: Annotated[
+        str,
+        typer.Option(
+            help="fashion: a crl CNN checkpoint for the locked features (''): raw pixels); wordnet: a "
+            "sentence-transformers folder ('': the packaged MiniLM)."
+        ),
+    ] = "",
+    workers: Annotated[
+        int, typer.Option(help="Processes training cells in parallel (or CPUs of a local Ray instance).")
+    ] = 1,
+    executor: Annotated[
+        str, typer.Option(help="Where cells are computed: process (this machine) or ray (crl's extra 'ray').")
+    ] = "process",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join with --executor ray (default: start one).")
+    ] = None,
+    threads: Annotated[
+        int, typer.Option(help="torch threads in this process (features, and cells with --workers 1).")
+    ] = 1,
 ) -> None:
-    """Run an experiment's cells that OUT/results.sqlite lacks (resuming a killed run), then write its report."""
-    raise typer.Exit(experiment_command(name, fidelity=fidelity, out=out, workers=workers, threads=threads))
+    """Run an experiment's cells that OUT/results.sqlite lacks (resuming a stopped run), then write its report."""
+    status = experiment_command(
+        name,
+        data=data,
+        fidelity=fidelity,
+        out=out,
+        seeds=seeds,
+        n_max=n_max,
+        backbone_path=backbone_path,
+        workers=workers,
+        executor=executor,
+        address=address,
+        threads=threads,
+    )
+    raise typer.Exit(status)
 
 
 def _commit() -> str:
@@ -41,44 +85,91 @@ def _commit() -> str:
     return done.stdout.strip()
 
 
-def experiment_command(name: str, *, fidelity: str, out: Path, workers: int = 1, threads: int = 1) -> int:
-    """Run ``crl experiment``: compute the missing cells, print progress, write OUT/report.md and OUT/curves.png
-    (named by this invocation's run id and the commit checked out when it started)."""
+def _check_name(name: str) -> None:
+    """Raise ``ValueError`` with the fix when ``name`` is not an experiment."""
+    if name in REPLACED:
+        raise ValueError(f"experiment {name!r} was replaced by `{REPLACED[name]}` (docs/claims/C6_real.md)")
+    if name not in EXPERIMENTS:
+        raise ValueError(f"experiment {name!r} is not known; choose one of {', '.join(EXPERIMENTS)}")
+
+
+def experiment_command(
+    name: str,
+    *,
+    data: str,
+    fidelity: str,
+    out: Path,
+    seeds: int = 0,
+    n_max: int = 0,
+    backbone_path: str = "",
+    workers: int = 1,
+    executor: str = "process",
+    address: str | None = None,
+    threads: int = 1,
+) -> int:
+    """Run ``crl experiment``: compute the grid's missing locked features, then its missing cells (progress
+    printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
+    the commit checked out when it started. Bad arguments are one line naming the option and the fix (exit 2)."""
 
     def body() -> int:
+        _check_name(name)
+        if threads < 1:
+            raise ValueError(f"--threads {threads} must be >= 1")
+        # Deferred: it loads torch and faiss (through crl.train), which `crl --help` does not need.
+        from crl.experiments.mstar_design import claim_of, grid_of
+
+        named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
+
+        # Deferred: `crl --help` does not need the sweep engine and its executors (ray's among them).
+        from crl.sweep.run import executor_named
+
+        runner = executor_named(executor, workers=workers, address=address)
+
         # Deferred: torch takes seconds to import, and `crl --help` does not need it.
         import torch
 
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.experiments.fashion_mstar import FIDELITIES, run_experiment, summarise
+        torch.set_num_threads(threads)
 
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.experiments.fashion_report import markdown_report, render_curves
+        # Deferred: the cells load torch and faiss, which `crl --help` does not need.
+        from crl.experiments.mstar_experiment import prepare_features, run_experiment
+
+        console = Console(soft_wrap=True)
+        label = f"{claim_of(named)} ({fidelity})"
+
+        def say(text: str) -> None:
+            console.print(text, markup=False, highlight=False)
+
+        def progress(done: int, total: int) -> None:
+            say(f"{label}: {done}/{total} cells")
 
         # Deferred: the sweep store is this command's own, and `crl --help` does not need it.
         from crl.sweep import new_run_id
 
-        if name not in EXPERIMENTS:
-            raise ValueError(f"experiment {name!r} is not known; choose one of {', '.join(EXPERIMENTS)}")
-        if fidelity not in FIDELITIES:
-            raise ValueError(f"--fidelity {fidelity!r} is not known; choose one of {', '.join(FIDELITIES)}")
-        torch.set_num_threads(threads)
-        console = Console(soft_wrap=True)
-        grid, run_id, commit = FIDELITIES[fidelity], new_run_id(), _commit()
+        run_id, commit = new_run_id(), _commit()
         out.mkdir(parents=True, exist_ok=True)
+        try:
+            say(f"{label}: locked features (computed once, then read from the feature cache) ...")
+            say(f"{label}: features ready, {prepare_features(named, grid)} items computed now")
+            records = run_experiment(
+                out / "results.sqlite", named, grid, run_id=run_id, executor=runner, progress=progress
+            )
+        finally:
+            runner.close()
 
-        def progress(done: int, total: int) -> None:
-            console.print(f"{name} ({fidelity}): {done}/{total} cells", markup=False, highlight=False)
+        # Deferred: the summary loads scipy, which `crl --help` does not need.
+        from crl.experiments.mstar_summary import summarise
 
-        records = run_experiment(
-            out / "results.sqlite", grid, run_id=run_id, workers=workers, progress=progress
+        summary = summarise(records, named, grid)
+
+        # Deferred: the report draws with matplotlib, which `crl --help` does not need.
+        from crl.experiments.mstar_report import markdown_report, render_figures
+
+        figures = render_figures(
+            summary, named, out, title=f"m*(n) {named} {fidelity}: run {run_id}, commit {commit}"
         )
-        curves, baseline = summarise(records, grid)
-        title = f"{name} {fidelity}: run {run_id}, commit {commit}"
-        render_curves(curves, baseline, out / "curves.png", title=title)
-        report = markdown_report(curves, baseline, grid, run_id=run_id, commit=commit)
+        report = markdown_report(summary, named, grid, fidelity=fidelity, run_id=run_id, commit=commit)
         (out / "report.md").write_text(report, encoding="utf-8")
-        console.print(f"written {out / 'report.md'} and {out / 'curves.png'}", markup=False, highlight=False)
+        say("written " + ", ".join(str(path) for path in (out / "report.md", *figures)))
         return EXIT_OK
 
     return run_reporting_errors(body)

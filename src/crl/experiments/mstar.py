@@ -31,7 +31,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from crl.stats.saturation import LEFT, RIGHT, saturations, seed_weights
 
-__all__ = ["Censoring", "Saturation", "SaturationInterval", "saturation_interval", "saturation_m"]
+__all__ = [
+    "Censoring",
+    "Saturation",
+    "SaturationInterval",
+    "grid_values",
+    "saturation_interval",
+    "saturation_m",
+]
 
 Censoring = Literal["none", "left", "right"]
 
@@ -90,7 +97,7 @@ def _censoring(code: int) -> Censoring:
     return "right" if code == RIGHT else "left" if code == LEFT else "none"
 
 
-def _grid_values(m: NDArray[np.float64], log_m: NDArray[np.float64]) -> NDArray[np.float64]:
+def grid_values(m: NDArray[np.float64], log_m: NDArray[np.float64]) -> NDArray[np.float64]:
     """The grid m whose logs are ``log_m`` (exactly, not exp(log m))."""
     return m[np.searchsorted(np.log(m), log_m)]
 
@@ -109,7 +116,7 @@ def saturation_m(grid: ArrayLike, values: ArrayLike, *, level: float) -> Saturat
     found = saturations(m, v[:, None, :], weights, level)
     means = weights[0] @ v
     return Saturation(
-        m_star=float(_grid_values(m, found.log_m[0, 0])),
+        m_star=float(grid_values(m, found.log_m[0, 0])),
         censoring=_censoring(int(found.censor[0, 0])),
         plateau=float(found.plateau[0, 0]),
         tol=float(found.tol[0, 0]),
@@ -132,7 +139,7 @@ def saturation_interval(
     m, v = _check(grid, values)
     found = saturation_m(m, v, level=level)
     resampled = saturations(m, v[:, None, :], seed_weights(v.shape[0], rng, n_resamples)[1:], level)
-    draws = np.where(resampled.censor[:, 0] == RIGHT, math.inf, _grid_values(m, resampled.log_m[:, 0]))
+    draws = np.where(resampled.censor[:, 0] == RIGHT, math.inf, grid_values(m, resampled.log_m[:, 0]))
     tail = (1.0 - interval_level) / 2
     low, high = np.quantile(draws, [tail, 1.0 - tail], method="inverted_cdf")
     return SaturationInterval(found, float(low), float(high), interval_level, n_resamples)

@@ -52,7 +52,7 @@ from crl.train.config import LockedData
 from crl.train.model_kinds import build_model
 from crl.train.streams import derive_generator
 
-__all__ = ["VIEWS", "LockedSplit", "locked_source", "locked_split"]
+__all__ = ["VIEWS", "LockedSplit", "locked_source", "locked_split", "text_pairs"]
 
 VIEWS = ImageAugmentation(crop_scale=(0.6, 1.0), max_shift=0, flip_p=0.5, erase_p=0.0, noise_std=0.0)
 """The two fixed views of each image: random resized crop (area 0.6-1), horizontal flip (p = 0.5)."""
@@ -115,7 +115,8 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
-def _text_pairs(config: LockedData, split: str) -> list[TextPair]:
+def text_pairs(config: LockedData, split: str) -> list[TextPair]:
+    """The pairs of a split of a locked text data set, in the order of its features (item i is pair i)."""
     fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
     return load_split(
         config.dataset,
@@ -247,7 +248,7 @@ def _split_source(config: LockedData, split: str) -> tuple[_Items, Callable[[], 
         items = _image_items(config, images.images, images.labels)
         maker = _pixels if config.backbone == "pixels" else _cnn
         return items, functools.partial(maker, config, images.images)
-    pairs = _text_pairs(config, split)
+    pairs = text_pairs(config, split)
     return _text_items(config, pairs), functools.partial(_minilm, config, pairs)
 
 

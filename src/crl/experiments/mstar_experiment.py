@@ -1,0 +1,84 @@
+"""Running the m*(n) experiment: the locked features computed once, then the cells through the sweep engine.
+
+:func:`prepare_features` computes (or finds in the feature cache) the features every cell of a grid reads: the
+training split's first max(n + P) items and the whole test split, in this process, before any worker starts, so
+that parallel workers only ever read the cache. :func:`run_experiment` computes the cells the store lacks under
+the data set's claim name (:func:`crl.experiments.mstar_design.claim_of`), each committed the moment it finishes:
+a stopped run continues where it stopped, and a grid with more seeds or n reuses every stored cell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crl.experiments.mstar_cell import compute_cell
+from crl.experiments.mstar_design import DataName, Grid, claim_of, grid_cells, locked_data
+from crl.sweep import CellFn, CellRecord, Executor, ProgressHook, SweepStore, canonical_json, run_cells
+from crl.train.locked import locked_split
+
+__all__ = ["FASHION_ITEMS", "prepare_features", "run_experiment"]
+
+
+def _largest_prefix(grid: Grid) -> int:
+    """max(n + P) over the arms that train on locked features."""
+    sizes = [*grid.ns, *grid.budget_ns, *((1 + grid.pool_ratio) * n for n in grid.disjoint_ns)]
+    return max(sizes)
+
+
+FASHION_ITEMS = 50_000
+"""Fashion-MNIST training images 50,000-59,999 are kept out of every n and pool (a CNN backbone trains on them)."""
+
+
+def prepare_features(data: DataName, grid: Grid) -> int:
+    """Compute the grid's missing locked features into the cache: the training split's first max(n + P) items and
+    the test split of every held-out set the cells score on; returns the items computed now (0: all cached).
+
+    Raises:
+        ValueError: if a Fashion-MNIST grid reaches past image 50,000 (kept for the CNN backbone).
+    """
+    recipe = grid.recipe
+    if recipe.dataset == "fashion_mnist" and _largest_prefix(grid) > FASHION_ITEMS:
+        raise ValueError(
+            f"the grid needs the first {_largest_prefix(grid)} Fashion-MNIST images (n + disjoint pool), past "
+            f"{FASHION_ITEMS}: images 50,000-59,999 are kept for the CNN backbone; lower n or the pool"
+        )
+    prefix = locked_data(recipe.dataset, recipe.backbone, recipe.backbone_path, _largest_prefix(grid))
+    computed = locked_split(prefix, "train").computed
+    heldouts = {
+        canonical_json(cell.params["heldout"]): cell.params["heldout"] for cell in grid_cells(data, grid)
+    }
+    for spec in heldouts.values():
+        computed += locked_split(
+            locked_data(spec["dataset"], spec["backbone"], spec["backbone_path"]), "test"
+        ).computed
+    return computed
+
+
+def run_experiment(
+    database: Path,
+    data: DataName,
+    grid: Grid,
+    *,
+    run_id: str,
+    workers: int = 1,
+    executor: Executor | None = None,
+    progress: ProgressHook | None = None,
+    compute: CellFn = compute_cell,
+) -> list[CellRecord]:
+    """Compute the cells of ``grid`` that the database lacks (each stored as it finishes) and return all records.
+
+    Raises:
+        ValueError: for an unknown data set or ``workers < 1``; whatever a cell raises (cells finished before it
+            stay stored).
+    """
+    with SweepStore(database) as store:
+        return run_cells(
+            store,
+            claim_of(data),
+            grid_cells(data, grid),
+            compute,
+            run_id=run_id,
+            workers=workers,
+            executor=executor,
+            progress=progress,
+        )

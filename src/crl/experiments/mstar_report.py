@@ -1,0 +1,230 @@
+"""The report of the m*(n) experiment: two figures and a Markdown page of tables.
+
+- ``curves.png``: the primary metric against m/n (%), one panel per arm, one line per (regime, n) with the 95%
+  Student-t interval over seeds, the backbone's own score dashed, [A]'s m* = 0.4 n as a vertical line;
+- ``mstar.png``: m*(n)/n against n per (arm, regime), censored points as triangles pointing the way the bound
+  goes, [A]'s 0.4 as a horizontal line;
+- the Markdown: m*(n) per (metric, arm, regime, n) with plateau, tol, interval, m*/n beside 0.4, the curve's rise,
+  the seed sd and the seeds the seed rule asks for; the slopes of log m* on log n beside 1/2 and 1; the difference
+  slope(SSCRL) - slope(SCRL) per arm; the convergence check; the means per m.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from crl._vocab import REGIME_LABELS
+from crl.experiments.mstar import SaturationInterval
+from crl.experiments.mstar_design import DataName, Grid
+from crl.experiments.mstar_summary import LEVEL, METRICS, Curve, Summary
+
+__all__ = ["A_RATIO", "markdown_report", "render_figures"]
+
+A_RATIO = 0.4
+"""[A]'s finding in its CLIP experiment: m* = 0.4 n."""
+
+_MARKERS = "os^Dv<>p"
+_CENSOR_MARKERS = {"none": "o", "left": "v", "right": "^"}
+
+
+def _errors(curve: Curve) -> list[list[float]]:
+    """Error-bar lengths below and above each mean (0 where the interval is undefined)."""
+    below = [
+        mean - low if math.isfinite(low) else 0.0 for mean, low in zip(curve.means, curve.lows, strict=True)
+    ]
+    above = [
+        high - mean if math.isfinite(high) else 0.0
+        for mean, high in zip(curve.means, curve.highs, strict=True)
+    ]
+    return [below, above]
+
+
+def render_figures(summary: Summary, data: DataName, out: Path, *, title: str) -> tuple[Path, Path]:
+    """Write ``out/curves.png`` and ``out/mstar.png`` (module docstring); returns their paths."""
+    # matplotlib is slow to import: loaded only when a figure is drawn, not when the commands start
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # pyplot only after choosing the non-interactive Agg backend, so that no display is needed
+    import matplotlib.pyplot as plt
+
+    metric = METRICS[data][0]
+    curves = [c for c in summary.curves if c.metric == metric and c.m]
+    arms = sorted({c.arm for c in curves})
+    out.mkdir(parents=True, exist_ok=True)
+    columns = min(3, max(1, len(arms)))
+    rows = -(-max(1, len(arms)) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
+    for axis in axes.flat[len(arms) :]:
+        axis.set_visible(False)
+    for axis, arm in zip(axes.flat, arms, strict=False):
+        for index, curve in enumerate(c for c in curves if c.arm == arm):
+            axis.errorbar(
+                [100.0 * m / curve.n for m in curve.m],
+                curve.means,
+                yerr=_errors(curve),
+                fmt="-" if curve.regime == "shared" else "--",
+                marker=_MARKERS[index % len(_MARKERS)],
+                capsize=2,
+                label=f"{REGIME_LABELS[curve.regime]} n = {curve.n}",
+            )
+        if metric in summary.baseline:
+            axis.axhline(summary.baseline[metric], color="black", linestyle=":", label="backbone, no head")
+        axis.axvline(100 * A_RATIO, color="grey", linewidth=0.8, label="[A]'s m* = 0.4 n")
+        axis.set_xscale("log")
+        axis.set_xlabel("m / n (%)")
+        axis.set_ylabel(metric)
+        axis.set_title(arm, fontsize=9)
+        axis.legend(fontsize=6)
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    curves_path = out / "curves.png"
+    figure.savefig(curves_path, dpi=110)
+    plt.close(figure)
+    figure, axis = plt.subplots(figsize=(6.0, 4.2))
+    for arm in arms:
+        for regime in ("shared", "independent"):
+            found = [c for c in curves if c.arm == arm and c.regime == regime and c.saturation is not None]
+            if not found:
+                continue
+            ratios = [c.saturation.saturation.m_star / c.n for c in found if c.saturation is not None]
+            line = axis.plot(
+                [c.n for c in found], ratios, "-" if regime == "shared" else "--", linewidth=0.8
+            )[0]
+            for curve, ratio in zip(found, ratios, strict=True):
+                assert curve.saturation is not None
+                marker = _CENSOR_MARKERS[curve.saturation.saturation.censoring]
+                axis.plot([curve.n], [ratio], marker, color=line.get_color())
+            line.set_label(f"{arm} {REGIME_LABELS[regime]}")
+    axis.axhline(A_RATIO, color="grey", linewidth=0.8, label="[A]: 0.4")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("n")
+    axis.set_ylabel(f"m*(n) / n ({metric}; triangles: censored bounds)")
+    axis.legend(fontsize=6)
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    mstar_path = out / "mstar.png"
+    figure.savefig(mstar_path, dpi=110)
+    plt.close(figure)
+    return curves_path, mstar_path
+
+
+def _m_star_text(found: SaturationInterval, n: int) -> tuple[str, str, str]:
+    """(m*, its interval, m*/n) as table cells, the censoring written as <= or >=."""
+    saturation = found.saturation
+    prefix = {"none": "", "left": "<= ", "right": ">= "}[saturation.censoring]
+    high = "inf" if math.isinf(found.high) else f"{found.high:g}"
+    return (
+        f"{prefix}{saturation.m_star:g}",
+        f"[{found.low:g}, {high}]",
+        f"{prefix}{saturation.m_star / n:.3f}",
+    )
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _curve_rows(summary: Summary) -> list[str]:
+    rows = [
+        "| metric | arm | regime | n | seeds | plateau | tol | m* | m* interval | m*/n ([A]: 0.4) | rise | seed sd "
+        "| seeds needed | failed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary.curves:
+        label = REGIME_LABELS[c.regime]
+        if c.saturation is None:
+            rows.append(
+                f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | (too few cells) |{' |' * 7} {c.failed} |"
+            )
+            continue
+        m_star, interval, ratio = _m_star_text(c.saturation, c.n)
+        found = c.saturation.saturation
+        rows.append(
+            f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | {found.plateau:.4f} | {found.tol:.4f} | "
+            f"{m_star} | {interval} | {ratio} | {_number(c.rise)} | {_number(c.plateau_sd)} | "
+            f"{c.seeds_needed if c.seeds_needed is not None else 'flat'} | {c.failed} |"
+        )
+    return rows
+
+
+def _slope_rows(summary: Summary) -> list[str]:
+    rows = [
+        f"| metric | arm | regime | n | m*(n) (censoring) | seeds | slope | bounds on the data | {LEVEL:.0%} CI |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summary.slopes:
+        points = ", ".join(
+            f"{m:g}" + ("" if c == "none" else f" ({c})") for m, c in zip(s.m_star, s.censoring, strict=True)
+        )
+        rows.append(
+            f"| {s.metric} | {s.arm} | {REGIME_LABELS[s.regime]} | {list(s.ns)} | {points} | {s.seeds} | "
+            f"{s.point:.3f} | [{s.bound_low:.3f}, {s.bound_high:.3f}] | [{s.ci_low:.3f}, {s.ci_high:.3f}] |"
+        )
+    rows += ["", f"| metric | arm | slope(SSCRL) - slope(SCRL) | bounds on the data | {LEVEL:.0%} CI |"]
+    rows.append("|---|---|---|---|---|")
+    for (arm, metric), d in sorted(summary.differences.items()):
+        rows.append(
+            f"| {metric} | {arm} | {d.point:.3f} | [{d.bound_low:.3f}, {d.bound_high:.3f}] | "
+            f"[{d.ci_low:.3f}, {d.ci_high:.3f}] |"
+        )
+    return rows
+
+
+def _means_rows(summary: Summary) -> list[str]:
+    rows = [
+        "| metric | arm | regime | n | m | m/n | mean | 95% interval |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary.curves:
+        for m, mean, low, high in zip(c.m, c.means, c.lows, c.highs, strict=True):
+            rows.append(
+                f"| {c.metric} | {c.arm} | {REGIME_LABELS[c.regime]} | {c.n} | {m} | {m / c.n:.3f} | {mean:.4f} | "
+                f"[{low:.4f}, {high:.4f}] |"
+            )
+    return rows
+
+
+def markdown_report(
+    summary: Summary, data: DataName, grid: Grid, *, fidelity: str, run_id: str, commit: str
+) -> str:
+    """The tables of the summary as Markdown, named by the run id and the commit (module docstring)."""
+    lines = [
+        f"# m*(n) on {data} ({fidelity})",
+        "",
+        f"Run `{run_id}` at commit `{commit}`; n = {list(grid.ns)}, m/n = {list(grid.fractions)} and m = "
+        f"{list(grid.absolute)}, {grid.seeds} seeds, E = {grid.epochs} epochs; disjoint pool ({grid.pool_ratio} n) at "
+        f"n = {list(grid.disjoint_ns)}; fixed budget of {grid.budget_anchors} anchors at n = {list(grid.budget_ns)}"
+        + (f"; ablation at n = {list(grid.ablation_ns)}" if grid.ablation_ns else "")
+        + f". Descriptive, not a verdict: every interval is at {LEVEL:.0%}.",
+        "",
+        "Seeds the seed rule asks for (the largest over the in-sample curves of the primary metric; flat curves, "
+        f"rise < 4% of the plateau, left out): {summary.seeds_rule if summary.seeds_rule is not None else 'none'}.",
+        "",
+        "Backbone, no head: "
+        + (
+            ", ".join(f"{k} {v:.4f}" for k, v in sorted(summary.baseline.items()) if k != "status")
+            or "not computed"
+        ),
+        "",
+        "## m*(n)",
+        "",
+        *_curve_rows(summary),
+        "",
+        "## Slopes of log m* on log n",
+        "",
+        *_slope_rows(summary),
+        "",
+        "## Convergence: the largest |last-epoch change| / loss drop over the cells (converged: < 0.01)",
+        "",
+        "| arm | n | cells | worst |",
+        "|---|---|---|---|",
+        *(f"| {c.arm} | {c.n} | {c.cells} | {c.worst:.4f} |" for c in summary.convergence),
+        "",
+        "## Means per m",
+        "",
+        *_means_rows(summary),
+    ]
+    return "\n".join(lines) + "\n"
