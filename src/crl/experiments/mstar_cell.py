@@ -118,12 +118,12 @@ def score(heldout: HeldOut, encode_x: Encode, encode_y: Encode) -> dict[str, flo
     images ``recall@1`` (two views) and ``class_accuracy@1``."""
     if heldout.task is not None:
         assert heldout.query_rows is not None and heldout.corpus_rows is not None
-        report = evaluate_retrieval(
+        ranked = evaluate_retrieval(
             heldout.task,
             _rows(heldout.x, heldout.query_rows, encode_x),
             _rows(heldout.y, heldout.corpus_rows, encode_y),
         )
-        return report.as_flat_dict()
+        return ranked.report.as_flat_dict()
     assert heldout.labels is not None
     cpu = torch.device("cpu")
     anchors = embed(encode_x, heldout.x, batch_size=_EMBED_BATCH, device=cpu)
