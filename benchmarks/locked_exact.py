@@ -19,17 +19,10 @@ import subprocess
 import sys
 import time
 
+from _rss import peak_rss_bytes
+
 MIB = 1 << 20
 D_IN, D_OUT = 384, 64
-
-
-def peak_rss_bytes() -> int:
-    """VmHWM (peak resident set size) of this process, from /proc/self/status."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM line in /proc/self/status")
 
 
 def run_case(regime: str, n: int, m: int, batch: int, hidden: int, steps: int) -> dict[str, float]:

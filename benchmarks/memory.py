@@ -14,18 +14,11 @@ import json
 import subprocess
 import sys
 
+from _rss import peak_rss_bytes
+
 MIB = 1 << 20
 
 CASES = ("contrastive", "sigmoid", "pairwise_logistic", "pairwise_hinge", "oce_entropic")
-
-
-def peak_rss_bytes() -> int:
-    """VmHWM (peak resident set size) of this process, from /proc/self/status."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM line in /proc/self/status")
 
 
 def run_case(case: str, n: int, m: int, d: int) -> dict[str, float]:

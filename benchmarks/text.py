@@ -26,16 +26,9 @@ import subprocess
 import sys
 import time
 
+from _rss import peak_rss_bytes
+
 MIB = 1 << 20
-
-
-def peak_rss_bytes() -> int:
-    """VmHWM (peak resident set size) of this process, from /proc/self/status."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM line in /proc/self/status")
 
 
 def batch_texts(b: int) -> tuple[list[str], list[str]]:
