@@ -13,6 +13,7 @@ from crl.claims.base import Verdict
 from crl.claims.c06_saturation import (
     LINE,
     M_OVER_N,
+    PLANS,
     CircleTruth,
     Sample,
     _cell_params,
@@ -22,8 +23,10 @@ from crl.claims.c06_saturation import (
     fit_in_ball,
     fit_on_line,
     m_grid,
+    m_grids,
     risk_derivatives,
 )
+from crl.claims.context import Fidelity
 from crl.objectives import contrastive_loss_from_scores
 from crl.stats.saturation import (
     LEFT,
@@ -158,6 +161,17 @@ def test_every_arm_ends_at_sixteen_n() -> None:
             grid[0] == 2 and grid[-1] == M_OVER_N * n and all(b == 2 * a for a, b in itertools.pairwise(grid))
         )
         assert grid[-2] >= 8 * n
+
+
+def test_full_grids_end_at_the_floor_at_small_n_and_at_sixteen_n_beyond() -> None:
+    """If this fails, full's m grids lost the floor m_max(n) >= 1024 that gives n = 16 and 32 a plateau past
+    SSCRL's m* (docs/claims/C6.md, full-fidelity revision 2), or moved the grid end at larger n."""
+    tops = {n: grid[-1] for n, grid in zip(PLANS[Fidelity.FULL]["n"], m_grids(Fidelity.FULL), strict=True)}
+    assert tops == {16: 1024, 32: 1024, 64: 1024, 128: 2048, 256: 4096, 512: 8192}
+    assert all(
+        grid[-1] == M_OVER_N * n
+        for n, grid in zip(PLANS[Fidelity.STANDARD]["n"], m_grids(Fidelity.STANDARD), strict=True)
+    )
 
 
 @pytest.mark.parametrize("regime", ["independent", "shared"])

@@ -20,8 +20,8 @@ one-parameter score class s = c <x, y> (:func:`fit_on_line`): the shared negativ
 over uniform anchors (C4's control shows it), so both regimes' m* grow alike; the true difference
 slope(SSCRL) - slope(SCRL) is about 0 and the rule must not PASS. Its arms run on the same grids.
 
-Grids: every arm at n ends at the same m_max(n) = M_OVER_N n (at least the smallest grid's top), doubling from
-m = 2, so the plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not
+Grids: every arm at n ends at the same m_max(n) = max(M_OVER_N n, the fidelity's floor: 1024 at full), doubling
+from m = 2, so the plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not
 right-censored by the grid's end.
 
 The fit: [A]'s gcl empirical risk minimised over a norm ball of linear scores on the circle, and its exact
@@ -366,16 +366,24 @@ seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_
 M_OVER_N = 16
 """m_max(n) = 16 n: four doublings beyond m* ~ n, so SSCRL's plateau lies past its m*."""
 PLANS: dict[Fidelity, dict[str, Any]] = {
-    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30},
-    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32},
-    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64},
+    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30, "m_max_floor": 0},
+    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32, "m_max_floor": 0},
+    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_max_floor": 1024},
 }
+"""Per fidelity: the n grid, the seeds, and the floor of m_max(n) (full: the plateau at n = 16 and 32 lies at
+512 and 1024, past SSCRL's m* there; docs/claims/C6.md, full-fidelity revision 2)."""
 
 
-def m_grid(n: int) -> tuple[int, ...]:
-    """The doubling grid 2, 4, ..., m_max(n) = :data:`M_OVER_N` n of every arm at n."""
-    top = M_OVER_N * n
+def m_grid(n: int, m_max_floor: int = 0) -> tuple[int, ...]:
+    """The doubling grid 2, 4, ..., m_max(n) = max(:data:`M_OVER_N` n, ``m_max_floor``) of every arm at n."""
+    top = max(M_OVER_N * n, m_max_floor)
     return tuple(2**i for i in range(1, int(math.log2(top)) + 1))
+
+
+def m_grids(fidelity: Fidelity) -> list[tuple[int, ...]]:
+    """Every n's m grid at ``fidelity``, in the order of its n grid."""
+    plan = PLANS[fidelity]
+    return [m_grid(n, plan["m_max_floor"]) for n in plan["n"]]
 
 
 N_BOOT = 2000
@@ -443,7 +451,8 @@ class Saturation(Claim):
         "Fixed by crl: AsymmetricSphere(2, kappa=4, anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> "
         "in the ball |theta| <= 6 (contains s*), s_hat = argmin of the gcl L_hat over the ball (projected "
         "Newton, KKT residual <= 1e-7), metric L(s_hat) - L* (exact). Every arm at n runs on m = 2, 4, ..., "
-        "16 n (the same m_max(n) for both regimes). m*(n) = smallest grid m from which the mean metric stays "
+        "m_max(n) = 16 n (full: max(16 n, 1024); the same m_max(n) for both regimes). m*(n) = smallest grid "
+        "m from which the mean metric stays "
         "within tol = max(per-part-level Student-t half-width of the plateau, 1% of it) of the plateau (mean "
         "at the two largest m); right-censored when that is one of the two largest m or none, left-censored at "
         "the smallest m. Censored points enter the least-squares slope through their bounds (slope intervals, "
@@ -465,25 +474,25 @@ class Saturation(Claim):
     def run(self, ctx: ClaimContext) -> ClaimResult:
         """Fit every (arm, n, seed, m), find m*(n) per arm, and judge the slope differences."""
         plan = PLANS[ctx.fidelity]
-        grid_n, n_seeds = plan["n"], plan["seeds"]
+        grid_n, n_seeds, grids = plan["n"], plan["seeds"], m_grids(ctx.fidelity)
         cells = [
             Cell(params, ctx.seed_for(params))
             for arm in ARMS
-            for n in grid_n
+            for n, grid in zip(grid_n, grids, strict=True)
             for r in range(n_seeds)
-            for params in [_cell_params(ctx, arm, n, r, m_grid(n))]
+            for params in [_cell_params(ctx, arm, n, r, grid)]
         ]
         records = ctx.run_cells(cells, saturation_cell)
         by_arm = {arm: _stack(records, arm, grid_n, n_seeds, "excess") for arm in ARMS}
         unconverged = sum(not ok for record in records for ok in record.result["converged"])
         weights = seed_weights(n_seeds, ctx.rng("bootstrap"), N_BOOT)
         log_n = np.log(np.asarray(grid_n, dtype=np.float64))
-        sats = {arm: saturations_by_n(grid_n, by_arm[arm], weights, ctx.level) for arm in ARMS}
+        sats = {arm: saturations_by_n(grids, by_arm[arm], weights, ctx.level) for arm in ARMS}
         slopes = {arm: slope_bounds(log_n, sats[arm]) for arm in ARMS}
         claim, control = claim_and_control(slopes, ctx.level)
         verdict, reasons = _judge(claim, unconverged)
         control_verdict, control_reasons = _judge(control, unconverged)
-        table = _table(grid_n, by_arm, sats, records)
+        table = _table(grid_n, grids, by_arm, sats, records)
         return self.result(
             ctx,
             verdict=verdict,
@@ -502,7 +511,7 @@ class Saturation(Claim):
             ],
             figures=[_figure(grid_n, sats)],
             table=table,
-            notes=_notes(grid_n, n_seeds, sats, slopes, records, unconverged),
+            notes=_notes(grid_n, grids, n_seeds, sats, slopes, records, unconverged),
             reasons=reasons,
             control_reasons=control_reasons,
         )
@@ -516,12 +525,12 @@ def claim_and_control(slopes: dict[str, SlopeBounds], level: float) -> tuple[Dif
 
 
 def saturations_by_n(
-    grid_n: Sequence[int], values: list[np.ndarray], weights: np.ndarray, level: float
+    grids: Sequence[Sequence[int]], values: list[np.ndarray], weights: np.ndarray, level: float
 ) -> Saturations:
-    """m*(n) of one arm, each n on its own grid :func:`m_grid` (``values[i]`` is (S, M_i)), joined over n."""
+    """m*(n) of one arm, the i-th n on its own m grid ``grids[i]`` (``values[i]`` is (S, M_i)), joined over n."""
     parts = [
-        saturations(np.asarray(m_grid(n), dtype=np.float64), values[i][:, None, :], weights, level)
-        for i, n in enumerate(grid_n)
+        saturations(np.asarray(grid, dtype=np.float64), values[i][:, None, :], weights, level)
+        for i, grid in enumerate(grids)
     ]
     return Saturations(
         np.concatenate([p.log_m for p in parts], axis=1),
@@ -601,6 +610,7 @@ def _slope_statistic(arm: str, slope: SlopeBounds, level: float) -> Statistic:
 
 def _table(
     grid_n: Sequence[int],
+    grids: Sequence[Sequence[int]],
     by_arm: dict[str, list[np.ndarray]],
     sats: dict[str, Saturations],
     records: list[Any],
@@ -612,7 +622,7 @@ def _table(
     for arm in ARMS:
         values, sat = by_arm[arm], sats[arm]
         for i, n in enumerate(grid_n):
-            for j, m in enumerate(m_grid(n)):
+            for j, m in enumerate(grids[i]):
                 column = values[i][:, j]
                 rows.append(
                     {
@@ -633,6 +643,7 @@ def _table(
 
 def _notes(
     grid_n: Sequence[int],
+    grids: Sequence[Sequence[int]],
     n_seeds: int,
     sats: dict[str, Saturations],
     slopes: dict[str, SlopeBounds],
@@ -652,7 +663,9 @@ def _notes(
         parts.append(f"{arm}: " + "; ".join(stars) + f"; slope {slopes[arm].point[0]:.3g} (vs 1/2 and 1)")
     worst = max(max(record.result["kkt"]) for record in records)
     return (
-        f"{n_seeds} seeds, n in {list(grid_n)}, m = 2, 4, ..., {M_OVER_N} n at each n (every arm). "
+        f"{n_seeds} seeds, n in {list(grid_n)}, m = 2, 4, ..., m_max(n) = "
+        + ", ".join(f"{grid[-1]}" for grid in grids)
+        + " (every arm). "
         + " | ".join(parts)
         + f". Largest KKT residual {worst:.2g}; fits not converged: {unconverged}."
     )

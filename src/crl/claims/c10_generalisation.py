@@ -6,9 +6,9 @@ Pre-registered in docs/claims/C10.md (docs/theory.md section 7, C10).
 Experiment (:func:`fit_embedding`, :func:`gap_terms`). Truth ``AsymmetricSphere(3, kappa=8, anchor_kappa=2, p-
 = pi)`` (anchors and positives not exchangeable); phi = normalise(A z + b) onto S^2; [B]'s InfoNCE risk with k
 own negatives per anchor. Per (k, tau) a reference phi_0 is fitted on an independent sample (reference cells,
-computed first); every training cell fits phi_hat by L-BFGS from phi_0 (and random starts at full fidelity)
-and returns the control-variate gap ``[R_fresh(phi_hat) - R_fresh(phi_0)] - [R_hat_n(phi_hat) -
-R_hat_n(phi_0)]``.
+computed first); every training cell fits phi_hat by L-BFGS from phi_0 (plus ``Plan.random_starts`` random
+starts, 0 in every plan) and returns the control-variate gap
+``[R_fresh(phi_hat) - R_fresh(phi_0)] - [R_hat_n(phi_hat) - R_hat_n(phi_0)]``.
 
 Rule (three parts, contract v2): the rate in k by :func:`crl.stats.seed_rate` (a fitted rate; its misfit must be
 material and significant; upper end <= 0.1), the rate in n end to end by :func:`crl.stats.secant_rate` (the
@@ -103,8 +103,8 @@ PLANS = {
         16,
         64,
         16384,
-        65536,
-        1,
+        16384,
+        0,
     ),
 }
 
@@ -397,7 +397,7 @@ class GeneralisationInK(Claim):
         "docs/theory.md section 7, C10: R(phi_hat) - R_hat_n(phi_hat) does not grow with k, falls at least "
         "like n^-1/2, and is larger at small tau. Fixed by crl: AsymmetricSphere(3, kappa=8, anchor_kappa=2, "
         "p- = pi), phi(z) = normalise(Az + b) onto S^2, InfoNCE with k own negatives per anchor, phi_hat by "
-        "L-BFGS from phi_0 (plus one random start at full fidelity), gap per seed [R_fresh(phi_hat) - "
+        "L-BFGS from phi_0, gap per seed [R_fresh(phi_hat) - "
         "R_fresh(phi_0)] - [R_hat_n(phi_hat) - R_hat_n(phi_0)] with phi_0 fitted on an independent sample. "
         "Part 1 (vs k), a fitted rate: the misfit protocol on the seed means (power law; if its misfit is "
         "material and significant -- chi^2 on the seeds' covariance at alpha 0.05 and a relative residual "

@@ -407,7 +407,7 @@ def saturation_power(
     seed: int = 0,
 ) -> SaturationPower:
     """C6's shares over seed resamples, judged by :mod:`crl.claims.c06_saturation`'s own m* rule and bootstrap."""
-    grid_n = c6.PLANS[fidelity]["n"]
+    grid_n, grids = c6.PLANS[fidelity]["n"], c6.m_grids(fidelity)
     measured = 1 + max(int(r.cell.params["replicate"]) for r in records)
     stacked = {arm: c6._stack(records, arm, grid_n, measured, "excess") for arm in c6.ARMS}
     level = part_level(c6.CLAIM.parts)
@@ -420,7 +420,7 @@ def saturation_power(
         weights = seed_weights(size, rng, c6.N_BOOT)
         slopes = {
             arm: slope_bounds(
-                log_n, c6.saturations_by_n(grid_n, [values[index] for values in stacked[arm]], weights, level)
+                log_n, c6.saturations_by_n(grids, [values[index] for values in stacked[arm]], weights, level)
             )
             for arm in c6.ARMS
         }
