@@ -105,9 +105,9 @@ def _c6_records(seeds: int) -> list[CellRecord]:
     rng = np.random.default_rng(5)
     records = []
     for arm in c6.ARMS:
-        for n in c6.PLANS[Fidelity.QUICK]["n"]:
+        for n, m_values in zip(c6.PLANS[Fidelity.QUICK]["n"], c6.m_grids(Fidelity.QUICK), strict=True):
             k = float(n) if arm == "sscrl" else math.sqrt(n)
-            grid = np.array(c6.m_grid(n), dtype=np.float64)
+            grid = np.array(m_values, dtype=np.float64)
             for r in range(seeds):
                 excess = (1.0 + (k / grid) ** 4) / n * (1.0 + 0.001 * rng.standard_normal(grid.size))
                 params = {"arm": arm, "n": n, "replicate": r, "m_grid": grid.astype(int).tolist()}

@@ -20,9 +20,9 @@ one-parameter score class s = c <x, y> (:func:`fit_on_line`): the shared negativ
 over uniform anchors (C4's control shows it), so both regimes' m* grow alike; the true difference
 slope(SSCRL) - slope(SCRL) is about 0 and the rule must not PASS. Its arms run on the same grids.
 
-Grids: every arm at n ends at the same m_max(n) = max(M_OVER_N n, the fidelity's floor: 1024 at full), doubling
-from m = 2, so the plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not
-right-censored by the grid's end.
+Grids: every arm at n ends at the same m_max(n) = 16 n (full: max(32 n, 1024)), doubling from m = 2, so the
+plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not right-censored by
+the grid's end.
 
 The fit: [A]'s gcl empirical risk minimised over a norm ball of linear scores on the circle, and its exact
 excess risk.
@@ -363,27 +363,26 @@ ARMS = ("scrl", "sscrl", "null-scrl", "null-sscrl")
 REGIME = {"scrl": "scrl", "sscrl": "sscrl", "null-scrl": "scrl", "null-sscrl": "sscrl"}
 """Arm -> its regime's label in the cell parameters. Arm and label are in every cell's parameters, from which its
 seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_cell` reads the ``Regime``."""
-M_OVER_N = 16
-"""m_max(n) = 16 n: four doublings beyond m* ~ n, so SSCRL's plateau lies past its m*."""
 PLANS: dict[Fidelity, dict[str, Any]] = {
-    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30, "m_max_floor": 0},
-    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32, "m_max_floor": 0},
-    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_max_floor": 1024},
+    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30, "m_over_n": 16, "m_max_floor": 0},
+    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32, "m_over_n": 16, "m_max_floor": 0},
+    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_over_n": 32, "m_max_floor": 1024},
 }
-"""Per fidelity: the n grid, the seeds, and the floor of m_max(n) (full: the plateau at n = 16 and 32 lies at
-512 and 1024, past SSCRL's m* there; docs/claims/C6.md, full-fidelity revision 2)."""
+"""Per fidelity: the n grid, the seeds, and m_max(n) = max(m_over_n n, m_max_floor). Quick and standard: 16 n,
+four doublings beyond m* ~ n. Full: 32 n and at least 1024, so that no bootstrap replicate right-censors SSCRL's
+m* by the grid's end (docs/claims/C6.md, full-fidelity revisions 2 and 3)."""
 
 
-def m_grid(n: int, m_max_floor: int = 0) -> tuple[int, ...]:
-    """The doubling grid 2, 4, ..., m_max(n) = max(:data:`M_OVER_N` n, ``m_max_floor``) of every arm at n."""
-    top = max(M_OVER_N * n, m_max_floor)
+def m_grid(n: int, m_over_n: int, m_max_floor: int = 0) -> tuple[int, ...]:
+    """The doubling grid 2, 4, ..., m_max(n) = max(``m_over_n`` n, ``m_max_floor``) of every arm at n."""
+    top = max(m_over_n * n, m_max_floor)
     return tuple(2**i for i in range(1, int(math.log2(top)) + 1))
 
 
 def m_grids(fidelity: Fidelity) -> list[tuple[int, ...]]:
     """Every n's m grid at ``fidelity``, in the order of its n grid."""
     plan = PLANS[fidelity]
-    return [m_grid(n, plan["m_max_floor"]) for n in plan["n"]]
+    return [m_grid(n, plan["m_over_n"], plan["m_max_floor"]) for n in plan["n"]]
 
 
 N_BOOT = 2000
@@ -451,7 +450,7 @@ class Saturation(Claim):
         "Fixed by crl: AsymmetricSphere(2, kappa=4, anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> "
         "in the ball |theta| <= 6 (contains s*), s_hat = argmin of the gcl L_hat over the ball (projected "
         "Newton, KKT residual <= 1e-7), metric L(s_hat) - L* (exact). Every arm at n runs on m = 2, 4, ..., "
-        "m_max(n) = 16 n (full: max(16 n, 1024); the same m_max(n) for both regimes). m*(n) = smallest grid "
+        "m_max(n) = 16 n (full: max(32 n, 1024); the same m_max(n) for both regimes). m*(n) = smallest grid "
         "m from which the mean metric stays "
         "within tol = max(per-part-level Student-t half-width of the plateau, 1% of it) of the plateau (mean "
         "at the two largest m); right-censored when that is one of the two largest m or none, left-censored at "
