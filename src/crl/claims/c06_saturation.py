@@ -83,7 +83,7 @@ from crl.stats.saturation import (
     Saturations,
     SlopeBounds,
     lower_quantile,
-    saturations,
+    saturations_by_n,
     seed_weights,
     slope_bounds,
     slope_difference,
@@ -521,22 +521,6 @@ def claim_and_control(slopes: dict[str, SlopeBounds], level: float) -> tuple[Dif
     claim = slope_difference(slopes["sscrl"], slopes["scrl"], level)
     control = slope_difference(slopes["null-sscrl"], slopes["null-scrl"], level)
     return claim, control
-
-
-def saturations_by_n(
-    grids: Sequence[Sequence[int]], values: list[np.ndarray], weights: np.ndarray, level: float
-) -> Saturations:
-    """m*(n) of one arm, the i-th n on its own m grid ``grids[i]`` (``values[i]`` is (S, M_i)), joined over n."""
-    parts = [
-        saturations(np.asarray(grid, dtype=np.float64), values[i][:, None, :], weights, level)
-        for i, grid in enumerate(grids)
-    ]
-    return Saturations(
-        np.concatenate([p.log_m for p in parts], axis=1),
-        np.concatenate([p.censor for p in parts], axis=1),
-        np.concatenate([p.plateau for p in parts], axis=1),
-        np.concatenate([p.tol for p in parts], axis=1),
-    )
 
 
 def _cell_params(

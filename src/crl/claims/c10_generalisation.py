@@ -6,8 +6,7 @@ Pre-registered in docs/claims/C10.md (docs/theory.md section 7, C10).
 Experiment (:func:`fit_embedding`, :func:`gap_terms`). Truth ``AsymmetricSphere(3, kappa=8, anchor_kappa=2, p-
 = pi)`` (anchors and positives not exchangeable); phi = normalise(A z + b) onto S^2; [B]'s InfoNCE risk with k
 own negatives per anchor. Per (k, tau) a reference phi_0 is fitted on an independent sample (reference cells,
-computed first); every training cell fits phi_hat by L-BFGS from phi_0 (plus ``Plan.random_starts`` random
-starts, 0 in every plan) and returns the control-variate gap
+computed first); every training cell fits phi_hat by L-BFGS from phi_0 and returns the control-variate gap
 ``[R_fresh(phi_hat) - R_fresh(phi_0)] - [R_hat_n(phi_hat) - R_hat_n(phi_0)]``.
 
 Rule (three parts, contract v2): the rate in k by :func:`crl.stats.seed_rate` (a fitted rate; its misfit must be
@@ -20,7 +19,7 @@ gap has a term in k that does not fall with n; judged by part 2, it must not PAS
 
 The embedding family (:func:`embed`): an affine map normalised onto S^2, ``phi_theta(z) = normalise(A z + b)``
 (A 3 x 3, b in R^3: one flat parameter vector theta of 12 entries), the same phi for anchors and candidates:
-``s(x, y) = <phi(x), phi(y)>``, so |s| <= 1. Non-convex in theta (the normalisation), hence several starts.
+``s(x, y) = <phi(x), phi(y)>``, so |s| <= 1. Non-convex in theta (the normalisation), hence several starts for phi_0.
 
 Risk ([B]): a tuple is ``(x, y, y'_1..y'_k)``; its loss is InfoNCE minus log k,
 ``log(1 + sum_j exp((s(x, y'_j) - s(x, y))/tau)) - log k`` (:func:`crl.objectives.contrastive_loss`, form
@@ -60,7 +59,7 @@ from crl.claims.base import (
 from crl.claims.context import Fidelity
 from crl.objectives import contrastive_loss
 from crl.stats import FewSeedsError, NonPositiveMeanError, secant_rate, seed_rate
-from crl.sweep import Cell, derive_seed
+from crl.sweep import Cell
 from crl.synthetic import AsymmetricSphere
 
 MODEL = AsymmetricSphere(3, kappa=8.0, anchor_kappa=2.0, negative_law="anchor")
@@ -86,13 +85,12 @@ class Plan:
     seeds: int
     n_ref: int
     n_fresh: int
-    random_starts: int
 
 
 PLANS = {
-    Fidelity.QUICK: Plan(256, (2, 4, 8, 16, 32), 4, (128, 256, 512, 1024, 2048), 256, 4, 8, 2048, 8192, 0),
+    Fidelity.QUICK: Plan(256, (2, 4, 8, 16, 32), 4, (128, 256, 512, 1024, 2048), 256, 4, 8, 2048, 8192),
     Fidelity.STANDARD: Plan(
-        512, (2, 4, 8, 16, 32, 64), 8, (256, 512, 1024, 2048, 4096), 512, 8, 24, 4096, 16384, 0
+        512, (2, 4, 8, 16, 32, 64), 8, (256, 512, 1024, 2048, 4096), 512, 8, 24, 4096, 16384
     ),
     Fidelity.FULL: Plan(
         2048,
@@ -104,7 +102,6 @@ PLANS = {
         64,
         16384,
         16384,
-        0,
     ),
 }
 
@@ -266,7 +263,6 @@ def table(records: list[Any]) -> list[dict[str, Any]]:
                 "plain_gap_se": float(plain.std(ddof=1) / math.sqrt(plain.size)),
                 "train_risk": float(np.mean([r["train_risk"] for r in results])),
                 "largest_grad": float(max(r["grad_max"] for r in results)),
-                "random_start_won": int(sum(r["start"] > 0 for r in results)),
             }
         )
     return rows
@@ -283,10 +279,9 @@ def notes(plan: Plan, records: list[Any], references: dict[tuple[int, float], di
         for arm in ("claim", "shared")
     }
     worst_reference = max(r["grad_max"] for r in references.values())
-    wins = sum(r.result["start"] > 0 for r in records)
     return (
-        f"{plan.seeds} seeds; n_ref = {plan.n_ref}, N_fresh = {plan.n_fresh}, random starts {plan.random_starts} "
-        f"(won {wins} of {len(records)} fits). Largest final gradient entry: claim fits {worst['claim']:.2g}, "
+        f"{plan.seeds} seeds; n_ref = {plan.n_ref}, N_fresh = {plan.n_fresh}; every fit starts at phi_0. "
+        f"Largest final gradient entry: claim fits {worst['claim']:.2g}, "
         f"control fits {worst['shared']:.2g}, references {worst_reference:.2g} (stationary points of a non-convex "
         f"risk, not certified global minima). Fits not converged (gradient > {CONVERGED_GRAD:g}): claim "
         f"{unconverged['claim']}, control {unconverged['shared']} (the control is judged on its fits as they are)."
@@ -356,16 +351,8 @@ def gap_cell(cell: Cell) -> dict[str, Any]:
         MODEL, MODEL.sample(int(params["n_fresh"]), fresh_generator), k, "own", fresh_generator
     )
     reference = torch.tensor(params["reference"], dtype=torch.float64)
-    starts = [reference] + [
-        random_parameters(torch.Generator().manual_seed(derive_seed(cell.seed, "start", i)))
-        for i in range(int(params["random_starts"]))
-    ]
-    fit = fit_embedding(train, tau, starts)
-    return {
-        **gap_terms(fit.theta, reference, train, fresh, tau),
-        "grad_max": fit.grad_max,
-        "start": fit.start,
-    }
+    fit = fit_embedding(train, tau, [reference])
+    return {**gap_terms(fit.theta, reference, train, fresh, tau), "grad_max": fit.grad_max}
 
 
 def _points(plan: Plan) -> list[tuple[str, int, int, float]]:
@@ -510,7 +497,6 @@ def _cell_params(
         "replicate": replicate,
         "negatives": "shared" if arm == "shared" else "own",
         "n_fresh": plan.n_fresh,
-        "random_starts": plan.random_starts,
         "pair_seed": ctx.seed_for("pairs", arm, n, replicate),
         "negative_seed": ctx.seed_for("negatives", arm, n, k, replicate),
         "fresh_seed": ctx.seed_for("fresh", arm, n, k, replicate),

@@ -43,7 +43,7 @@ from crl.claims import c10_generalisation as c10
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
-from crl.stats.saturation import seed_weights, slope_bounds, slope_difference
+from crl.stats.saturation import saturations_by_n, seed_weights, slope_bounds, slope_difference
 from crl.sweep import CellRecord, SweepStore
 
 RESAMPLES = 200
@@ -420,7 +420,7 @@ def saturation_power(
         weights = seed_weights(size, rng, c6.N_BOOT)
         slopes = {
             arm: slope_bounds(
-                log_n, c6.saturations_by_n(grids, [values[index] for values in stacked[arm]], weights, level)
+                log_n, saturations_by_n(grids, [values[index] for values in stacked[arm]], weights, level)
             )
             for arm in c6.ARMS
         }

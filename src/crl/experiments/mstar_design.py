@@ -188,82 +188,55 @@ class Grid:
 FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0)
 SMALL_M = (1, 4, 16)
 
+
+def _fidelities(recipe: Recipe, *, ablation: bool) -> dict[str, Grid]:
+    """tiny, reduced and full of one data set: the same n, m and seed grids for both data sets; ``ablation`` adds
+    the earlier experiment's two arms (Fashion-MNIST only) at tiny and full."""
+    tiny_ablation: dict[str, Any] = {"ablation_ns": (64, 128), "ablation_steps": 4} if ablation else {}
+    full_ablation: dict[str, Any] = {"ablation_ns": (500, 1000, 2000)} if ablation else {}
+    return {
+        "tiny": Grid(
+            recipe,
+            (64, 128, 256),
+            (0.05, 0.25, 0.5, 1.0),
+            (),
+            2,
+            2,
+            disjoint_ns=(64, 128),
+            budget_ns=(64, 256),
+            budget_anchors=256,
+            n_test=200,
+            **tiny_ablation,
+        ),
+        "reduced": Grid(
+            recipe,
+            (500, 1000, 2000),
+            FRACTIONS,
+            (),
+            3,
+            10,
+            disjoint_ns=(500, 1000),
+            budget_ns=(500, 1000),
+            budget_anchors=5000,
+        ),
+        "full": Grid(
+            recipe,
+            (500, 1000, 2000, 4000, 8000, 16000),
+            FRACTIONS,
+            SMALL_M,
+            4,
+            10,
+            disjoint_ns=(1000, 4000),
+            budget_ns=(1000, 8000),
+            budget_anchors=40000,
+            **full_ablation,
+        ),
+    }
+
+
 FIDELITIES: dict[DataName, dict[str, Grid]] = {
-    "wordnet": {
-        "tiny": Grid(
-            RECIPES["wordnet"],
-            (64, 128, 256),
-            (0.05, 0.25, 0.5, 1.0),
-            (),
-            2,
-            2,
-            disjoint_ns=(64, 128),
-            budget_ns=(64, 256),
-            budget_anchors=256,
-            n_test=200,
-        ),
-        "reduced": Grid(
-            RECIPES["wordnet"],
-            (500, 1000, 2000),
-            FRACTIONS,
-            (),
-            3,
-            10,
-            disjoint_ns=(500, 1000),
-            budget_ns=(500, 1000),
-            budget_anchors=5000,
-        ),
-        "full": Grid(
-            RECIPES["wordnet"],
-            (500, 1000, 2000, 4000, 8000, 16000),
-            FRACTIONS,
-            SMALL_M,
-            4,
-            10,
-            disjoint_ns=(1000, 4000),
-            budget_ns=(1000, 8000),
-            budget_anchors=40000,
-        ),
-    },
-    "fashion": {
-        "tiny": Grid(
-            RECIPES["fashion"],
-            (64, 128, 256),
-            (0.05, 0.25, 0.5, 1.0),
-            (),
-            2,
-            2,
-            disjoint_ns=(64, 128),
-            budget_ns=(64, 256),
-            budget_anchors=256,
-            ablation_ns=(64, 128),
-            ablation_steps=4,
-            n_test=200,
-        ),
-        "reduced": Grid(
-            RECIPES["fashion"],
-            (500, 1000, 2000),
-            FRACTIONS,
-            (),
-            3,
-            10,
-            disjoint_ns=(500, 1000),
-            budget_ns=(500, 1000),
-            budget_anchors=5000,
-        ),
-        "full": Grid(
-            RECIPES["fashion"],
-            (500, 1000, 2000, 4000, 8000, 16000),
-            FRACTIONS,
-            SMALL_M,
-            4,
-            10,
-            disjoint_ns=(1000, 4000),
-            budget_ns=(1000, 8000),
-            budget_anchors=40000,
-            ablation_ns=(500, 1000, 2000),
-        ),
-    },
+    "wordnet": _fidelities(RECIPES["wordnet"], ablation=False),
+    "fashion": _fidelities(RECIPES["fashion"], ablation=True),
 }
 """The grids by data set and fidelity (docs/claims/C6_real.md: tiny for tests, reduced <= 20 min, full <= 8 h)."""
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crl._vocab import REGIME_LABELS
 from crl.experiments.mstar import SaturationInterval
 from crl.experiments.mstar_design import DataName, Grid
 from crl.experiments.mstar_summary import LEVEL, METRICS, Curve, Summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["A_RATIO", "markdown_report", "render_figures"]
 
@@ -77,11 +81,7 @@ def render_figures(summary: Summary, data: DataName, out: Path, *, title: str) -
         axis.set_ylabel(metric)
         axis.set_title(arm, fontsize=9)
         axis.legend(fontsize=6)
-    figure.suptitle(title, fontsize=9)
-    figure.tight_layout()
-    curves_path = out / "curves.png"
-    figure.savefig(curves_path, dpi=110)
-    plt.close(figure)
+    curves_path = _save(figure, title, out / "curves.png")
     figure, axis = plt.subplots(figsize=(6.0, 4.2))
     for arm in arms:
         for regime in ("shared", "independent"):
@@ -103,12 +103,19 @@ def render_figures(summary: Summary, data: DataName, out: Path, *, title: str) -
     axis.set_xlabel("n")
     axis.set_ylabel(f"m*(n) / n ({metric}; triangles: censored bounds)")
     axis.legend(fontsize=6)
+    return curves_path, _save(figure, title, out / "mstar.png")
+
+
+def _save(figure: Figure, title: str, path: Path) -> Path:
+    """Title the figure, write it to ``path`` as a PNG and close it."""
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    mstar_path = out / "mstar.png"
-    figure.savefig(mstar_path, dpi=110)
+    figure.savefig(path, dpi=110)
+    # loaded by render_figures before any figure exists
+    import matplotlib.pyplot as plt
+
     plt.close(figure)
-    return curves_path, mstar_path
+    return path
 
 
 def _m_star_text(found: SaturationInterval, n: int) -> tuple[str, str, str]:

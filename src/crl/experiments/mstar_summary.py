@@ -36,9 +36,8 @@ from crl.experiments.mstar_design import DataName, Grid
 from crl.stats.saturation import (
     RELATIVE_FLOOR,
     Difference,
-    Saturations,
     lower_quantile,
-    saturations,
+    saturations_by_n,
     seed_weights,
     slope_bounds,
     slope_difference,
@@ -228,22 +227,6 @@ def _curve(
     )
 
 
-def _saturations_over_n(
-    ns: Sequence[int], grids: Sequence[list[int]], values: Sequence[np.ndarray], weights: np.ndarray
-) -> Saturations:
-    """m*(n) of one (arm, regime) for every weight row, each n on its own grid of m, joined over n."""
-    parts = [
-        saturations(np.asarray(grid_m, dtype=np.float64), v[:, None, :], weights, LEVEL)
-        for grid_m, v in zip(grids, values, strict=True)
-    ]
-    return Saturations(
-        np.concatenate([p.log_m for p in parts], axis=1),
-        np.concatenate([p.censor for p in parts], axis=1),
-        np.concatenate([p.plateau for p in parts], axis=1),
-        np.concatenate([p.tol for p in parts], axis=1),
-    )
-
-
 _CENSORING = {0: "none", 1: "right", 2: "left"}
 
 
@@ -264,7 +247,7 @@ def _arm_slopes(
     fits, bounds = [], {}
     for regime in regimes:
         matrices = [_matrix(table[(arm, regime, n)], common) for n in ns]
-        found = _saturations_over_n(ns, [ms for ms, _ in matrices], [v for _, v in matrices], weights)
+        found = saturations_by_n([ms for ms, _ in matrices], [v for _, v in matrices], weights, LEVEL)
         bounds[regime] = slope_bounds(log_n, found)
         fits.append(
             SlopeFit(

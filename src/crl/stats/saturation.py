@@ -17,6 +17,7 @@ for every seed.
   adds w c to b_min when w > 0 and -inf when w < 0 (symmetrically for b_max and for left censoring).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +79,23 @@ def saturations(grid_m: FloatArray, values: FloatArray, weights: FloatArray, lev
     censor = np.where(first >= k - 2, RIGHT, np.where(first == 0, LEFT, UNCENSORED))
     index = np.where(censor == RIGHT, k - 2, first)
     return Saturations(np.log(grid_m)[index], censor.astype(np.int64), plateau, tol)
+
+
+def saturations_by_n(
+    grids: Sequence[Sequence[int]], values: Sequence[FloatArray], weights: FloatArray, level: float
+) -> Saturations:
+    """m*(n) of one arm for every weight row, the i-th n on its own m grid ``grids[i]`` (``values[i]`` is
+    (S, M_i)), joined over n."""
+    parts = [
+        saturations(np.asarray(grid, dtype=np.float64), block[:, None, :], weights, level)
+        for grid, block in zip(grids, values, strict=True)
+    ]
+    return Saturations(
+        np.concatenate([p.log_m for p in parts], axis=1),
+        np.concatenate([p.censor for p in parts], axis=1),
+        np.concatenate([p.plateau for p in parts], axis=1),
+        np.concatenate([p.tol for p in parts], axis=1),
+    )
 
 
 def slope_bounds(log_n: FloatArray, sat: Saturations) -> SlopeBounds:
