@@ -105,6 +105,7 @@ def test_an_old_run_folder_resumes_and_evaluates(tmp_path: Path) -> None:
     assert saved == config and step == 6
     assert sum(p.numel() for p in model.parameters()) > 0
     with pytest.raises(
-        ConfigError, match=r"(?s)\[data\] validation: 0 in the run folder, 'auto' now.*--set data\.validation=0"
+        ConfigError,
+        match=r"(?s)\[data\] validation: 0 in the run folder, 'auto' now.*--set data\.validation=0",
     ):
         fit(config.model_copy(update={"data": config.data.model_copy(update={"validation": "auto"})}))

@@ -9,8 +9,10 @@ training images by cosine, those of its class relevant, and the class accuracy@1
 
 over the V validation images (ties pessimistic, :mod:`crl.metrics.ir`). The larger of acc@1(h) and acc@1(z)
 wins, z on a tie. h is offered only by a shared tower (``[model] towers = "shared"``) with backbone features:
-two towers' backbones give h of x and h of y in two spaces that only their heads align, so they use z. The trainer measures it at the end of a run; a checkpoint without a recorded choice (a run made
-before this, or an earlier step) gets it measured at its first use. It is kept by step in the run folder's
+two towers' backbones give h of x and h of y in two spaces that only their heads align, so they use z.
+
+The trainer measures the choice at the end of a run; a checkpoint without a recorded choice (a run made before
+this, or an earlier step) gets it measured at its first use. It is kept by step in the run folder's
 ``vectors.json`` (:data:`VECTORS_FILE`) with both scores and the validation set's size, seed and whether it was
 held out of the training pairs. ``crl embed``, ``crl index build`` and ``crl eval`` use the recorded vectors unless
 ``--vectors`` says otherwise.
