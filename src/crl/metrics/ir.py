@@ -394,10 +394,10 @@ def class_retrieval(
 
 
 def _cosine_rows(matrix: np.ndarray) -> np.ndarray:
-    """Each row over max(||row||_2, 1e-12), float32: inner products of the result are cosines (a zero row scores 0
-    against everything, as in :mod:`crl.metrics.classification`)."""
-    rows = matrix.astype(np.float64)
-    return (rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    """Each row over max(||row||_2, 1e-12), in float32 (a 55,000 x 3,136 gallery has no float64 copy): inner products
+    of the result are cosines (a zero row scores 0 against everything, as in :mod:`crl.metrics.classification`)."""
+    rows = matrix.astype(np.float32, copy=False)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-12))
 
 
 def gallery_class_retrieval(
