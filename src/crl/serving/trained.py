@@ -152,9 +152,10 @@ def used_vectors(
         ValueError: for a ``requested`` other than 'h' or 'z', or a malformed ``vectors.json``.
     """
     run_dir = run_folder(checkpoint)
-    recorded = read_choice(run_dir, state.step)
     if requested is not None:
-        return UsedVectors(check_vectors(requested), "--vectors", recorded)
+        chosen = check_vectors(requested)
+        return UsedVectors(chosen, "--vectors", read_choice(run_dir, state.step))
+    recorded = read_choice(run_dir, state.step)
     if recorded is not None:
         return UsedVectors(recorded.vectors, "recorded", recorded)
     measured = choose_vectors(model, state.config, device, state.step)
