@@ -75,13 +75,14 @@ def vmf_mixture(n: int, seed: int, centres: int = 1000, kappa: float = 200.0) ->
 
 
 def fashion_embeddings(run: Path | None, train_steps: int) -> np.ndarray:
-    """The 70k Fashion-MNIST images embedded (anchor tower) by the newest checkpoint of ``run``."""
+    """The 70k Fashion-MNIST images embedded (anchor tower, the DIM-dimensional embedding z) by the newest
+    checkpoint of ``run``."""
     from crl.data.fashion_mnist import load_fashion_mnist
     from crl.serving.evaluate import embed_array
 
     folder = run if run is not None else train_encoder(train_steps)
     images = torch.cat([load_fashion_mnist(split).images for split in ("train", "test")]).squeeze(1)
-    return embed_array(folder, images, device="cpu", batch_size=2048).numpy()
+    return embed_array(folder, images, device="cpu", batch_size=2048, vectors="z").vectors.numpy()
 
 
 def train_encoder(steps: int) -> Path:

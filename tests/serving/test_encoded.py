@@ -35,7 +35,11 @@ def built(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_index_build_records_the_encoder_and_chooses_flat_for_small_n(run: Path, built: Path) -> None:
     manifest = json.loads((built / "manifest.json").read_text())
     checkpoint = resolve_checkpoint(run)
-    assert manifest["encoder"] == {"checkpoint": str(checkpoint.resolve()), "fingerprint": sha256(checkpoint)}
+    assert manifest["encoder"] == {
+        "checkpoint": str(checkpoint.resolve()),
+        "fingerprint": sha256(checkpoint),
+        "vectors": "z",  # two towers: their backbone features h are not comparable, so z
+    }
     assert manifest["kind"] == "flat" and manifest["metric"] == "cosine" and manifest["dimension"] == 16
     assert set(manifest["sha256"]) == {"index.faiss", "ids.npy", "metadata.json"}
     index = Index.load(built)

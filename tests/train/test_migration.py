@@ -85,9 +85,11 @@ def test_a_hand_written_section_with_a_flat_field_is_still_an_error() -> None:
 def test_an_old_run_folder_resumes_and_evaluates(tmp_path: Path) -> None:
     """A finished run whose config.toml and checkpoint JSON are flat must resume (as complete) and evaluate.
 
-    Such a checkpoint was written before the state checksum, so its JSON has none (and loads with a warning).
+    Such a checkpoint was written before the state checksum, so its JSON has none (and loads with a warning). It
+    was also written before [data] validation, so it trained on every image: it reads as validation = 0, resumes
+    with that, and a config with today's default is refused with the fix.
     """
-    config = tiny_config(tmp_path, "old", optim={"total_steps": 6, "warmup_steps": 2})
+    config = tiny_config(tmp_path, "old", optim={"total_steps": 6, "warmup_steps": 2}, data={"validation": 0})
     result = fit(config)
     (config.run_dir / "config.toml").write_text(_flat_config_toml(config_to_toml(config)), encoding="utf-8")
     document_path = result.checkpoint.with_suffix(".json")
@@ -102,3 +104,8 @@ def test_an_old_run_folder_resumes_and_evaluates(tmp_path: Path) -> None:
         model, saved, step = load_trained_model(result.checkpoint, torch.device("cpu"))
     assert saved == config and step == 6
     assert sum(p.numel() for p in model.parameters()) > 0
+    with pytest.raises(
+        ConfigError,
+        match=r"(?s)\[data\] validation: 0 in the run folder, 'auto' now.*--set data\.validation=0",
+    ):
+        fit(config.model_copy(update={"data": config.data.model_copy(update={"validation": "auto"})}))

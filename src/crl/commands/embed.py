@@ -1,5 +1,8 @@
 """``crl embed CHECKPOINT --data FILE --key x --out vectors.npy``: embed an array with a trained checkpoint.
 
+The vectors are the run's choice of backbone features h or embedding z (:mod:`crl.train.vectors`, measured on its
+validation images), or ``--vectors h|z``; the line printed names them and why.
+
 ``crl embed minilm --text "..." [--text ...] [--text-file FILE] --out vectors.npy`` embeds strings with the packaged
 all-MiniLM-L6-v2 (loaded offline), or with a sentence-transformers model folder (e.g. a crl fine-tuned one) given
 in place of ``minilm`` (:func:`crl.models.minilm.embed_texts`).
@@ -17,6 +20,12 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
     from crl.serving.evaluate import Tower
+
+
+VECTORS_HELP = (
+    "h (backbone features) or z (embedding); default: the run's choice, measured on its validation images."
+)
+"""The help of ``--vectors`` (crl embed, crl index build, crl eval)."""
 
 
 def embed(
@@ -47,23 +56,44 @@ def embed(
     batch_size: Annotated[
         int | None, typer.Option(help="Inputs per forward pass (default: the run's eval.batch_size).")
     ] = None,
+    vectors: Annotated[str | None, typer.Option(help=VECTORS_HELP)] = None,
 ) -> None:
     """Embed the array KEY of DATA with a trained checkpoint's tower (or strings with MiniLM) and save them as .npy."""
     if text or text_file is not None:
-        raise typer.Exit(embed_text_command(str(checkpoint), text or [], text_file, out, max_seq_length))
+        raise typer.Exit(
+            embed_text_command(str(checkpoint), text or [], text_file, out, max_seq_length, vectors=vectors)
+        )
     raise typer.Exit(
         embed_command(
-            checkpoint, data=data, key=key, out=out, tower=tower, device=device, batch_size=batch_size
+            checkpoint,
+            data=data,
+            key=key,
+            out=out,
+            tower=tower,
+            device=device,
+            batch_size=batch_size,
+            vectors=vectors,
         )
     )
 
 
 def embed_text_command(
-    model: str, texts: list[str], text_file: Path | None, out: Path, max_seq_length: int = 128
+    model: str,
+    texts: list[str],
+    text_file: Path | None,
+    out: Path,
+    max_seq_length: int = 128,
+    *,
+    vectors: str | None = None,
 ) -> int:
-    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, written to ``out``; 0 or 2."""
+    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, written to ``out``; 0 or 2
+    (also for ``vectors``, which texts do not take)."""
 
     def body() -> int:
+        if vectors is not None:
+            raise ValueError(
+                f"--vectors {vectors}: texts are embedded by the text model as it is; drop --vectors"
+            )
         # Deferred: it loads torch, which `crl --help` does not need.
         from crl.models.minilm import check_max_seq_length, embed_texts, max_positions
 
@@ -77,10 +107,10 @@ def embed_text_command(
                 ) from None
             strings += [line for line in content.splitlines() if line.strip()]
         check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
-        vectors = embed_texts(strings, model, max_seq_length=max_seq_length)
+        embeddings = embed_texts(strings, model, max_seq_length=max_seq_length)
         out.parent.mkdir(parents=True, exist_ok=True)
-        np.save(out, vectors.numpy())
-        typer.echo(f"embedded {vectors.shape[0]} texts into {vectors.shape[1]} dimensions: {out}")
+        np.save(out, embeddings.numpy())
+        typer.echo(f"embedded {embeddings.shape[0]} texts into {embeddings.shape[1]} dimensions: {out}")
         return EXIT_OK
 
     return run_reporting_errors(body)
@@ -95,8 +125,10 @@ def embed_command(
     tower: str = "anchor",
     device: str = "auto",
     batch_size: int | None = None,
+    vectors: str | None = None,
 ) -> int:
-    """Run ``crl embed``: read the array, embed it (:func:`crl.serving.evaluate.embed_array`), write ``out``; 0 or 2."""
+    """Run ``crl embed``: read the array, embed it (:func:`crl.serving.evaluate.embed_array`) as ``vectors`` ('h',
+    'z', or None for the run's choice), write ``out``; 0 or 2."""
 
     def body() -> int:
         # Deferred: torch takes seconds to import, and `crl --help` does not need it.
@@ -118,16 +150,19 @@ def embed_command(
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.evaluate import embed_array
 
-        vectors = embed_array(
+        embedded = embed_array(
             checkpoint,
             inputs,
             tower=parse_tower(tower),
             device=device,
             batch_size=batch_size,
+            vectors=vectors,
         )
         out.parent.mkdir(parents=True, exist_ok=True)
-        np.save(out, vectors.numpy())
-        typer.echo(f"embedded {vectors.shape[0]} inputs into {vectors.shape[1]} dimensions: {out}")
+        np.save(out, embedded.vectors.numpy())
+        shape = embedded.vectors.shape
+        typer.echo(f"embedded {shape[0]} inputs into {shape[1]} dimensions: {out}")
+        typer.echo(embedded.used.describe())
         return EXIT_OK
 
     return run_reporting_errors(body)

@@ -14,10 +14,12 @@ from rich.table import Table
 
 from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands.embed import VECTORS_HELP
 from crl.metrics.trec import write_run
 
 if TYPE_CHECKING:
     from crl.data.text import RetrievalTask
+    from crl.metrics.baselines import BaselineComparison
     from crl.metrics.class_report import ClassRow
     from crl.serving.evaluate import EvalResult
     from crl.serving.text_evaluate import TextEvalResult
@@ -55,11 +57,15 @@ def evaluate(
             "RUN_DIR/eval.trec)."
         ),
     ] = None,
+    vectors: Annotated[str | None, typer.Option(help=VECTORS_HELP)] = None,
 ) -> None:
-    """Held-out retrieval (accuracy@k, MRR, nDCG@10, MAP, AUC), class retrieval and kNN / probe accuracy; for a
-    text run, retrieval on its test split (or --queries/--corpus/--qrels) beside its zero-shot starting model."""
+    """Held-out retrieval (accuracy@k, MRR, nDCG@10, MAP, AUC), class retrieval and kNN / probe accuracy beside the
+    raw pixels and their PCA; for a text run, retrieval on its test split (or --queries/--corpus/--qrels) beside
+    its zero-shot starting model."""
     files = TaskFiles(queries, corpus, qrels)
-    raise typer.Exit(eval_command(checkpoint, out=out, device=device, files=files, trec_run=trec_run))
+    raise typer.Exit(
+        eval_command(checkpoint, out=out, device=device, files=files, trec_run=trec_run, vectors=vectors)
+    )
 
 
 @dataclass(frozen=True)
@@ -105,9 +111,11 @@ def eval_command(
     device: str = "auto",
     files: TaskFiles | None = None,
     trec_run: Path | None = None,
+    vectors: str | None = None,
 ) -> int:
-    """Run ``crl eval``: print the table and write the JSON (default: the run folder's eval.json) and, for a
-    text run, the TREC run (default: the run folder's eval.trec)."""
+    """Run ``crl eval`` with ``vectors`` ('h', 'z', or None for the run's choice): print the tables and write the
+    JSON (default: the run folder's eval.json) and, for a text run, the TREC run (default: the run folder's
+    eval.trec)."""
     chosen = files if files is not None else TaskFiles()
 
     def body() -> int:
@@ -120,7 +128,12 @@ def eval_command(
         text_only = chosen.given() + (["--trec-run"] if trec_run is not None else [])
         task = chosen.task()
         result = evaluate_checkpoint(
-            checkpoint, device=device, task=task, task_name=chosen.name(), text_only=text_only
+            checkpoint,
+            device=device,
+            task=task,
+            task_name=chosen.name(),
+            text_only=text_only,
+            vectors=vectors,
         )
         run_dir = result.checkpoint.parent.parent
         target = out if out is not None else run_dir / "eval.json"
@@ -132,7 +145,11 @@ def eval_command(
             console.print(f"TREC run: {ranking}", markup=False, highlight=False)
         else:
             target.write_text(json.dumps(result.as_dict(), indent=1), encoding="utf-8")
+            if result.vectors is not None:
+                console.print(result.vectors.describe(), markup=False, highlight=False)
             console.print(result_table(result))
+            if result.baselines is not None:
+                console.print(baselines_table(result.baselines))
             for note in result.notes:
                 console.print(f"note: {note}", markup=False, highlight=False)
         console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)
@@ -195,6 +212,33 @@ def result_table(result: EvalResult) -> Table:
         table.add_row("kNN accuracy", f"{result.knn_accuracy:.4f}")
     if result.probe_accuracy is not None:
         table.add_row("linear-probe accuracy", f"{result.probe_accuracy:.4f}")
+    return table
+
+
+def baselines_table(comparison: BaselineComparison) -> Table:
+    """The learned vectors beside the pixels and their PCA on the test queries searching the training items: each
+    figure, and learned minus each baseline with its paired bootstrap interval and what that interval says."""
+    learned = comparison.learned
+    table = Table(
+        title=f"test queries searching the training items: vectors {learned.name} ({learned.dimension}-d) against "
+        "their input"
+    )
+    table.add_column("figure")
+    table.add_column(f"{learned.name}", justify="right")
+    for baseline in comparison.baselines:
+        table.add_column(f"{baseline.name} ({baseline.dimension}-d)", justify="right")
+        table.add_column(f"{learned.name} - {baseline.name} [{comparison.level:.0%} CI]")
+    means = {baseline.name: baseline.means() for baseline in comparison.baselines}
+    for figure, value in learned.means().items():
+        cells = [figure, f"{value:.4f}"]
+        for baseline in comparison.baselines:
+            difference = comparison.differences[baseline.name][figure]
+            verdict = paired_verdict(difference.low, difference.high, baseline.name)
+            cells += [
+                f"{means[baseline.name][figure]:.4f}",
+                f"{difference.delta:+.4f} [{difference.low:+.4f}, {difference.high:+.4f}]: {verdict}",
+            ]
+        table.add_row(*cells)
     return table
 
 

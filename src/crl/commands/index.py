@@ -5,7 +5,9 @@ does (same kind, IVF-PQ as IVF; the collection records the encoder, so text quer
 
 Data: ``--data FILE --key x`` (an .npz or a folder of .npy files, as ``crl embed`` reads; ``--labels-key``
 adds each item's label as metadata) or, without ``--data``, the training split of the run's own labelled
-data (Fashion-MNIST, digits, your labelled arrays), each item with its label. Item ids are the row numbers.
+data (Fashion-MNIST, digits, your labelled arrays: for images, the training pairs' images, without the
+validation images), each item with its label. Item ids are the row numbers. The vectors are the run's choice of
+backbone features h or embedding z (:mod:`crl.train.vectors`), or ``--vectors h|z``; the manifest records them.
 Without ``--kind`` the kind follows N (:func:`crl.serving.encoded.choose_kind`: flat up to 50,000 items,
 HNSW beyond; docs/search.md gives the measurements behind the rule).
 """
@@ -19,7 +21,7 @@ import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
-from crl.commands.embed import numeric_inputs
+from crl.commands.embed import VECTORS_HELP, numeric_inputs
 
 index_app = typer.Typer(
     name="index", help="Build similarity-search indexes of embeddings.", no_args_is_help=True, cls=FlagsGroup
@@ -53,6 +55,7 @@ def build(
     nbits: Annotated[int | None, typer.Option(help="IVF-PQ bits per code.")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     batch_size: Annotated[int | None, typer.Option(help="Inputs per forward pass.")] = None,
+    vectors: Annotated[str | None, typer.Option(help=VECTORS_HELP)] = None,
     text_file: Annotated[
         Path | None,
         typer.Option(help="Index these UTF-8 lines with MiniLM; CHECKPOINT is 'minilm' or a model folder."),
@@ -75,7 +78,7 @@ def build(
     }
     params = {name: value for name, value in given.items() if value is not None}
     if text_file is not None:
-        built = index_text_command(str(checkpoint), text_file, out, kind, params)
+        built = index_text_command(str(checkpoint), text_file, out, kind, params, vectors=vectors)
     else:
         built = index_build_command(
             checkpoint,
@@ -89,6 +92,7 @@ def build(
             params=params,
             device=device,
             batch_size=batch_size,
+            vectors=vectors,
         )
     if built != EXIT_OK or to is None:
         raise typer.Exit(built)
@@ -129,10 +133,17 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
     return run_reporting_errors(body)
 
 
-def index_text_command(model: str, text_file: Path, out: Path, kind: str, params: dict[str, int]) -> int:
-    """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2."""
+def index_text_command(
+    model: str, text_file: Path, out: Path, kind: str, params: dict[str, int], *, vectors: str | None = None
+) -> int:
+    """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2 (also
+    for ``vectors``, which texts do not take)."""
 
     def body() -> int:
+        if vectors is not None:
+            raise ValueError(
+                f"--vectors {vectors}: texts are embedded by the text model as it is; drop --vectors"
+            )
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.text import text_index
 
@@ -164,8 +175,10 @@ def index_build_command(
     params: dict[str, int] | None = None,
     device: str = "auto",
     batch_size: int | None = None,
+    vectors: str | None = None,
 ) -> int:
-    """Run ``crl index build``; 0, or 2 with one line for bad input."""
+    """Run ``crl index build`` with ``vectors`` ('h', 'z', or None for the run's choice); 0, or 2 with one line for
+    bad input."""
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
@@ -189,10 +202,13 @@ def index_build_command(
             tower=tower,
             device=device,
             batch_size=batch_size,
+            vectors=vectors,
             **(params or {}),
         )
         index.save(out)
         typer.echo(f"indexed {len(index)} items ({index!r}) into {out}")
+        if index.encoder is not None:
+            typer.echo(f"vectors {index.encoder.vectors} (recorded in the index's manifest)")
         return EXIT_OK
 
     return run_reporting_errors(body)

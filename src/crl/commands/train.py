@@ -97,8 +97,8 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
 
 
 def summary_table(result: RunResult) -> Table:
-    """A two-column table of a finished run: steps, time and the last logged metrics (paths are printed
-    on their own lines, so they are never wrapped or cut)."""
+    """A two-column table of a finished run: steps, time, the last logged metrics and the vectors chosen on the
+    validation images (paths are printed on their own lines, so they are never wrapped or cut)."""
     table = Table(title="crl train", show_header=False)
     table.add_column("field", no_wrap=True)
     table.add_column("value", no_wrap=True)
@@ -110,6 +110,8 @@ def summary_table(result: RunResult) -> Table:
     for key, value in result.metrics.items():
         if key != "step":
             table.add_row(key, f"{value:.6g}")
+    if result.vectors is not None:
+        table.add_row("vectors", result.vectors.describe())
     return table
 
 

@@ -291,7 +291,8 @@ def _loss(arm: Arm, regime: Regime, m: int, steps: int, tau: float) -> dict[str,
 
 
 def _data(recipe: Recipe, n: int, pool: int) -> dict[str, Any]:
-    """``[data]``: the locked features of n pairs (and a disjoint pool of ``pool``), or fresh views of n images."""
+    """``[data]``: the locked features of n pairs (and a disjoint pool of ``pool``), or fresh views of the first n
+    images (``validation = 0``: the pre-registered ablation trains on them, as it did before validation images)."""
     if recipe.source == "fashion_mnist":
         return {
             "source": "fashion_mnist",
@@ -302,6 +303,7 @@ def _data(recipe: Recipe, n: int, pool: int) -> dict[str, Any]:
             "flip_p": VIEWS.flip_p,
             "erase_p": VIEWS.erase_p,
             "noise_std": VIEWS.noise_std,
+            "validation": 0,
         }
     disjoint = {"negatives_from": "disjoint", "disjoint_size": pool} if pool else {}
     return {

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
 
@@ -74,6 +74,7 @@ class ClassRow:
         interval: its accuracy and interval.
         vs_pixels: the paired difference with the pixel baseline of the same method (None for the baseline).
         beats_pixels: interval wholly above the baseline's (True), wholly below (False), overlapping (None).
+        correct: (M,) bool, whether each test item was classified correctly (for paired bootstraps).
     """
 
     features: str
@@ -81,6 +82,7 @@ class ClassRow:
     interval: AccuracyInterval
     vs_pixels: PairedDifference | None
     beats_pixels: bool | None
+    correct: Tensor = field(repr=False, compare=False)
 
 
 def _z(level: float) -> float:
@@ -191,8 +193,8 @@ def _row(name: str, method: Method, outcomes: Mapping[tuple[str, Method], Tensor
     interval = wilson_interval(correct, level=level)
     baseline = outcomes.get((PIXELS, method))
     if name == PIXELS or baseline is None:
-        return ClassRow(name, method, interval, None, None)
+        return ClassRow(name, method, interval, None, None, correct)
     difference = paired_difference(correct, baseline, level=level)
     return ClassRow(
-        name, method, interval, difference, _beats(interval, wilson_interval(baseline, level=level))
+        name, method, interval, difference, _beats(interval, wilson_interval(baseline, level=level)), correct
     )

@@ -41,6 +41,7 @@ __all__ = [
     "capped_ks",
     "class_retrieval",
     "evaluate_index",
+    "gallery_class_retrieval",
     "ir_metrics_from_ranking",
     "label_relevance",
 ]
@@ -390,3 +391,41 @@ def class_retrieval(
     return evaluate_index(
         index, matrix, labels=(query_labels, corpus_labels), self_ids=own, ks=ks, batch_size=batch_size
     )
+
+
+def _cosine_rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row over max(||row||_2, 1e-12), in float32 (a 55,000 x 3,136 gallery has no float64 copy): inner products
+    of the result are cosines (a zero row scores 0 against everything, as in :mod:`crl.metrics.classification`)."""
+    rows = matrix.astype(np.float32, copy=False)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-12))
+
+
+def gallery_class_retrieval(
+    queries: Any,
+    query_labels: Any,
+    gallery: Any,
+    gallery_labels: Any,
+    *,
+    ks: Mapping[str, Sequence[int]] | None = None,
+    batch_size: int = 1024,
+) -> IRReport:
+    """Class-relevance retrieval of labelled queries in a separate labelled gallery: each query ranks every
+    gallery item by cosine, cos(q, g) = <q, g> / (||q|| ||g||) (an exact flat index), and the gallery items of its
+    label are relevant (e.g. the test images searching the training images).
+
+    Raises:
+        ValueError: if a matrix is not 2-D, the two widths differ, or the labels are not one per row.
+    """
+    matrices = []
+    for name, values, labels in (("queries", queries, query_labels), ("gallery", gallery, gallery_labels)):
+        matrix = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values)
+        if matrix.ndim != 2 or matrix.shape[0] != len(labels):
+            raise ValueError(f"{name} {matrix.shape} and its {len(labels)} labels need one row per item")
+        matrices.append(_cosine_rows(matrix))
+    if matrices[0].shape[1] != matrices[1].shape[1]:
+        raise ValueError(
+            f"queries have {matrices[0].shape[1]} dimensions, the gallery {matrices[1].shape[1]}; embed both alike"
+        )
+    index = Index.build(matrices[1], metric="ip")
+    relevance = label_relevance(query_labels, gallery_labels)
+    return evaluate_index(index, matrices[0], labels=relevance, ks=ks, batch_size=batch_size)

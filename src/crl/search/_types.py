@@ -34,10 +34,18 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class EncoderProvenance:
-    """The encoder whose embeddings an index holds: its checkpoint path and that checkpoint's fingerprint."""
+    """The encoder whose embeddings an index holds: its checkpoint path, that checkpoint's fingerprint, and which
+    of its vectors the index holds (``"h"``, the backbone features, or ``"z"``, the embedding; ``""`` when not
+    recorded: a text model, or an index saved before vectors were recorded)."""
 
     checkpoint: str
     fingerprint: str
+    vectors: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON object of a saved manifest or a Milvus description (``vectors`` only when recorded)."""
+        recorded = {"checkpoint": self.checkpoint, "fingerprint": self.fingerprint}
+        return recorded | ({"vectors": self.vectors} if self.vectors else {})
 
 
 class BackendUnavailableError(ConnectionError):

@@ -288,7 +288,7 @@ class Index:
             "kind": self.kind,
             "params": self.params,
             "count": len(self),
-            "encoder": None if self.encoder is None else vars(self.encoder),
+            "encoder": None if self.encoder is None else self.encoder.as_dict(),
             "faiss_version": faiss.__version__,
         }
         save_folder(path, self._faiss, self._ids, self._metadata, manifest)
@@ -443,14 +443,15 @@ def _check_unit_norms(path: Path, index: Any, kind: Kind, source: Path) -> None:
 
 
 def _check_encoder(path: Path, encoder: Any) -> None:
-    """Raise a ``ValueError`` unless the manifest's ``encoder`` is null or a checkpoint and a fingerprint."""
+    """Raise a ``ValueError`` unless the manifest's ``encoder`` is null or a checkpoint and a fingerprint (and
+    the vectors, when recorded)."""
     fields = {"checkpoint", "fingerprint"}
     if encoder is not None and (
         not isinstance(encoder, dict)
-        or set(encoder) != fields
+        or set(encoder) not in (fields, fields | {"vectors"})
         or not all(isinstance(value, str) for value in encoder.values())
     ):
         raise ValueError(
-            f"{path}: field 'encoder' = {encoder!r}; it is null or {{'checkpoint': str, 'fingerprint': str}};"
-            " restore the manifest or save the index again"
+            f"{path}: field 'encoder' = {encoder!r}; it is null or {{'checkpoint': str, 'fingerprint': str}}"
+            " (with 'vectors': str when recorded); restore the manifest or save the index again"
         )

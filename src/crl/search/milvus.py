@@ -566,7 +566,7 @@ def _index_params(kind: MilvusKind, params: dict[str, int]) -> dict[str, Any]:
 def _description(metric: Metric, kind: MilvusKind, encoder: EncoderProvenance | None) -> str:
     """The collection's description: ``crl metric=M kind=K``, then `` encoder={json}`` when one is recorded."""
     described = f"crl metric={metric} kind={kind}"
-    return described if encoder is None else f"{described} encoder={json.dumps(vars(encoder))}"
+    return described if encoder is None else f"{described} encoder={json.dumps(encoder.as_dict())}"
 
 
 def _described(

@@ -1,8 +1,9 @@
 """An index built from a trained checkpoint and a data set, recording the checkpoint it was embedded with.
 
-:func:`build_from_checkpoint` embeds a data set with a checkpoint's tower (:func:`crl.serving.evaluate.embed_array`)
-and indexes it, recording the checkpoint's path and SHA-256 fingerprint in the index (and so in its saved
-manifest). :func:`choose_kind` is the rule ``crl index build`` uses when no kind is given.
+:func:`build_from_checkpoint` embeds a data set with a checkpoint's tower (:func:`crl.serving.evaluate.embed_array`:
+the backbone features h or the embedding z, by default the run's choice) and indexes it, recording the
+checkpoint's path, SHA-256 fingerprint and the vectors in the index (and so in its saved manifest).
+:func:`choose_kind` is the rule ``crl index build`` uses when no kind is given.
 
 Queries of such an index, by item id or by string, and the registry of string encoders live in
 :mod:`crl.serving.queries`, which loads no torch.
@@ -11,6 +12,7 @@ Queries of such an index, by item id or by string, and the registry of string en
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,20 +56,26 @@ def build_from_checkpoint(
     tower: str = "anchor",
     device: str = "auto",
     batch_size: int | None = None,
+    vectors: str | None = None,
     **params: int,
 ) -> Index:
-    """An index of ``inputs`` (N, *input_shape) embedded by the checkpoint's ``tower``; ``kind`` None chooses
-    by N (:func:`choose_kind`). The index records the checkpoint's provenance."""
+    """An index of ``inputs`` (N, *input_shape) embedded by the checkpoint's ``tower`` as ``vectors`` ('h', 'z',
+    or None for the run's choice); ``kind`` None chooses by N (:func:`choose_kind`). The index records the
+    checkpoint's provenance and the vectors (``index.encoder.vectors``)."""
     provenance = checkpoint_provenance(checkpoint)
     tensor = inputs if isinstance(inputs, torch.Tensor) else torch.from_numpy(np.asarray(inputs))
     if tensor.ndim < 2 or tensor.shape[0] == 0:
         raise ValueError(f"inputs has shape {tuple(tensor.shape)}; pass (N, ...) inputs with N >= 1")
-    vectors = embed_array(
+    embedded = embed_array(
         provenance.checkpoint,
         tensor,
         tower=tower,  # type: ignore[arg-type]
         device=device,
         batch_size=batch_size,
+        vectors=vectors,
     )
-    chosen = kind if kind is not None else choose_kind(int(vectors.shape[0]))
-    return Index.build(vectors.numpy(), ids, chosen, metric, metadata=metadata, encoder=provenance, **params)
+    encoder = replace(provenance, vectors=embedded.used.vectors)
+    chosen = kind if kind is not None else choose_kind(int(embedded.vectors.shape[0]))
+    return Index.build(
+        embedded.vectors.numpy(), ids, chosen, metric, metadata=metadata, encoder=encoder, **params
+    )

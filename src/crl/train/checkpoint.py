@@ -7,7 +7,8 @@ position, optimiser groups with parameter names, the LR schedule, the config, th
 shapes, the open log window), the sha256 of the safetensors file, and the sha256 of the JSON state itself
 (``state_sha256``: of its canonical form, sorted keys and no whitespace, without that entry), so one changed
 value anywhere in the checkpoint is detected. :class:`TrainState` is that layout as one record (an older
-flat-layout config is migrated: :func:`crl.train.config_files.migrate_flat_sections`).
+flat-layout config is migrated: :func:`crl.train.config_files.migrate_flat_sections`; an image ``[data]`` saved
+before ``validation`` existed reads as ``validation = 0``: :func:`crl.train.config.parse_saved_config`).
 
 Each file is written through a fsync'ed temporary moved into place with ``os.replace`` (:mod:`crl._lock`); the
 JSON last, so a checkpoint is complete exactly when its JSON exists: a killed run leaves at most a temporary
@@ -36,7 +37,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from torch import Tensor, nn
 
 from crl._lock import fsync_directory, full_disk_reported, write_atomically
-from crl.train.config import TrainConfig, parse_config
+from crl.train.config import TrainConfig, parse_saved_config
 from crl.train.cursor import CursorState
 
 __all__ = [
@@ -440,7 +441,7 @@ class TrainState:
             streams=streams,
             sampler=_strip("sampler.", tensors),
             cursor=CursorState(tensors["data.permutation"], int(data["position"]), int(data["epoch"])),
-            config=parse_config(document["config"], source=f"{source} (saved config)"),
+            config=parse_saved_config(document["config"], source=f"{source} (saved config)"),
             anchor_shape=tuple(document["anchor_shape"]),
             positive_shape=tuple(document["positive_shape"]),
             log_window=LogWindow(int(window.get("steps", 0)), tuple(window.get("loss_sums", ()))),

@@ -25,7 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    model_validator,
+)
 
 from crl._vocab import Form, Regime
 from crl.train.config_files import (
@@ -40,6 +48,7 @@ from crl.train.config_files import (
 from crl.train.negative_kinds import NEGATIVES_FACTS, NegativesName, negatives_where
 
 __all__ = [
+    "IMAGE_SOURCES",
     "ArraysData",
     "BagModel",
     "BibleData",
@@ -71,6 +80,7 @@ __all__ = [
     "config_to_toml",
     "load_config",
     "parse_config",
+    "parse_saved_config",
     "read_toml",
     "resume_differences",
 ]
@@ -85,6 +95,21 @@ def _one_folder_name(name: str) -> str:
 
 FolderName = Annotated[str, AfterValidator(_one_folder_name)]
 """A string field that names one folder (``[run] name``: the run folder is out_dir/name)."""
+
+
+def _validation_count(value: object) -> int | Literal["auto"]:
+    """``[data] validation``: "auto" or an integer >= 0 (not a bool).
+
+    Raises:
+        ValueError: for anything else, naming the two forms.
+    """
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ValueError("expected 'auto' or a count of images >= 0 (0: no validation images)")
+
+
+ValidationCount = Annotated[int | Literal["auto"], PlainValidator(_validation_count)]
+"""``[data] validation``: how many training images are held out to choose the vectors, or "auto"."""
 
 
 class Section(BaseModel):
@@ -131,6 +156,16 @@ class ImageData(_DataSection):
     flip_p: float = Field(default=0.5, ge=0, le=1, description="Two views: probability of a horizontal flip.")
     erase_p: float = Field(default=0.25, ge=0, le=1, description="Two views: probability of random erasing.")
     noise_std: float = Field(default=0.05, ge=0, description="Two views: std of added Gaussian pixel noise.")
+    validation: ValidationCount = Field(
+        default="auto",
+        description="Training images held out of the training pairs as the validation set on which the run "
+        "chooses the vectors (backbone h or embedding z) that crl embed, index and eval use: a count, 'auto' "
+        "= min(5000, 10% of the training split), or 0 for none (the choice is then measured on 'auto' training "
+        "images the run trained on, and recorded as such).",
+    )
+    validation_seed: int = Field(
+        default=0, ge=0, description="Seed of the permutation that draws the validation images."
+    )
 
 
 class FashionMnistData(ImageData):
@@ -965,6 +1000,23 @@ def parse_config(document: dict[str, Any], *, source: str = "config") -> TrainCo
     except ValidationError as exc:
         lines = [describe_error(error, TrainConfig) for error in exc.errors()]
         raise ConfigError(f"{source}: " + "\n  ".join(lines)) from None
+
+
+IMAGE_SOURCES = ("fashion_mnist", "digits")
+"""The ``[data]`` sources of images, whose configs have ``validation``."""
+
+
+def parse_saved_config(document: dict[str, Any], *, source: str = "saved config") -> TrainConfig:
+    """A config saved by a run (its ``config.toml`` or a checkpoint's JSON), validated by :func:`parse_config`.
+
+    Runs write every field, so an image ``[data]`` saved without ``validation`` comes from a run made before the
+    field existed, which trained on every training image: it reads as ``validation = 0`` (none held out), not
+    as today's default.
+    """
+    data = document.get("data")
+    if isinstance(data, dict) and data.get("source") in IMAGE_SOURCES and "validation" not in data:
+        document = {**document, "data": {**data, "validation": 0}}
+    return parse_config(document, source=source)
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:

@@ -16,7 +16,8 @@ that kind's fields only; the fields of other kinds are dropped (they never acted
 there is still an error that names it.
 
 Error lines: locations of a section whose kind is chosen by a tag carry the tag, e.g. ``("data", "digits",
-"root")``; the line drops it (``[data] root``) and says which kind the field was looked up in.
+"root")``; the line drops it (``[data] root``) and says which kind the field was looked up in. A field's own
+validator (a ``ValueError`` of one field) says what it expects, so its line carries that message alone.
 """
 
 from __future__ import annotations
@@ -325,7 +326,9 @@ def describe_error(error: Any, model: type[BaseModel]) -> str:
         return f"{section} {error['msg'].removeprefix('Value error, ')}"
     expected = _expected(where.holder, where.names[-1])
     detail = error["msg"]
-    if kind == "literal_error" and expected:
+    if kind == "value_error":
+        detail = detail.removeprefix("Value error, ")
+    elif kind == "literal_error" and expected:
         detail = expected
     elif expected:
         detail = f"{detail} ({expected})"

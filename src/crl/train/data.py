@@ -12,6 +12,11 @@
 Class-level evaluation embeds the *anchor view* of each labelled image with f: the clean image for two views,
 its left half for halves, x for arrays with labels.
 
+Validation images (``[data] validation``, :func:`image_split`): a seeded set of training images (``"auto"``:
+min(5000, 10% of them)) is left out of the training pairs; on it a run chooses the vectors it is used with,
+backbone h or embedding z (:mod:`crl.train.vectors`), each validation image querying the training images T by
+class. :func:`labelled_inputs` ``"train"`` is T, the training pairs' images.
+
 Each kind of ``[data]`` config has one entry in :data:`DATA_KINDS` (a :class:`DataKind`: its training source,
 held-out pairs, labelled inputs, ground truth and why it has no labels); a new data source is one entry there.
 """
@@ -62,18 +67,24 @@ from crl.train.streams import derive_generator
 
 __all__ = [
     "DATA_KINDS",
+    "VALIDATION_CAP",
     "DataKind",
     "HeldOutSplit",
+    "ImageSplit",
     "LabelledInputs",
+    "ValidationSet",
+    "auto_validation_size",
     "build_source",
     "data_kind",
     "heldout_pairs",
+    "image_split",
     "labelled_inputs",
     "synthetic_truth",
     "text_pairs",
     "text_source",
     "text_task",
     "text_tokenize",
+    "validation_set",
 ]
 
 Split = Literal["train", "test"]
@@ -88,22 +99,114 @@ class LabelledInputs:
     n_classes: int
 
 
+@dataclass(frozen=True)
+class ValidationSet:
+    """Labelled inputs on which a run chooses its vectors: ``queries`` search ``gallery`` by class.
+
+    Attributes:
+        queries: the validation images (anchor views) with their classes.
+        gallery: the training images they search.
+        held_out: whether the queries were left out of the training pairs (``[data] validation`` > 0).
+        seed: the seed that drew the queries (``[data] validation_seed``).
+    """
+
+    queries: LabelledInputs
+    gallery: LabelledInputs
+    held_out: bool
+    seed: int
+
+
+VALIDATION_CAP = 5000
+"""The most validation images ``[data] validation = "auto"`` holds out."""
+
+VALIDATION_SHARE = 10
+"""``"auto"`` holds out at most one in this many training images (small sets such as the digits)."""
+
+
+def auto_validation_size(n_images: int) -> int:
+    """The validation images of ``validation = "auto"``: min(5000, floor(N / 10)) of N training images
+    (Fashion-MNIST: 5,000 of 60,000; the digits: 143 of 1,438)."""
+    return min(VALIDATION_CAP, n_images // VALIDATION_SHARE)
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """Which images of a data set's training split a run trains on, and which choose its vectors (indices into
+    the training split, ascending).
+
+    Attributes:
+        train: T, the images of the training pairs (the gallery of ``crl eval`` and ``crl index build``).
+        queries: the images that query ``gallery`` when the vectors are chosen: the validation images V, left
+            out of T; with ``validation = 0``, :func:`auto_validation_size` (|T|) images of T.
+        gallery: the images they search: T when V is held out, else T without the queries.
+        held_out: whether the queries were left out of the training pairs.
+        seed: ``[data] validation_seed``, the seed of the permutation that draws the queries.
+    """
+
+    train: Tensor
+    queries: Tensor
+    gallery: Tensor
+    held_out: bool
+    seed: int
+
+
+def _drawn(count: int, size: int, seed: int) -> tuple[Tensor, Tensor]:
+    """(``size`` positions of 0..count-1 drawn by the "validation-split" permutation of ``seed``, the others),
+    each ascending."""
+    order = torch.randperm(count, generator=derive_generator(seed, "validation-split"))
+    return order[:size].sort().values, order[size:].sort().values
+
+
+def image_split(
+    n_images: int, *, validation: int | Literal["auto"], seed: int, n_train: int = 0
+) -> ImageSplit:
+    """The split of N training images by ``[data] validation`` (V), ``validation_seed`` and ``n_train``.
+
+    V > 0 (``"auto"``: :func:`auto_validation_size` (N)): a permutation of 0..N-1 drawn from ``seed``'s
+    "validation-split" stream puts its first V images in the validation set; T is the rest in order, its first
+    ``n_train`` when that is > 0. V = 0: T is the first ``n_train`` (or all) images, and the vectors are chosen on
+    :func:`auto_validation_size` (|T|) images of T drawn the same way, searching the rest of T.
+
+    Raises:
+        ValueError: if V leaves no training image, or ``n_train`` exceeds the images left (naming the fields).
+    """
+    size = auto_validation_size(n_images) if validation == "auto" else validation
+    if size >= n_images:
+        raise ValueError(
+            f"[data] validation = {validation!r} leaves none of the {n_images} training images to train on; use "
+            f"at most {n_images - 1}, 'auto' ({auto_validation_size(n_images)} here) or 0"
+        )
+    every = torch.arange(n_images)
+    held, rest = _drawn(n_images, size, seed) if size > 0 else (every[:0], every)
+    if n_train > rest.numel():
+        after = f" left after the {size} validation images" if size else ""
+        raise ValueError(
+            f"[data] n_train = {n_train} exceeds the {rest.numel()} training images{after}; use at most "
+            f"{rest.numel()} (or 0 for all)" + (", or lower validation" if size else "")
+        )
+    train = rest[:n_train] if n_train > 0 else rest
+    if size > 0:
+        return ImageSplit(train, held, train, held_out=True, seed=seed)
+    chosen, others = _drawn(train.numel(), auto_validation_size(train.numel()), seed)
+    return ImageSplit(train, train[chosen], train[others], held_out=False, seed=seed)
+
+
 def _load_images(config: FashionMnistData | DigitsData, split: Split) -> ImageSet:
     if isinstance(config, FashionMnistData):
         return load_fashion_mnist(split, root=config.root)
     return load_digits(split)
 
 
+def _split_of(config: FashionMnistData | DigitsData, pool: ImageSet) -> ImageSplit:
+    return image_split(
+        len(pool), validation=config.validation, seed=config.validation_seed, n_train=config.n_train
+    )
+
+
 def _images(config: FashionMnistData | DigitsData, split: Split) -> ImageSet:
+    """The test split, or the training images T of the training pairs (:func:`image_split`)."""
     images = _load_images(config, split)
-    if split == "train" and config.n_train > 0:
-        if config.n_train > len(images):
-            raise ValueError(
-                f"data.n_train = {config.n_train} exceeds the {len(images)} training images of "
-                f"{config.source!r}; use at most {len(images)} (or 0 for all)"
-            )
-        images = images.subset(slice(0, config.n_train))
-    return images
+    return images.subset(_split_of(config, images).train) if split == "train" else images
 
 
 def _augmentation(config: ImageData) -> ImageAugmentation:
@@ -201,12 +304,30 @@ def _image_heldout(config: FashionMnistData | DigitsData, eval_seed: int) -> Pai
     return views.materialise(derive_generator(eval_seed, "heldout-views"))
 
 
-def _image_labels(config: FashionMnistData | DigitsData, split: Split) -> LabelledInputs:
+def _anchor_view(config: FashionMnistData | DigitsData, images: ImageSet) -> LabelledInputs:
     """The clean image (two views) or its left half (halves) with the image's class."""
-    images = _images(config, split)
     pixels = images.images if config.pairs == "augment" else split_halves(images.images)[0]
     inputs = pixels.squeeze(1) if pixels.shape[1] == 1 else pixels
     return LabelledInputs(inputs, images.labels, len(images.class_names))
+
+
+def _image_labels(config: FashionMnistData | DigitsData, split: Split) -> LabelledInputs:
+    """The anchor view of the test images, or of the training images T, with their classes."""
+    return _anchor_view(config, _images(config, split))
+
+
+def _image_validation(config: FashionMnistData | DigitsData) -> ValidationSet | None:
+    """The anchor views of the split's queries and gallery (:func:`image_split`); ``None`` without queries."""
+    pool = _load_images(config, "train")
+    split = _split_of(config, pool)
+    if split.queries.numel() == 0 or split.gallery.numel() == 0:
+        return None
+    return ValidationSet(
+        _anchor_view(config, pool.subset(split.queries)),
+        _anchor_view(config, pool.subset(split.gallery)),
+        held_out=split.held_out,
+        seed=split.seed,
+    )
 
 
 def _synthetic_source(config: SyntheticData, seed: int, split: Split) -> PairSource:
@@ -238,6 +359,11 @@ def _text_heldout(config: TextData, eval_seed: int) -> PairedArrays:
 
 def _no_labels(config: Any, split: Split) -> None:
     """No class labels (synthetic and text sources)."""
+    return None
+
+
+def _no_validation(config: Any) -> None:
+    """No validation images to choose the vectors on (every source but images)."""
     return None
 
 
@@ -318,6 +444,7 @@ class DataKind:
         labelled: ``labelled(config, split)``, anchor-view inputs with class labels, or ``None`` without labels.
         truth: ``truth(config)``, the known ground truth of the pairs (synthetic sources), else ``None``.
         no_labels: ``no_labels(config)``, why ``labelled`` gave no labels, and the fix where there is one.
+        validation: ``validation(config)``, the labelled images that choose a run's vectors, or ``None``.
     """
 
     source: Callable[[Any, int, Split], PairSource]
@@ -325,9 +452,10 @@ class DataKind:
     labelled: Callable[[Any, Split], LabelledInputs | None]
     truth: Callable[[Any], GroundTruth] | None = None
     no_labels: Callable[[Any], str] = _source_has_no_labels
+    validation: Callable[[Any], ValidationSet | None] = _no_validation
 
 
-_IMAGES = DataKind(_image_source, _image_heldout, _image_labels)
+_IMAGES = DataKind(_image_source, _image_heldout, _image_labels, validation=_image_validation)
 _TEXT = DataKind(_text_source, _text_heldout, _no_labels)
 
 DATA_KINDS: dict[type, DataKind] = {
@@ -367,5 +495,12 @@ def heldout_pairs(config: TrainConfig) -> PairedArrays:
 
 
 def labelled_inputs(config: DataConfig, split: Split) -> LabelledInputs | None:
-    """Anchor-view inputs and labels of a split (``None`` for synthetic data, text, and arrays without labels)."""
+    """Anchor-view inputs and labels of a split (``None`` for synthetic data, text, and arrays without labels);
+    for images, "train" is the images of the training pairs (without the validation images)."""
     return data_kind(config).labelled(config, split)
+
+
+def validation_set(config: DataConfig) -> ValidationSet | None:
+    """The labelled images on which a run chooses its vectors (:class:`ValidationSet`; images only, else
+    ``None``)."""
+    return data_kind(config).validation(config)

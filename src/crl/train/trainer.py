@@ -4,7 +4,8 @@
 ``run.out_dir/run.name`` with ``config.toml``, ``metrics.jsonl`` (one JSON row per ``log_every`` steps, and a
 ``heldout/`` row per ``eval_every`` steps, :mod:`crl.train.heldout_monitor`), TensorBoard events,
 ``checkpoints/step-*.safetensors`` + ``.json`` every ``checkpoint_every`` steps and at the end (a
-:class:`~crl.train.checkpoint.TrainState`), a progress bar, ``torch.set_num_threads`` and the torchrun
+:class:`~crl.train.checkpoint.TrainState`), at the end the vectors (h or z) chosen on the validation images
+(``vectors.json``, :mod:`crl.train.vectors`), a progress bar, ``torch.set_num_threads`` and the torchrun
 process group (DDP, gathered in-batch negatives). A new ``Trainer`` with the same config resumes from the newest
 checkpoint: model, optimiser, schedule, every generator state of every rank, the queue, the data permutation and
 position, and the step are restored, so the resumed run ends bitwise equal to an uninterrupted one (with the
@@ -62,7 +63,7 @@ from crl.train.config import (
     ConfigError,
     TrainConfig,
     config_to_toml,
-    parse_config,
+    parse_saved_config,
     read_toml,
     resume_differences,
 )
@@ -78,6 +79,7 @@ from crl.train.fingerprint import DataFingerprint, check_same_data, fingerprint_
 from crl.train.heldout_monitor import Monitor, heldout_monitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
 from crl.train.run_log import LogWindowSum, RunLog
+from crl.train.vectors import VectorChoice, choose_vectors, record_choice
 from crl.train.warm_start import load_encoder_weights, weight_mismatches
 
 __all__ = ["RunResult", "Trainer"]
@@ -95,6 +97,8 @@ class RunResult:
         wall_time_s: seconds spent in this call of ``fit`` (not counting earlier, interrupted calls).
         resumed_from: the step this call started from (0 for a fresh run).
         already_complete: the run folder held a finished run, so nothing was trained.
+        vectors: the vectors chosen on the validation images at the end (``vectors.json``), or ``None`` (no
+            validation images or backbone features, another rank, or nothing trained).
     """
 
     run_dir: Path
@@ -104,6 +108,7 @@ class RunResult:
     wall_time_s: float
     resumed_from: int
     already_complete: bool = False
+    vectors: VectorChoice | None = None
 
 
 class Trainer:
@@ -216,9 +221,26 @@ class Trainer:
         finally:
             if log is not None:
                 log.close()
+        vectors = self._choose_vectors()
         return RunResult(
-            self.run_dir, final, self.loop.step, metrics, time.perf_counter() - started, resumed_from
+            self.run_dir,
+            final,
+            self.loop.step,
+            metrics,
+            time.perf_counter() - started,
+            resumed_from,
+            vectors=vectors,
         )
+
+    def _choose_vectors(self) -> VectorChoice | None:
+        """Rank 0 measures h and z of the trained model on the validation images and records the better one in
+        the run folder (:mod:`crl.train.vectors`); ``None`` elsewhere, or without validation images or h."""
+        if not self.context.is_main:
+            return None
+        choice = choose_vectors(self.loop.model, self.config, self.context.device, self.loop.step)
+        if choice is not None:
+            record_choice(self.run_dir, choice)
+        return choice
 
     def _run(self, log: RunLog | None) -> tuple[dict[str, float], Path]:
         run, total, loop, window = self.config.run, self.config.optim.total_steps, self.loop, self.window
@@ -420,7 +442,7 @@ def _run_folder_config(run_dir: Path) -> TrainConfig:
             "checked against this config; delete that folder to train from step 0, or copy the config that "
             "run was started with into that file to resume it"
         )
-    return parse_config(document, source=str(path))
+    return parse_saved_config(document, source=str(path))
 
 
 def _another_config_message(run_dir: Path, differences: list[str]) -> str:
@@ -430,6 +452,11 @@ def _another_config_message(run_dir: Path, differences: list[str]) -> str:
         + "\n  ".join(differences)
         + "\nchoose another run.name (or run.out_dir, --out), or delete that folder"
     )
+    if any(line.startswith("[data] validation: 0 in the run folder") for line in differences):
+        message += (
+            "; a run made before [data] validation existed trained on every image: resume it with --set "
+            "data.validation=0"
+        )
     if any(line.startswith("[optim] total_steps") for line in differences):
         message += (
             "; a run is not extended in place (its cosine schedule depends on total_steps): to train on "
