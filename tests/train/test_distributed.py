@@ -117,15 +117,17 @@ def test_two_ranks_give_the_gradient_of_one_process_with_the_double_batch(tmp_pa
         # the distributed queue holds the batches of both ranks, on both ranks
         assert sorted(result["queue.memory"][: WORLD * BATCH, 0].tolist()) == [1.0] * BATCH + [2.0] * BATCH
     # The Trainer: 2 ranks x 32 pairs (gathered negatives, DDP) follow 1 process x 64 pairs. AdamW divides each
-    # gradient by its own running RMS, so float32 rounding of the tiniest gradient entries shows in the weights at
-    # ~1e-5: the weights are compared at lr / 30 and the logged losses at 1e-5.
+    # gradient by its own running RMS, so float32 rounding of the tiniest gradient entries moves a few single
+    # weights by up to about lr / 10: each tensor is compared by its relative Frobenius distance (1e-4) and by
+    # the share of entries off by more than lr / 30 (1e-4); the logged losses at 1e-5.
     single = fit(one_process)
     distributed = two_ranks.run_dir / "checkpoints" / single.checkpoint.name
     for key, value in load_file(str(single.checkpoint)).items():
         if key.startswith("model."):
-            assert torch.allclose(
-                load_file(str(distributed))[key], value, atol=one_process.optim.lr / 30, rtol=0
-            ), key
+            difference = load_file(str(distributed))[key] - value
+            assert difference.norm() <= 1e-4 * max(value.norm().item(), 1e-6), key
+            off = (difference.abs() > one_process.optim.lr / 30).float().mean().item()
+            assert off <= 1e-4, (key, off)
     for row_one, row_two in zip(_rows(one_process), _rows(two_ranks), strict=True):
         assert abs(row_one["loss"] - row_two["loss"]) < 1e-5
 
