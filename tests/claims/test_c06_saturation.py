@@ -161,10 +161,10 @@ def test_quick_and_standard_arms_end_at_sixteen_n() -> None:
 
 
 def test_full_grids_end_at_the_floor_at_small_n_and_at_thirty_two_n_beyond() -> None:
-    """If this fails, full's m grids lost m_max(n) = max(32 n, 1024), which keeps SSCRL's m* away from the grid's
-    end in the bootstrap (docs/claims/C6.md, full-fidelity revisions 2 and 3)."""
+    """If this fails, full's m grids lost m_max(n) = max(32 n, 4096), which keeps SSCRL's m* away from the grid's
+    end in the bootstrap (docs/claims/C6.md, full-fidelity revisions 2 to 4)."""
     tops = {n: grid[-1] for n, grid in zip(PLANS[Fidelity.FULL]["n"], m_grids(Fidelity.FULL), strict=True)}
-    assert tops == {16: 1024, 32: 1024, 64: 2048, 128: 4096, 256: 8192, 512: 16384}
+    assert tops == {16: 4096, 32: 4096, 64: 4096, 128: 4096, 256: 8192, 512: 16384}
 
 
 @pytest.mark.parametrize("regime", ["independent", "shared"])

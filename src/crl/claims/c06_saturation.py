@@ -20,7 +20,7 @@ one-parameter score class s = c <x, y> (:func:`fit_on_line`): the shared negativ
 over uniform anchors (C4's control shows it), so both regimes' m* grow alike; the true difference
 slope(SSCRL) - slope(SCRL) is about 0 and the rule must not PASS. Its arms run on the same grids.
 
-Grids: every arm at n ends at the same m_max(n) = 16 n (full: max(32 n, 1024)), doubling from m = 2, so the
+Grids: every arm at n ends at the same m_max(n) = 16 n (full: max(32 n, 4096)), doubling from m = 2, so the
 plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not right-censored by
 the grid's end.
 
@@ -366,11 +366,11 @@ seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_
 PLANS: dict[Fidelity, dict[str, Any]] = {
     Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30, "m_over_n": 16, "m_max_floor": 0},
     Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32, "m_over_n": 16, "m_max_floor": 0},
-    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_over_n": 32, "m_max_floor": 1024},
+    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_over_n": 32, "m_max_floor": 4096},
 }
 """Per fidelity: the n grid, the seeds, and m_max(n) = max(m_over_n n, m_max_floor). Quick and standard: 16 n,
-four doublings beyond m* ~ n. Full: 32 n and at least 1024, so that no bootstrap replicate right-censors SSCRL's
-m* by the grid's end (docs/claims/C6.md, full-fidelity revisions 2 and 3)."""
+four doublings beyond m* ~ n. Full: 32 n and at least 4096, so that no bootstrap replicate right-censors SSCRL's
+m* by the grid's end, at small n too (docs/claims/C6.md, full-fidelity revisions 2 to 4)."""
 
 
 def m_grid(n: int, m_over_n: int, m_max_floor: int = 0) -> tuple[int, ...]:
@@ -450,7 +450,7 @@ class Saturation(Claim):
         "Fixed by crl: AsymmetricSphere(2, kappa=4, anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> "
         "in the ball |theta| <= 6 (contains s*), s_hat = argmin of the gcl L_hat over the ball (projected "
         "Newton, KKT residual <= 1e-7), metric L(s_hat) - L* (exact). Every arm at n runs on m = 2, 4, ..., "
-        "m_max(n) = 16 n (full: max(32 n, 1024); the same m_max(n) for both regimes). m*(n) = smallest grid "
+        "m_max(n) = 16 n (full: max(32 n, 4096); the same m_max(n) for both regimes). m*(n) = smallest grid "
         "m from which the mean metric stays "
         "within tol = max(per-part-level Student-t half-width of the plateau, 1% of it) of the plateau (mean "
         "at the two largest m); right-censored when that is one of the two largest m or none, left-censored at "
