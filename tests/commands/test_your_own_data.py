@@ -57,9 +57,13 @@ def test_train_eval_embed_on_an_npz(tmp_path: Path) -> None:
     saved = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
     assert saved["data"]["source"] == "arrays" and saved["data"]["path"] == str(tmp_path / "pairs.npz")
 
-    _invoke("eval", str(run_dir), "--device", "cpu")
+    printed = _invoke("eval", str(run_dir), "--device", "cpu")
     written = json.loads((run_dir / "eval.json").read_text(encoding="utf-8"))
     assert written["n_queries"] == written["gallery_size"] == N // 10
+    rows = [line for line in printed.splitlines() if not line.startswith("note:")]
+    assert any("class retrieval accuracy@1" in row for row in rows)
+    assert not any("class retrieval recall@" in row for row in rows)
+    assert "class_recall@10" in written and "recall@k <= k /" in printed
     assert 0.0 <= written["knn_accuracy"] <= 1.0 and 0.0 <= written["probe_accuracy"] <= 1.0
 
     out = tmp_path / "vectors.npy"

@@ -8,7 +8,7 @@ import torch
 
 from crl.commands.evaluate import eval_command
 from crl.models import embed
-from crl.serving.evaluate import load_trained_model, resolve_checkpoint
+from crl.serving.evaluate import load_trained_model, resolve_checkpoint, smallest_relevant
 from crl.train.data import heldout_pairs
 from tests.train.helpers import fit, tiny_config
 
@@ -34,3 +34,10 @@ def test_eval_of_a_tiny_run_matches_a_brute_force_accuracy(tmp_path: Path) -> No
     assert written["recall@1"] == written["accuracy@1"]  # one positive per query: the same number
     assert 0.0 < written["class_ndcg@10"] <= 1.0 and 0.0 < written["class_map@100"] <= 1.0
     assert 0.0 <= written["knn_accuracy"] <= 1.0 and 0.0 <= written["probe_accuracy"] <= 1.0
+
+
+def test_smallest_relevant_counts_the_gallery_items_of_the_query_classes_only() -> None:
+    """Gallery classes 0:3, 1:1, 2:5 items; queries of classes 0 and 2 (and 7, absent from the gallery) -> 3."""
+    gallery = torch.tensor([0, 0, 0, 1, 2, 2, 2, 2, 2])
+    assert smallest_relevant(gallery, torch.tensor([2, 0, 7, 0])) == 3
+    assert smallest_relevant(gallery, torch.tensor([1, 2])) == 1

@@ -203,7 +203,8 @@ def result_table(result: EvalResult) -> Table:
     for name, estimate in rows:
         table.add_row(name, f"{estimate.mean:.4f} ± {estimate.se:.4f}")
     for name, value in (result.class_retrieval or {}).items():
-        table.add_row(f"class retrieval {name}", f"{value:.4f}")
+        if not name.startswith("recall@"):
+            table.add_row(f"class retrieval {name}", f"{value:.4f}")
     if result.classes:
         for row in result.classes:
             table.add_row(*_class_row_cells(row))

@@ -323,13 +323,27 @@ def _baselines(
     pixels = scores(PIXELS, features[PIXELS], _knn_correct(rows, PIXELS))
     width = pca_dimension(learned.dimension, pixels.dimension, len(train.labels))
     pca = scores(PCA, pca_pixels(train.inputs, test.inputs, width))
-    notes: tuple[str, ...] = ()
+    smallest = smallest_relevant(train.labels, test.labels)
+    notes = (
+        f"class retrieval recall@k is in the JSON, not the table: every test class has >= {smallest} relevant "
+        f"training items, so recall@k <= k / {smallest}",
+    )
     if width == pixels.dimension:
-        notes = (
+        notes += (
             f"the PCA baseline keeps all {width} axes of the pixels (the vectors have {learned.dimension}): a "
             "rotation of the centred pixels, so its cosines and figures equal the pixels'",
         )
     return compare_with_baselines(learned, (pixels, pca)), notes
+
+
+def smallest_relevant(gallery_labels: Tensor, query_labels: Tensor) -> int:
+    """min over the query classes c of |{gallery items of class c}|: the fewest relevant items a query has in class
+    retrieval (a query whose class is absent from the gallery is left out)."""
+    counts = torch.bincount(gallery_labels.long())
+    present = torch.unique(query_labels.long())
+    present = present[present < counts.shape[0]]
+    sizes = counts[present]
+    return int(sizes[sizes > 0].min())
 
 
 @dataclass(frozen=True)
