@@ -324,7 +324,7 @@ def _baselines(
     width = pca_dimension(learned.dimension, pixels.dimension, len(train.labels))
     pca = scores(PCA, pca_pixels(train.inputs, test.inputs, width))
     smallest = smallest_relevant(train.labels, test.labels)
-    notes = (
+    notes: tuple[str, ...] = (
         f"class retrieval recall@k is in the JSON, not the table: every test class has >= {smallest} relevant "
         f"training items, so recall@k <= k / {smallest}",
     )
