@@ -37,19 +37,22 @@ from crl import __version__
 from crl._lock import FolderLock
 from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
 from crl.claims.budget import part_level
+from crl.claims.context import code_fingerprint
 from crl.claims.registry import Registry, default_registry
 from crl.experiments.learned_vs_ideal import (
     GRIDS,
     SECTION_COLUMNS,
     SECTION_TITLE,
-    learned_vs_ideal,
+    Cell,
+    compute_cell,
+    grid_cells,
     section_paragraphs,
     section_rows,
 )
 from crl.report.document import ReportFiles, write_report
 from crl.report.sections import NoteSection, RunInfo
 from crl.report.summary import SummaryCell, Tone, checks, overall, summary_cells, verdicts
-from crl.sweep import Executor, StoreError, SweepStore, check_results_file, new_run_id
+from crl.sweep import Executor, StoreError, SweepStore, check_results_file, new_run_id, run_cells
 
 RESULTS_FILE = "results.sqlite"
 
@@ -149,6 +152,11 @@ def run_verify(
                 },
             )
             results = _run_claims(selected, store, fidelity, seed, run_id, workers, console, executor)
+            notes = (
+                note_sections(fidelity, seed, SectionRun(store, run_id, workers, executor))
+                if any(claim.id == "C8" for claim in selected)
+                else ()
+            )
             store.finish_run(run_id)
         info = RunInfo(
             run_id=run_id,
@@ -164,27 +172,53 @@ def run_verify(
             wall_s=time.perf_counter() - start,
             broken_modules=broken,
         )
-        notes = note_sections(fidelity, seed) if any(claim.id == "C8" for claim in selected) else ()
         report = write_report(out, results, info, notes)
         failed = bool(broken) or any(result.fails_run for result in results)
         _print_summary(console, results, info, report)
         return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
 
 
-def note_sections(fidelity: Fidelity, seed: int) -> tuple[NoteSection, ...]:
+LEARNED_VS_IDEAL = "learned-vs-ideal"
+"""The store's namespace prefix of the learned-vs-ideal cells (the claims' are their ids)."""
+
+
+@dataclass(frozen=True)
+class SectionRun:
+    """Where a report section's cells are computed and kept: the run's store and run id, ``workers`` processes
+    or ``executor``."""
+
+    store: SweepStore
+    run_id: str
+    workers: int = 1
+    executor: Executor | None = None
+
+
+def note_sections(fidelity: Fidelity, seed: int, where: SectionRun) -> tuple[NoteSection, ...]:
     """The report's sections without a verdict, beside C8 ([B]'s ideal search): learned vs ideal search
     (:func:`learned_vs_ideal_section`); one that fails shows its error instead of stopping the run."""
     try:
-        return (learned_vs_ideal_section(str(fidelity), seed),)
+        return (learned_vs_ideal_section(str(fidelity), seed, where),)
     except Exception as error:  # a descriptive section must not cost the claims' report
         return (NoteSection(SECTION_TITLE, (f"not computed: {type(error).__name__}: {error}",), (), ()),)
 
 
-def learned_vs_ideal_section(fidelity: str, seed: int = 0) -> NoteSection:
-    """The report's section of :func:`crl.experiments.learned_vs_ideal.learned_vs_ideal`: what was done and one
-    row per (k, tau)."""
+def learned_vs_ideal_section(fidelity: str, seed: int, where: SectionRun) -> NoteSection:
+    """The report's section of :mod:`crl.experiments.learned_vs_ideal`: what was done and one row per (k, tau).
+
+    Its cells run through the sweep engine in the run's store, namespaced like a claim's by the fingerprint of
+    the code they run: a resumed or repeated run reuses them, and ``workers`` processes share the grid."""
     _, _, setup = GRIDS[fidelity]
-    cells = learned_vs_ideal(fidelity, seed)
+    namespace = f"{LEARNED_VS_IDEAL}@{code_fingerprint(compute_cell.__module__)}"
+    records = run_cells(
+        where.store,
+        namespace,
+        grid_cells(fidelity, seed),
+        compute_cell,
+        run_id=where.run_id,
+        workers=where.workers,
+        executor=where.executor,
+    )
+    cells = [Cell(**record.result) for record in records]
     return NoteSection(SECTION_TITLE, section_paragraphs(setup), SECTION_COLUMNS, section_rows(cells))
 
 

@@ -11,6 +11,7 @@ from crl import verify
 from crl.claims.context import Fidelity
 from crl.experiments import learned_vs_ideal as lvi
 from crl.report.document import write_report
+from crl.sweep import SweepStore
 from crl.synthetic.vmf import VMFUniform
 from crl.verify import learned_vs_ideal_section
 from tests.report.test_report import INFO
@@ -57,11 +58,17 @@ def test_the_oracle_score_is_the_ideal_search_and_a_reversed_score_is_not() -> N
     assert reverse.auc_gap > 0.8 and reverse.search_tv > 0.5
 
 
+def _where(tmp_path: Path, run_id: str = "run-a") -> verify.SectionRun:
+    store = SweepStore(tmp_path / "results.sqlite")
+    store.begin_run(run_id, {})
+    return verify.SectionRun(store, run_id)
+
+
 def test_the_report_section_renders_without_a_verdict(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(lvi.GRIDS, "quick", ((2, 4), (0.5,), SMALL))
-    section = learned_vs_ideal_section("quick", seed=1)
+    section = learned_vs_ideal_section("quick", 1, _where(tmp_path))
     assert [row[:2] for row in section.rows] == [("2", "0.5"), ("4", "0.5")]
     assert len(section.columns) == len(section.rows[0])
     files = write_report(tmp_path, [], INFO, [section])
@@ -72,14 +79,33 @@ def test_the_report_section_renders_without_a_verdict(
         lvi.learned_vs_ideal("slow")
 
 
-def test_verify_adds_the_section_and_survives_its_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_section_cells_are_stored_and_reused_as_computed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The store keeps each (k, tau) cell under the section's namespace; a second run recomputes none, and the
+    stored figures equal an in-process computation of the same cell."""
+    monkeypatch.setitem(lvi.GRIDS, "quick", ((2, 4), (0.5,), SMALL))
+    first = learned_vs_ideal_section("quick", 3, _where(tmp_path, "run-a"))
+    where = _where(tmp_path, "run-b")
+    again = learned_vs_ideal_section("quick", 3, where)
+    assert again.rows == first.rows
+    (namespace,) = where.store.namespaces()
+    assert namespace.startswith(f"{verify.LEARNED_VS_IDEAL}@")
+    records = where.store.records(namespace)
+    assert len(records) == 2 and {record.run_id for record in records} == {"run-a"}
+    assert lvi.learned_vs_ideal("quick", seed=3) == [lvi.Cell(**record.result) for record in records]
+
+
+def test_verify_adds_the_section_and_survives_its_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setitem(lvi.GRIDS, "quick", ((2,), (0.5,), SMALL))
-    (section,) = verify.note_sections(Fidelity.QUICK, seed=0)
+    (section,) = verify.note_sections(Fidelity.QUICK, 0, _where(tmp_path))
     assert section.title == lvi.SECTION_TITLE and len(section.rows) == 1
 
-    def broken(fidelity: str, seed: int) -> None:
+    def broken(fidelity: str, seed: int, where: verify.SectionRun) -> None:
         raise RuntimeError("no truth today")
 
     monkeypatch.setattr(verify, "learned_vs_ideal_section", broken)
-    (failed,) = verify.note_sections(Fidelity.QUICK, seed=0)
+    (failed,) = verify.note_sections(Fidelity.QUICK, 0, _where(tmp_path, "run-c"))
     assert failed.rows == () and "RuntimeError: no truth today" in failed.paragraphs[0]

@@ -23,7 +23,8 @@ These are descriptive figures, not a claim: they carry no verdict (the alpha bud
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,6 +32,7 @@ from torch import Tensor
 
 from crl.metrics.risk.kernel import ideal_search_cross_entropy
 from crl.models import DualEncoder
+from crl.sweep import Cell as SweepCell
 from crl.synthetic.vmf import VMFUniform
 from crl.train.build import Streams
 from crl.train.config import parse_config
@@ -44,6 +46,8 @@ __all__ = [
     "Cell",
     "Setup",
     "compare_search",
+    "compute_cell",
+    "grid_cells",
     "learned_vs_ideal",
     "section_paragraphs",
     "section_rows",
@@ -194,25 +198,36 @@ def _search_figures(
     return float(ce.mean()), float(kl.mean()), float(tv.mean())
 
 
-def learned_vs_ideal(fidelity: str, seed: int = 0) -> list[Cell]:
-    """The grid of ``GRIDS[fidelity]``: one trained embedding and its figures per (k, tau)."""
+def grid_cells(fidelity: str, seed: int = 0) -> list[SweepCell]:
+    """One sweep cell per (k, tau) of ``GRIDS[fidelity]``, seeded ``seed``; its params hold the whole
+    :class:`Setup`, so a stored cell names exactly what it computed."""
     if fidelity not in GRIDS:
         raise ValueError(f"fidelity = {fidelity!r}; pass one of {', '.join(GRIDS)}")
     ks, taus, setup = GRIDS[fidelity]
-    truth = VMFUniform(setup.dim, setup.kappa)
-    cells = []
+    return [SweepCell({"k": k, "tau": tau, "setup": asdict(setup)}, seed) for k in ks for tau in taus]
+
+
+def compute_cell(cell: SweepCell) -> dict[str, Any]:
+    """Train one (k, tau) embedding on one thread and compare it with s* (module-level, for spawned workers):
+    the fields of :class:`Cell`."""
+    setup = Setup(**cell.params["setup"])
+    k, tau = int(cell.params["k"]), float(cell.params["tau"])
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        for k in ks:
-            for tau in taus:
-                model = train_embedding(setup, k, tau, seed)
-                state = np.random.SeedSequence([seed, k, round(tau * 1000)]).generate_state(1)[0]
-                generator = torch.Generator().manual_seed(int(state))
-                cells.append(compare_search(truth, model, k=k, tau=tau, setup=setup, generator=generator))
+        model = train_embedding(setup, k, tau, cell.seed)
+        state = np.random.SeedSequence([cell.seed, k, round(tau * 1000)]).generate_state(1)[0]
+        generator = torch.Generator().manual_seed(int(state))
+        truth = VMFUniform(setup.dim, setup.kappa)
+        return asdict(compare_search(truth, model, k=k, tau=tau, setup=setup, generator=generator))
     finally:
         torch.set_num_threads(threads)
-    return cells
+
+
+def learned_vs_ideal(fidelity: str, seed: int = 0) -> list[Cell]:
+    """The grid of ``GRIDS[fidelity]`` computed in this process: one trained embedding and its figures per
+    (k, tau)."""
+    return [Cell(**compute_cell(cell)) for cell in grid_cells(fidelity, seed)]
 
 
 SECTION_TITLE = "Learned search vs ideal search ([B])"
