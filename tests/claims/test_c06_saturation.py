@@ -111,6 +111,32 @@ def test_every_verdict_is_reachable() -> None:
     assert _judge(diff, 3)[0] is Verdict.INCONCLUSIVE  # unconverged fits block a PASS
 
 
+def _on_grid(log2_m: list[int], count: int) -> Saturations:
+    """``count`` identical rows of uncensored m* = 2^log2_m (per n)."""
+    log_m = np.tile(np.log(2.0 ** np.asarray(log2_m, dtype=np.float64)), (count, 1))
+    return Saturations(log_m, np.zeros(log_m.shape, dtype=np.int64), log_m, log_m)
+
+
+def test_a_lattice_difference_of_zero_is_zero_not_a_float_rounding_pass() -> None:
+    """If this fails, float rounding decides a CI end: m* on doubling grids over six doubling n give slopes in
+    multiples of 1/17.5, and two equal slopes formed from different m* differ in float by about 2e-16. Here SSCRL's
+    m* (64, 128, 256, 256, 512, 1024, slope 0.743) against SCRL's (64, 128, 512, 512, 512, 1024, the same
+    slope 13/17.5): the raw float difference is +2.2e-16, the judged one 0, and the verdict INCONCLUSIVE."""
+    log_n = np.log(2.0 ** np.arange(4, 10, dtype=np.float64))
+    first = slope_bounds(log_n, _on_grid([6, 7, 8, 8, 9, 10], 41))
+    second = slope_bounds(log_n, _on_grid([6, 7, 9, 9, 9, 10], 41))
+    centred = log_n - log_n.mean()
+    weights = centred / np.sum(centred**2)
+    raw = weights @ np.log(2.0 ** np.array([6, 7, 8, 8, 9, 10])) - weights @ np.log(
+        2.0 ** np.array([6, 7, 9, 9, 9, 10])
+    )
+    assert 0.0 < raw < 1e-14
+    assert first.point[0] == pytest.approx(13 / 17.5)
+    diff = slope_difference(first, second, 0.9)
+    assert diff.point == diff.ci_low == diff.ci_high == 0.0
+    assert _judge(diff, 0)[0] is Verdict.INCONCLUSIVE
+
+
 def test_the_null_control_is_the_claims_difference_on_its_own_arms() -> None:
     """If this fails, the control is not the claim's rule (slope(SSCRL) - slope(SCRL)) applied to the null
     setting's arms, or it mirrors the claim (the swapped-arms control of contract v1, a replication)."""

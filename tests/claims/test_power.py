@@ -12,7 +12,7 @@ from crl.claims import c10_generalisation as c10
 from crl.claims import power
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, verdict_above
-from crl.sweep import Cell, CellRecord, SweepStore
+from crl.sweep import Cell, CellRecord, SweepStore, derive_seed
 
 LEVEL = 0.95
 
@@ -123,3 +123,17 @@ def test_c6_power_passes_a_clear_difference_and_fails_its_mirror() -> None:
     assert result.p_pass >= 0.8 and result.p_fail_mirrored >= 0.8
     assert result.p_control_pass == 0.0 and result.seeds == 30
     assert "arms swapped" in power.saturation_markdown(result)
+
+
+def test_c6_rejudges_its_stored_cells_with_the_claims_own_bootstrap_stream() -> None:
+    """If this fails, ``--judge-run-seed`` does not judge stored cells as C6's run does: it must draw its bootstrap
+    from the run's stream (derive_seed(seed, "C6", "bootstrap"), what ClaimContext.rng("bootstrap") gives),
+    PASS the clear difference of the constructed cells and not PASS their identical null arms."""
+    from crl.claims.context import ClaimContext
+
+    context = ClaimContext("C6", Fidelity.QUICK, None, 7, "run", level=0.995)  # type: ignore[arg-type]
+    assert context.seed_for("bootstrap") == derive_seed(7, "C6", "bootstrap")
+    (verdict, claim), (control_verdict, _) = power.saturation_verdicts(_c6_records(30), Fidelity.QUICK, 7)
+    assert verdict is Verdict.PASS and claim.ci_low > 0 and control_verdict is not Verdict.PASS
+    table = power.verdicts_markdown(power.saturation_verdicts(_c6_records(30), Fidelity.QUICK, 7))
+    assert "| claim | PASS |" in table and "| null control |" in table

@@ -26,6 +26,8 @@ power is taken as measured, its FAIL side with the two regimes swapped (the meas
 and its null control as measured.
 
 Usage: ``python -m crl.claims.power RUN_DIR --claim C5 [--resamples 200] [--seeds S] [--control-seeds S]``.
+``--claim C6 --judge-run-seed SEED`` prints instead the verdicts of the stored cells themselves under this
+checkout's rule (:func:`saturation_verdicts`), for a run made with ``crl verify --seed SEED``.
 """
 
 import argparse
@@ -43,8 +45,8 @@ from crl.claims import c10_generalisation as c10
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
-from crl.stats.saturation import saturations_by_n, seed_weights, slope_bounds, slope_difference
-from crl.sweep import CellRecord, SweepStore
+from crl.stats.saturation import Difference, saturations_by_n, seed_weights, slope_bounds, slope_difference
+from crl.sweep import CellRecord, SweepStore, derive_seed
 
 RESAMPLES = 200
 """The contract's minimum number of resamples."""
@@ -440,6 +442,35 @@ def saturation_power(
     )
 
 
+def saturation_verdicts(
+    records: list[CellRecord], fidelity: Fidelity, run_seed: int
+) -> tuple[tuple[Verdict, Difference], tuple[Verdict, Difference]]:
+    """C6's verdict and slope difference, then its control's, on stored cells, judged by this checkout's m* rule
+    and bootstrap exactly as :meth:`crl.claims.c06_saturation.Saturation.run` judges them in a run of
+    ``crl verify --seed run_seed`` (the same bootstrap stream, ``derive_seed(run_seed, "C6", "bootstrap")``):
+    a rule's implementation fixed after a run re-judges that run's cells without recomputing them."""
+    grid_n, n_seeds, grids = c6.PLANS[fidelity]["n"], c6.PLANS[fidelity]["seeds"], c6.m_grids(fidelity)
+    level = part_level(c6.CLAIM.parts)
+    by_arm = {arm: c6._stack(records, arm, grid_n, n_seeds, "excess") for arm in c6.ARMS}
+    unconverged = sum(not ok for record in records for ok in record.result["converged"])
+    rng = np.random.default_rng(derive_seed(run_seed, c6.CLAIM.id, "bootstrap"))
+    weights = seed_weights(n_seeds, rng, c6.N_BOOT)
+    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
+    slopes = {
+        arm: slope_bounds(log_n, saturations_by_n(grids, by_arm[arm], weights, level)) for arm in c6.ARMS
+    }
+    claim, control = c6.claim_and_control(slopes, level)
+    return (c6._judge(claim, unconverged)[0], claim), (c6._judge(control, unconverged)[0], control)
+
+
+def verdicts_markdown(verdicts: tuple[tuple[Verdict, Difference], tuple[Verdict, Difference]]) -> str:
+    """C6's re-judged verdicts as a Markdown table (CI ends printed in full, so a rounding residue shows)."""
+    lines = ["| C6 | verdict | slope difference | CI |", "|---|---|---|---|"]
+    for name, (verdict, diff) in zip(("claim", "null control"), verdicts, strict=True):
+        lines.append(f"| {name} | {verdict} | {diff.point:.4g} | [{diff.ci_low!r}, {diff.ci_high!r}] |")
+    return "\n".join(lines)
+
+
 CLAIMS: dict[str, type[C5Power] | type[C10Power]] = {"C5": C5Power, "C10": C10Power}
 """The claims whose power this module computes."""
 
@@ -527,7 +558,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--control-seeds", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    parser.add_argument(
+        "--judge-run-seed",
+        type=int,
+        default=None,
+        help="C6 only: instead of the power, the verdicts of the stored cells themselves under this checkout's "
+        "rule, for the run made with `crl verify --seed` this value",
+    )
     args = parser.parse_args(argv)
+    if args.judge_run_seed is not None:
+        if args.claim != "C6":
+            parser.error(f"--judge-run-seed is for --claim C6, not {args.claim}")
+        records = stored_records(args.run_dir, "C6")
+        print(verdicts_markdown(saturation_verdicts(records, Fidelity(args.fidelity), args.judge_run_seed)))
+        return
     if args.claim == "C6":
         power = saturation_power(
             stored_records(args.run_dir, "C6"),

@@ -15,6 +15,8 @@ for every seed.
 - The least-squares slope b = sum_i w_i log m*_i, w_i = (u_i - mean u)/sum (u - mean u)^2 with u = log n, is
   linear in the log m* values, so censored points give an interval [b_min, b_max]: a right-censored y >= c
   adds w c to b_min when w > 0 and -inf when w < 0 (symmetrically for b_max and for left censoring).
+- Slopes and their differences within :data:`ROUNDING` (1e-9) of 0 are 0: they take lattice values, and float
+  rounding must not turn a CI end of 0 into a PASS (rule: PASS if the lower end is > 0).
 """
 
 from collections.abc import Sequence
@@ -29,6 +31,11 @@ UNCENSORED, RIGHT, LEFT = 0, 1, 2
 CENSOR_NAMES = {UNCENSORED: "", RIGHT: "right-censored", LEFT: "left-censored"}
 RELATIVE_FLOOR = 0.01
 """tol is at least 1% of the plateau."""
+ROUNDING = 1e-9
+"""Slopes of log m* on log n within this of a value are that value: m* and n lie on grids, so a slope and a
+difference of slopes take lattice values (on doubling grids of both, multiples of 1 / sum (u - mean u)^2 in log
+2 units: 1/17.5 for six n), and the float sums that form them leave rounding of about 1e-16 that must not decide
+the sign of a CI end (a lower end of 2.2e-16 is 0, not > 0)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +115,12 @@ def slope_bounds(log_n: FloatArray, sat: Saturations) -> SlopeBounds:
     unbounded_high = (right & (w > 0)) | (left & (w < 0))
     low = np.where(unbounded_low, -np.inf, contribution).sum(axis=1)
     high = np.where(unbounded_high, np.inf, contribution).sum(axis=1)
-    return SlopeBounds(contribution.sum(axis=1), low, high)
+    return SlopeBounds(snap_zero(contribution.sum(axis=1)), snap_zero(low), snap_zero(high))
+
+
+def snap_zero(values: FloatArray) -> FloatArray:
+    """``values`` with every entry of magnitude <= :data:`ROUNDING` set to exactly 0 (infinite entries kept)."""
+    return np.where(np.abs(values) <= ROUNDING, 0.0, values)
 
 
 def lower_quantile(values: FloatArray, level: float) -> float:
@@ -135,10 +147,10 @@ class Difference:
 def slope_difference(first: SlopeBounds, second: SlopeBounds, level: float) -> Difference:
     """``slope(first) - slope(second)``: the CI is [q_low(first.low - second.high), q_high(first.high -
     second.low)] over the resamples (rows 1..B); row 0 (the data) gives the point and its bounds."""
-    low = first.low - second.high
-    high = first.high - second.low
+    low = snap_zero(first.low - second.high)
+    high = snap_zero(first.high - second.low)
     return Difference(
-        point=float(first.point[0] - second.point[0]),
+        point=float(snap_zero(first.point[:1] - second.point[:1])[0]),
         bound_low=float(low[0]),
         bound_high=float(high[0]),
         ci_low=lower_quantile(low[1:], level),
