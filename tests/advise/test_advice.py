@@ -1,11 +1,13 @@
 """Advice from a fitted surface: m* against the truth, the doubling gains, and when the advice is withheld."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from crl.advise.advice import advise, relative_tolerance
+from crl.advise.advice import ANSWER_FIELDS, advise, parameter_flags, relative_tolerance
+from crl.advise.intervals import Interval
 from crl.advise.surface import SurfaceFit, SurfaceParams, fit_seed_surface
 
 TRUTH = SurfaceParams(a=0.1, c=0.05, beta=0.5, b=2.0, delta=0.5, alpha=0.7, n0=707.0)
@@ -103,3 +105,43 @@ def test_advice_is_json_able(clean_fit: SurfaceFit) -> None:
 def test_bad_n_is_refused(clean_fit: SurfaceFit) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         advise(clean_fit, n=0, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+
+
+def test_a_withheld_answer_writes_no_estimate_and_a_supported_one_does(clean_fit: SurfaceFit) -> None:
+    """If this fails, a withheld answer still carries m*, the gains or the predicted error as numbers in
+    advice.json (a reader would take them as the answer), or a supported one lost them."""
+    withheld = advise(clean_fit, n=2000 * 40, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    document = withheld.as_dict()
+    assert not document["supported"]
+    assert all(document[name] is None for name in ANSWER_FIELDS)
+    assert document["parameters"]["alpha"]["estimate"] > 0
+    supported = advise(clean_fit, n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000).as_dict()
+    assert supported["supported"] and all(supported[name] is not None for name in ANSWER_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("name", "interval", "on_bound", "flags"),
+    [
+        ("alpha", Interval(0.7, 0.6, 0.8, 0.9), False, ()),
+        (
+            "alpha",
+            Interval(0.05, 0.05, 0.05, 0.9),
+            True,
+            ("zero width (pinned, not measured)", "ended on the fit's bound"),
+        ),
+        ("beta", Interval(1.0, 0.1, 3.5, 0.9), False, ("wider than 2 in the exponent",)),
+        ("b", Interval(2.0, 0.01, 50.0, 0.9), False, ("spans more than 100x",)),
+        ("a", Interval(0.1, -0.05, 0.2, 0.9), False, ("below 0 (an error floor)",)),
+        ("c", Interval(0.05, 0.0, math.inf, 0.9), False, ("an infinite end",)),
+    ],
+)
+def test_implausible_parameter_intervals_are_flagged(
+    name: str, interval: Interval, on_bound: bool, flags: tuple[str, ...]
+) -> None:
+    assert parameter_flags(name, interval, on_bound=on_bound) == flags
+
+
+def test_the_clean_fit_flags_nothing(clean_fit: SurfaceFit) -> None:
+    advice = advise(clean_fit, n=8000, m=16, regime="shared", pilot_n_max=2000, pilot_m_max=2000)
+    assert set(advice.flags) == {"a", "c", "beta", "b", "delta", "alpha"}
+    assert not any(advice.flags.values())

@@ -28,7 +28,20 @@ from scipy import stats
 from crl._vocab import Regime
 from crl.advise.surface import Interval, SurfaceFit, SurfaceParams
 
-__all__ = ["RATE_BOUNDS", "Advice", "advise", "relative_tolerance"]
+__all__ = ["ANSWER_FIELDS", "RATE_BOUNDS", "Advice", "advise", "parameter_flags", "relative_tolerance"]
+
+ANSWER_FIELDS: tuple[str, ...] = (
+    "error_now",
+    "m_star",
+    "m_star_over_n",
+    "m_star_exponent",
+    "gain_double_m",
+    "gain_double_n",
+)
+"""The fields that answer the user's question; a withheld answer writes them as null."""
+
+_MAX_EXPONENT_WIDTH = 2.0
+_MAX_FACTOR = 100.0
 
 RATE_BOUNDS: dict[str, float] = {"independent": 1.0, "shared": 0.5}
 """[A]'s rate in m of the gap bound: SCRL tau e^{8B/tau}/m (Thm 4.5), SSCRL 1/sqrt m (Thm 4.6)."""
@@ -56,6 +69,7 @@ class Advice:
         max_residual: the largest relative residual of the fit at a pilot cell; extrapolation: n / largest pilot n.
         supported: whether the fit supports a recommendation; problems and suggestions: why not, what to add.
         recommendation: the plain-language advice.
+        flags: per parameter, what makes its interval implausible (:func:`parameter_flags`; empty: nothing).
     """
 
     n: int
@@ -79,12 +93,18 @@ class Advice:
     problems: tuple[str, ...]
     suggestions: tuple[str, ...]
     recommendation: str
+    flags: dict[str, tuple[str, ...]]
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (intervals as ``{"estimate", "low", "high", "level"}``)."""
+        """A JSON-able dict (intervals as ``{"estimate", "low", "high", "level"}``); when the advice is withheld,
+        the :data:`ANSWER_FIELDS` are null: an unsupported answer carries no point estimate."""
         out: dict[str, Any] = {}
         for key, value in vars(self).items():
-            if isinstance(value, Interval):
+            if key in ANSWER_FIELDS and not self.supported:
+                out[key] = None
+            elif key == "flags":
+                out[key] = {name: list(reasons) for name, reasons in value.items()}
+            elif isinstance(value, Interval):
                 out[key] = value.as_dict()
             elif key == "parameters":
                 out[key] = {name: interval.as_dict() for name, interval in value.items()}
@@ -102,6 +122,31 @@ def relative_tolerance(fit: SurfaceFit, rel_tol: float) -> float:
 
 def _saturation(params: SurfaceParams, n: float, tol_rel: float) -> float:
     return params.saturation(n, tol_rel * float(params.plateau(n)))
+
+
+def parameter_flags(name: str, interval: Interval, *, on_bound: bool) -> tuple[str, ...]:
+    """What makes a surface parameter's interval implausible, as short phrases (empty: nothing):
+
+    - an end that is not finite; a zero width (every jackknife fit agrees exactly: pinned, not measured);
+    - the full fit ended on the parameter's bound (``on_bound``);
+    - the floor ``a`` (an error rate) with a lower end below 0;
+    - a scale (``c``, ``b``, log-scale intervals) spanning more than a factor of 100, or an exponent (``beta``,
+      ``delta``, ``alpha``) an interval wider than 2 (the theory's rates are 1/2 and 1).
+    """
+    flags = []
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        flags.append("an infinite end")
+    elif interval.high - interval.low <= 1e-12 * max(1.0, abs(interval.estimate)):
+        flags.append("zero width (pinned, not measured)")
+    if on_bound:
+        flags.append("ended on the fit's bound")
+    if name == "a" and interval.low < 0:
+        flags.append("below 0 (an error floor)")
+    if name in ("c", "b") and interval.low > 0 and interval.high > _MAX_FACTOR * interval.low:
+        flags.append(f"spans more than {_MAX_FACTOR:.0f}x")
+    if name in ("beta", "delta", "alpha") and interval.high - interval.low > _MAX_EXPONENT_WIDTH:
+        flags.append(f"wider than {_MAX_EXPONENT_WIDTH:g} in the exponent")
+    return tuple(flags)
 
 
 def _rate_comparison(alpha: Interval, bound: float, *, on_bound: bool) -> str:
@@ -226,6 +271,10 @@ def advise(
         "supported": not problems,
         "problems": tuple(problems),
         "suggestions": tuple(suggestions),
+        "flags": {
+            name: parameter_flags(name, interval, on_bound=name in fit.at_bound[0])
+            for name, interval in parameters.items()
+        },
     }
     if problems:
         text = "The pilot cannot support a recommendation: " + "; ".join(problems) + ". To fix: "

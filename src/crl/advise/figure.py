@@ -1,8 +1,8 @@
 """The advisor's figure: predicted held-out error contours over (n, m), the pilot and check cells, and m*(n).
 
 Drawn on matplotlib's Agg canvas (no pyplot, no display), log-log axes: filled contours of the fitted surface's
-prediction, the pilot cells (dots), the check cells when present (squares), the user's (n, m) (a star) and the
-curve m*(n) with its interval band.
+prediction, the pilot cells (dots), the check cells when present (squares), the user's (n, m) (a star) and,
+when the advice is supported, the curve m*(n) with its interval band (a withheld answer draws no m*).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def draw_advice(
     """Write the PNG to ``path`` and return it."""
     points = [*pilot, *checks, (advice.n, advice.m)]
     n_lo, n_hi = min(p[0] for p in points) / 1.5, max(p[0] for p in points) * 2.5
-    m_lo, m_hi = 1.0, max(max(p[1] for p in points), advice.m_star.high) * 2.0
+    top = max(p[1] for p in points)
+    m_lo, m_hi = 1.0, (max(top, advice.m_star.high) if advice.supported else top) * 2.0
     n_grid, m_grid = np.geomspace(n_lo, n_hi, 80), np.geomspace(m_lo, m_hi, 80)
     observed = [cell[2] for cell in fit.cells]
     low, high = 0.8 * min(observed), 1.5 * max(observed)
@@ -58,16 +59,17 @@ def draw_advice(
         n_grid, m_grid, surface, levels=np.geomspace(low, high, 15), norm=LogNorm(low, high), cmap="viridis"
     )
     figure.colorbar(filled, ax=axes, label=f"predicted held-out {metric}", format="%.3g")
-    curve = _m_star_curve(fit, n_grid[::4], advice.tolerance)
-    axes.plot(n_grid[::4], curve[0], color="magenta", linewidth=2, label="m*(n)")
-    axes.fill_between(
-        n_grid[::4],
-        curve[1],
-        curve[2],
-        color="magenta",
-        alpha=0.15,
-        label=f"m* {advice.m_star.level:.0%} interval",
-    )
+    if advice.supported:
+        curve = _m_star_curve(fit, n_grid[::4], advice.tolerance)
+        axes.plot(n_grid[::4], curve[0], color="magenta", linewidth=2, label="m*(n)")
+        axes.fill_between(
+            n_grid[::4],
+            curve[1],
+            curve[2],
+            color="magenta",
+            alpha=0.15,
+            label=f"m* {advice.m_star.level:.0%} interval",
+        )
     axes.scatter(*zip(*pilot, strict=True), color="tab:red", edgecolor="k", zorder=4, label="pilot cells")
     if checks:
         axes.scatter(

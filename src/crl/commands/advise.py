@@ -1,8 +1,9 @@
 """``crl advise CONFIG --budget SAMPLES``: more negatives or more data? A pilot over (n, m) answers it.
 
 Prints the pilot design and the wall time it implies on this machine (from a short timing probe) before
-starting; ``--dry-run`` stops there. The pilot runs through the sweep store in ``--out`` (a rerun resumes), then
-the fitted surface, the advice at the config's own n and m, and the files written (advice.json, advice.png).
+starting; ``--dry-run`` stops there. The pilot runs through the sweep store in ``--out`` (a rerun resumes) under a
+live count of its cells, then the fitted surface (each parameter's interval with what makes it implausible, if
+anything), the advice at the config's own n and m, and the files written (advice.json, advice.png).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
@@ -19,6 +21,9 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 if TYPE_CHECKING:
     from crl.advise.session import AdviseOptions, AdviseResult, Plan
     from crl.train.config import TrainConfig
+
+PROGRESS_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+"""The live line of the pilot's cells: done of total (resumed cells count as done), elapsed time."""
 
 
 def advise(
@@ -119,7 +124,13 @@ def advise_command(
         _print_plan(console, config, plan, options.workers)
         if dry_run:
             return EXIT_OK
-        result = run_session(config, options, plan, out)
+        with Progress(*PROGRESS_COLUMNS, console=console) as progress:
+            task = progress.add_task("pilot and check cells", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            result = run_session(config, options, plan, out, progress=advance)
         _print_result(console, result)
         return EXIT_OK
 
@@ -157,8 +168,10 @@ def _print_result(console: Console, result: AdviseResult) -> None:
     table = Table(title=f"error surface ({advice.parameters['alpha'].level:.0%} intervals over seeds)")
     for column in ("parameter", "estimate", "low", "high"):
         table.add_column(column, justify="right")
+    table.add_column("implausible?")
     for name, interval in advice.parameters.items():
-        table.add_row(name, f"{interval.estimate:.4g}", f"{interval.low:.4g}", f"{interval.high:.4g}")
+        flags = "; ".join(advice.flags.get(name, ()))
+        table.add_row(name, f"{interval.estimate:.4g}", f"{interval.low:.4g}", f"{interval.high:.4g}", flags)
     console.print(table)
     console.print(f"alpha vs [A]'s bound: {advice.rate_comparison}", markup=False)
     console.print(advice.recommendation, markup=False)
