@@ -485,9 +485,7 @@ class Saturation(Claim):
         by_arm = {arm: _stack(records, arm, grid_n, n_seeds, "excess") for arm in ARMS}
         unconverged = sum(not ok for record in records for ok in record.result["converged"])
         weights = seed_weights(n_seeds, ctx.rng("bootstrap"), N_BOOT)
-        log_n = np.log(np.asarray(grid_n, dtype=np.float64))
-        sats = {arm: saturations_by_n(grids, by_arm[arm], weights, ctx.level) for arm in ARMS}
-        slopes = {arm: slope_bounds(log_n, sats[arm]) for arm in ARMS}
+        sats, slopes = arm_slopes(by_arm, grid_n, grids, weights, ctx.level)
         claim, control = claim_and_control(slopes, ctx.level)
         verdict, reasons = _judge(claim, unconverged)
         control_verdict, control_reasons = _judge(control, unconverged)
@@ -514,6 +512,20 @@ class Saturation(Claim):
             reasons=reasons,
             control_reasons=control_reasons,
         )
+
+
+def arm_slopes(
+    by_arm: dict[str, list[np.ndarray]],
+    grid_n: Sequence[int],
+    grids: Sequence[Sequence[int]],
+    weights: np.ndarray,
+    level: float,
+) -> tuple[dict[str, Saturations], dict[str, SlopeBounds]]:
+    """Per arm, m*(n) for every weight row (``by_arm[arm][i]`` is the (S, M_i) metric at the i-th n on its grid)
+    and the slope of log m* on log n with its censoring interval."""
+    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
+    sats = {arm: saturations_by_n(grids, values, weights, level) for arm, values in by_arm.items()}
+    return sats, {arm: slope_bounds(log_n, sat) for arm, sat in sats.items()}
 
 
 def claim_and_control(slopes: dict[str, SlopeBounds], level: float) -> tuple[Difference, Difference]:

@@ -45,7 +45,7 @@ from crl.claims import c10_generalisation as c10
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
-from crl.stats.saturation import Difference, saturations_by_n, seed_weights, slope_bounds, slope_difference
+from crl.stats.saturation import Difference, seed_weights, slope_difference
 from crl.sweep import CellRecord, SweepStore, derive_seed
 
 RESAMPLES = 200
@@ -414,18 +414,13 @@ def saturation_power(
     stacked = {arm: c6._stack(records, arm, grid_n, measured, "excess") for arm in c6.ARMS}
     level = part_level(c6.CLAIM.parts)
     rng = np.random.default_rng(seed)
-    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
     size = seeds or measured
     claim, mirrored, control = [], [], []
     for _ in range(resamples):
         index = rng.integers(0, measured, size)
         weights = seed_weights(size, rng, c6.N_BOOT)
-        slopes = {
-            arm: slope_bounds(
-                log_n, saturations_by_n(grids, [values[index] for values in stacked[arm]], weights, level)
-            )
-            for arm in c6.ARMS
-        }
+        resampled = {arm: [values[index] for values in stacked[arm]] for arm in c6.ARMS}
+        _, slopes = c6.arm_slopes(resampled, grid_n, grids, weights, level)
         forward, null = c6.claim_and_control(slopes, level)
         claim.append(c6._judge(forward, 0)[0])
         mirrored.append(c6._judge(slope_difference(slopes["scrl"], slopes["sscrl"], level), 0)[0])
@@ -455,10 +450,7 @@ def saturation_verdicts(
     unconverged = sum(not ok for record in records for ok in record.result["converged"])
     rng = np.random.default_rng(derive_seed(run_seed, c6.CLAIM.id, "bootstrap"))
     weights = seed_weights(n_seeds, rng, c6.N_BOOT)
-    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
-    slopes = {
-        arm: slope_bounds(log_n, saturations_by_n(grids, by_arm[arm], weights, level)) for arm in c6.ARMS
-    }
+    _, slopes = c6.arm_slopes(by_arm, grid_n, grids, weights, level)
     claim, control = c6.claim_and_control(slopes, level)
     return (c6._judge(claim, unconverged)[0], claim), (c6._judge(control, unconverged)[0], control)
 
