@@ -4,8 +4,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from crl.metrics.ir import DEFAULT_KS, evaluate_index, ir_metrics_from_ranking
+from crl.metrics.ir import (
+    DEFAULT_KS,
+    _tie_complete_ranking,
+    class_retrieval,
+    evaluate_index,
+    ir_metrics_from_ranking,
+)
 from crl.metrics.trec import read_qrels, read_run, relevant_sets, write_qrels, write_run
 from crl.search import Index
 from tests.metrics.ir_reference import brute_force
@@ -147,3 +155,67 @@ def test_bad_ir_input_is_named(case, kwargs: dict, match: str) -> None:  # type:
         evaluate_index(Index.build(corpus, metric="ip"), queries, **args)
     with pytest.raises(ValueError, match="row 0 holds NaN"):
         evaluate_index(Index.build(corpus, metric="ip"), np.full((2, 12), np.nan), qrels=qrels[:2])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(1, 5),
+    width=st.integers(1, 40),
+    levels=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
+def test_tie_complete_ranking_equals_a_full_sort(rows: int, width: int, levels: int, seed: int, data) -> None:  # type: ignore[no-untyped-def]
+    """Few score levels force ties at and above the cut-off; the partition-and-count ranking must equal sorting
+    every item by (-score, relevance), own items (-inf) included."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, levels, size=(rows, width)).astype(np.float32)
+    flags = rng.random((rows, width)) < 0.4
+    scores[rng.random((rows, width)) < 0.1] = -np.inf
+    finite = int(np.isfinite(scores).sum(axis=1).min())
+    if finite == 0:
+        return
+    depth = data.draw(st.integers(1, finite))
+    order = np.lexsort((flags, -scores.astype(np.float64)), axis=1)
+    expected = np.take_along_axis(flags, order, axis=1)[:, :depth]
+    np.testing.assert_array_equal(_tie_complete_ranking(scores, flags, depth), expected)
+
+
+class _Delegate:
+    """A backend that is not a crl Index (so evaluate_index searches it, widening at ties), over a flat one."""
+
+    def __init__(self, index: Index) -> None:
+        self.inner = index
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+@pytest.mark.parametrize("metric", ["ip", "cosine"])
+def test_dense_ranking_of_a_flat_index_equals_the_widening_search(metric: str) -> None:
+    """Two implementations on a corpus of 6 repeated vectors (every score ties with ~66 others, as in a head
+    collapsed onto few points), own items removed: dense blocks against a flat index versus the top-K search
+    widened while the K-th score ties."""
+    rng = np.random.default_rng(2)
+    corpus = rng.standard_normal((6, 4)).astype(np.float32)[rng.integers(0, 6, size=400)]
+    labels = rng.integers(0, 5, size=400)
+    index = Index.build(corpus, metric=metric)
+    kwargs = {"labels": (labels[:90], labels), "self_ids": np.arange(90), "batch_size": 16}
+    dense = evaluate_index(index, corpus[:90], **kwargs)
+    searched = evaluate_index(_Delegate(index), corpus[:90], **kwargs)  # type: ignore[arg-type]
+    for name, by_k in searched.values.items():
+        for k, value in by_k.items():
+            assert dense.values[name][k] == pytest.approx(value, abs=1e-12), f"{name}@{k}"
+
+
+def test_collapsed_embeddings_rank_every_relevant_item_last() -> None:
+    """All 3,000 embeddings equal (a collapsed head): every score ties, so under the pessimistic rule each query's
+    top 10 holds only items of other classes (closed form: accuracy@10 = nDCG@10 = 0, no query skipped)."""
+    embeddings = np.ones((3000, 8), dtype=np.float32)
+    report = class_retrieval(embeddings, np.arange(3000) % 10)
+    assert (
+        report.n_queries == 3000 and report.values["accuracy"][10] == 0.0 and report.values["ndcg"][10] == 0.0
+    )

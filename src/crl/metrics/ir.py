@@ -20,8 +20,11 @@ corpus id instead; the two agree whenever no relevant item ties with a non-relev
 
 :func:`evaluate_index` computes the metrics over any search backend (a :class:`crl.search.Index`, or a Milvus
 collection, :class:`crl.search.milvus.MilvusIndex`) in batches of queries, so the corpus never has to fit in one
-score matrix. It asks the index for the top ``K = max k`` items, widening the request while the K-th score ties
-with the next one so that ties at the cut-off are seen whole (exact for a flat index; an approximate index ranks
+score matrix. An exact flat :class:`crl.search.Index` is ranked from dense blocks of scores s = <q, v> against
+its stored vectors v: per query the K-th largest score t (``K = max k``) is found by partition, the items above t
+are sorted, and the tie block at t is filled from its counts (non-relevant first), so a degenerate embedding whose
+scores all tie costs no more than any other. Any other backend is asked for its top K items, the request widened
+while the K-th score ties with the next one so that ties at the cut-off are seen whole (an approximate index ranks
 what it finds). TREC qrels and run files: :mod:`crl.metrics.trec`.
 """
 
@@ -33,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from crl.search import Index, SearchBackend
+from crl.search import Index, SearchBackend, as_matrix, normalise
 
 __all__ = [
     "DEFAULT_KS",
@@ -252,23 +255,102 @@ def evaluate_index(
     if depth > limit:
         raise ValueError(f"the largest cut-off k = {depth} exceeds the {limit} rankable items; lower ks")
     relevance = _Relevance(index, qrels, labels, n_queries)
+    dense = _DenseCorpus(index) if isinstance(index, Index) and index.kind == "flat" else None
+    step = batch_size if dense is None else dense.rows_per_block(batch_size)
     parts, skipped, overlaps = [], 0, []
-    for start in range(0, n_queries, batch_size):
-        rows = np.arange(start, min(start + batch_size, n_queries))
+    for start in range(0, n_queries, step):
+        rows = np.arange(start, min(start + step, n_queries))
         mine = None if own is None else own[rows]
-        ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
         if exact is not None:
+            ids, _ = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
             reference, _ = _search_with_ties(exact, matrix[rows], depth, mine, None, None)
             overlaps.append(_overlap(ids[:, :depth], reference[:, :depth]))
-        flags, n_relevant = relevance.of(rows, ids, mine)
+        if dense is not None:
+            scores = dense.scores(matrix[rows], mine)
+            flags, n_relevant = relevance.of(rows, np.broadcast_to(dense.ids, scores.shape), mine)
+            ranked = _tie_complete_ranking(scores, flags, depth)
+        else:
+            ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
+            flags, n_relevant = relevance.of(rows, ids, mine)
+            ranked = np.take_along_axis(flags, _pessimistic_order(scores, flags), axis=1)[:, :depth]
         keep = n_relevant > 0
         skipped += int((~keep).sum())
-        order = _pessimistic_order(scores, flags)
-        ranked = np.take_along_axis(flags, order, axis=1)[:, :depth]
         if keep.any():
             parts.append(_per_query(ranked[keep], n_relevant[keep], chosen))
     recall = {depth: float(np.concatenate(overlaps).mean())} if overlaps else {}
     return _report(parts, skipped, recall)
+
+
+_DENSE_SCORES = 1 << 24
+"""The most scores one block of the dense exact evaluation holds (64 MiB of float32)."""
+
+
+class _DenseCorpus:
+    """The stored vectors of an exact flat index, scored against blocks of queries as the index scores them:
+    s(q, v) = <q, v>, the query L2-normalised under ``"cosine"`` (the stored vectors already are).
+
+    Items with identical stored vectors share one column of the product, so their scores tie exactly: a BLAS
+    product can round equal columns differently by their position in the matrix, which would order a collapsed
+    embedding's copies by chance instead of by the tie rule."""
+
+    def __init__(self, index: Index) -> None:
+        self.ids = index.ids
+        self.metric = index.metric
+        vectors = index.vectors(self.ids)
+        distinct, copy_of = np.unique(vectors, axis=0, return_inverse=True)
+        self.distinct, self.copy_of = (
+            (vectors, None) if len(distinct) == len(vectors) else (distinct, copy_of.ravel())
+        )
+        self._by_id = np.argsort(self.ids)
+
+    def rows_per_block(self, batch_size: int) -> int:
+        """Queries per block: ``batch_size``, fewer where a block's scores would exceed :data:`_DENSE_SCORES`."""
+        return max(1, min(batch_size, _DENSE_SCORES // max(len(self.ids), 1)))
+
+    def scores(self, queries: np.ndarray, own: np.ndarray | None) -> np.ndarray:
+        """Scores (b, N) float32, column j for the item ``ids[j]``; each query's own item (if present) -inf.
+
+        Raises:
+            ValueError: if ``queries`` are not finite, or their inner products overflow float32 (metric "ip").
+        """
+        checked = as_matrix(queries, "queries", self.distinct.shape[1])
+        if self.metric == "cosine":
+            checked = normalise(checked, "queries")
+        scores = checked @ self.distinct.T
+        if self.copy_of is not None:
+            scores = scores[:, self.copy_of]
+        if not np.isfinite(scores).all():
+            raise ValueError(
+                "queries overflow float32 inner products with the index's vectors; scale them down"
+            )
+        if own is not None:
+            slot = np.minimum(np.searchsorted(self.ids, own, sorter=self._by_id), len(self.ids) - 1)
+            column = self._by_id[slot]
+            present = self.ids[column] == own
+            scores[np.flatnonzero(present), column[present]] = -np.inf
+        return scores
+
+
+def _tie_complete_ranking(scores: np.ndarray, flags: np.ndarray, depth: int) -> np.ndarray:
+    """Relevance flags (b, depth) of each row's top ``depth`` items under the pessimistic tie rule, from dense
+    scores (b, N) and relevance flags (b, N), without sorting the N items.
+
+    With t the depth-th largest score of a row (found by partition): the items with s > t (fewer than depth) are
+    sorted by decreasing score, non-relevant first among equals; the remaining positions hold the tie block
+    {s = t}, whose non-relevant items come first, so there position p (counted from the block's start) is
+    relevant iff p >= #{s = t, not relevant}. Equal to sorting every item by (-s, relevance) and cutting at
+    depth. Scores of -inf (a query's own item) never reach the top when depth is below the finite count.
+    """
+    top = np.argpartition(scores, scores.shape[1] - depth, axis=1)[:, : -depth - 1 : -1]
+    top_scores = np.take_along_axis(scores, top, axis=1)
+    top_flags = np.take_along_axis(flags, top, axis=1)
+    boundary = top_scores[:, depth - 1 : depth]
+    above = top_scores > boundary
+    key = np.where(above, -top_scores.astype(np.float64), np.inf)
+    ranked = np.take_along_axis(top_flags, np.lexsort((top_flags, key), axis=1), axis=1)
+    non_relevant_ties = ((scores == boundary) & ~flags).sum(axis=1, keepdims=True)
+    position = np.arange(depth)[None, :] - above.sum(axis=1, keepdims=True)
+    return np.where(position >= 0, position >= non_relevant_ties, ranked)
 
 
 def _overlap(found: np.ndarray, reference: np.ndarray) -> np.ndarray:
