@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 
 from crl.data import LockedFeaturePairs
-from crl.experiments.mstar_cell import load_heldout, score
 from crl.experiments.mstar_design import (
     ABLATION,
     FIDELITIES,
@@ -37,6 +36,7 @@ from crl.experiments.mstar_design import (
 from crl.train.build import Streams
 from crl.train.data import build_source
 from crl.train.exact_cost import exact_step_cost
+from crl.train.locked_heldout import load_heldout, score
 from crl.train.loop import TrainingLoop
 
 WIDTH = {"wordnet": 384, "fashion_mnist": 784}

@@ -12,7 +12,7 @@ import torch
 import crl.experiments.mstar_cell as cell_module
 import crl.train.estimator as estimator_module
 from crl.data import LockedFeaturePairs, PairedArrays, PairSource
-from crl.experiments.mstar_cell import HeldOut, compute_cell, epoch_losses, run_cell
+from crl.experiments.mstar_cell import compute_cell, epoch_losses, run_cell
 from crl.experiments.mstar_design import (
     ABLATION_CAP,
     FIDELITIES,
@@ -29,6 +29,7 @@ from crl.objectives import MovingAverageState, cosine_gamma
 from crl.sweep import Cell, SweepStore
 from crl.train.build import Streams
 from crl.train.config import DataConfig, LockedData
+from crl.train.locked_heldout import HeldOut
 from crl.train.loop import StepMetrics, TrainingLoop
 
 TINY = FIDELITIES["fashion"]["tiny"]

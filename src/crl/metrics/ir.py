@@ -298,9 +298,9 @@ class _DenseCorpus:
         self.metric = index.metric
         vectors = index.vectors(self.ids)
         distinct, copy_of = np.unique(vectors, axis=0, return_inverse=True)
-        self.distinct, self.copy_of = (
-            (vectors, None) if len(distinct) == len(vectors) else (distinct, copy_of.ravel())
-        )
+        shared = len(distinct) < len(vectors)
+        self.distinct: np.ndarray = distinct if shared else vectors
+        self.copy_of: np.ndarray | None = copy_of.ravel() if shared else None
         self._by_id = np.argsort(self.ids)
 
     def rows_per_block(self, batch_size: int) -> int:
