@@ -3,7 +3,15 @@
 import pytest
 
 from crl.advise.check import check_points
-from crl.advise.pilot import FRACTIONS, PilotPoint, cell_samples, design_pilot, pilot_config
+from crl.advise.pilot import (
+    FRACTIONS,
+    CellShape,
+    PilotPoint,
+    cell_samples,
+    cell_shape,
+    design_pilot,
+    pilot_config,
+)
 from crl.train.config import parse_config
 
 
@@ -86,3 +94,25 @@ def test_cell_document_reads_back_as_the_same_config() -> None:
     assert document["data"]["source"] == "synthetic" and document["model"]["encoder"] == "mlp"
     assert "beta1" not in document.get("optim", {})
     assert parse_config(document) == config
+
+
+def test_epochs_give_each_cell_e_epochs_of_its_n_at_the_experiments_batch() -> None:
+    """--epochs E: b_n = the largest power of two <= min(b, n / 8) and E floor(n / b_n) steps (the m*(n) cells'
+    schedule); the design's budget counts each cell at its own shape, and the cell config carries b_n."""
+    config = _config()
+    assert cell_shape(40, None, 300, 16) == CellShape(16, 40)
+    assert cell_shape(40, 3, 300, 16) == CellShape(16, 3 * 18)
+    assert cell_shape(40, 3, 100, 16) == CellShape(8, 3 * 12)
+    design = design_pilot(config, 10**9, n_full=4096, levels=3, seeds=2, epochs=3)
+    expected = sum(
+        cell_samples(config, p.m, cell_shape(40, 3, p.n, 16).steps, cell_shape(40, 3, p.n, 16).batch)
+        for p in design.points
+    )
+    assert design.epochs == 3 and design.samples_per_seed == expected
+    cell = pilot_config(config, n=100, m=5, steps=36, batch=8)
+    assert cell.data.batch_size == 8 and cell.optim.total_steps == 36
+
+
+def test_epochs_below_one_are_refused() -> None:
+    with pytest.raises(ValueError, match="--epochs 0"):
+        design_pilot(_config(), 10**9, n_full=4096, epochs=0)

@@ -10,10 +10,18 @@ compared with it as an upper-bound rule on the slope -alpha (delta 0.1): "at lea
 end is >= r - 0.1, "slower" when its upper end is < r - 0.1, else inconclusive. The held-out error is not the gap
 itself, so this is a comparison, not a verdict.
 
-The advice is withheld (``supported = False``, with the reasons and the pilot to add) when a fit did not converge,
-the fit misses a pilot cell by more than 5% and 3 standard errors, alpha or delta ends on its bound in the full
-fit (the gain from m is not resolved), the user's n lies more than 16x beyond the largest pilot n, or m*'s
-interval spans more than a factor 4.
+The global advice (m*(n) and where the user's m stands against it) is withheld (``supported = False``, with the
+reasons and the pilot to add) when a fit did not converge, the fit misses a pilot cell by more than 5% and 3
+standard errors, alpha or delta ends on its bound in the full fit (the gain from m is not resolved), the user's n
+lies more than 16x beyond the largest pilot n, or m*'s interval spans more than a factor 4.
+
+The local answer is the question a pilot can support without m*: at the user's (n, m), does doubling m or doubling
+n lower the error more? Its quantity is the difference of the two doubling gains,
+``D = [err(n, m) - err(n, 2m)] - [err(n, m) - err(2n, m)] = err(2n, m) - err(n, 2m)`` (D > 0: doubling m gains
+more), with its interval at the fit's level. Its support rule (frozen in docs/advisor.md before its validation):
+every fit converged, no material misfit (the rule above), 2n at most 16x the largest pilot n, the three points
+inside the pilot's range of m/n (m/n >= its smallest, 2m/n <= its largest: the surface is not extrapolated in m/n),
+and D's interval excludes 0. Otherwise it is withheld with its reasons, and its fields carry no estimate.
 """
 
 from __future__ import annotations
@@ -28,17 +36,21 @@ from scipy import stats
 from crl._vocab import Regime
 from crl.advise.surface import Interval, SurfaceFit, SurfaceParams
 
-__all__ = ["ANSWER_FIELDS", "RATE_BOUNDS", "Advice", "advise", "parameter_flags", "relative_tolerance"]
+__all__ = [
+    "ANSWER_FIELDS",
+    "LOCAL_FIELDS",
+    "RATE_BOUNDS",
+    "Advice",
+    "advise",
+    "parameter_flags",
+    "relative_tolerance",
+]
 
-ANSWER_FIELDS: tuple[str, ...] = (
-    "error_now",
-    "m_star",
-    "m_star_over_n",
-    "m_star_exponent",
-    "gain_double_m",
-    "gain_double_n",
-)
-"""The fields that answer the user's question; a withheld answer writes them as null."""
+ANSWER_FIELDS: tuple[str, ...] = ("m_star", "m_star_over_n", "m_star_exponent")
+"""The fields of the global answer; withheld, it writes them as null."""
+
+LOCAL_FIELDS: tuple[str, ...] = ("error_now", "gain_double_m", "gain_double_n", "gain_difference")
+"""The fields of the local answer (doubling m or n at the user's point); withheld, it writes them as null."""
 
 _MAX_EXPONENT_WIDTH = 2.0
 _MAX_FACTOR = 100.0
@@ -64,11 +76,16 @@ class Advice:
         m_star: m*(n); m_star_over_n: m*/n ([A] saw about 0.4 for CLIP).
         m_star_exponent: delta/alpha, the growth of m* with n (theory: 1/2 SCRL, 1 SSCRL).
         gain_double_m: err(n, m) - err(n, 2m); gain_double_n: err(n, m) - err(2n, m).
+        gain_difference: D = err(2n, m) - err(n, 2m) (> 0: doubling m gains more).
+        model: the model the advice covers (a head on locked features advises that head, not its backbone).
         alpha: the fitted rate in m; rate_bound: the regime's bound; rate_comparison: the comparison's outcome.
         parameters: every parameter's interval.
         max_residual: the largest relative residual of the fit at a pilot cell; extrapolation: n / largest pilot n.
-        supported: whether the fit supports a recommendation; problems and suggestions: why not, what to add.
-        recommendation: the plain-language advice.
+        supported: whether the fit supports the global recommendation; problems and suggestions: why not, what
+            to add.
+        recommendation: the plain-language global advice.
+        local_supported, local_problems, local_answer: the local answer's support, why it is withheld, and its
+            words.
         flags: per parameter, what makes its interval implausible (:func:`parameter_flags`; empty: nothing).
     """
 
@@ -83,6 +100,8 @@ class Advice:
     m_star_exponent: Interval
     gain_double_m: Interval
     gain_double_n: Interval
+    gain_difference: Interval
+    model: str
     alpha: Interval
     rate_bound: float
     rate_comparison: str
@@ -94,13 +113,19 @@ class Advice:
     suggestions: tuple[str, ...]
     recommendation: str
     flags: dict[str, tuple[str, ...]]
+    local_supported: bool
+    local_problems: tuple[str, ...]
+    local_answer: str
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (intervals as ``{"estimate", "low", "high", "level"}``); when the advice is withheld,
-        the :data:`ANSWER_FIELDS` are null: an unsupported answer carries no point estimate."""
+        """A JSON-able dict (intervals as ``{"estimate", "low", "high", "level"}``); a withheld global answer
+        writes the :data:`ANSWER_FIELDS` as null, a withheld local one the :data:`LOCAL_FIELDS`: an unsupported
+        answer carries no point estimate."""
         out: dict[str, Any] = {}
         for key, value in vars(self).items():
-            if key in ANSWER_FIELDS and not self.supported:
+            if (key in ANSWER_FIELDS and not self.supported) or (
+                key in LOCAL_FIELDS and not self.local_supported
+            ):
                 out[key] = None
             elif key == "flags":
                 out[key] = {name: list(reasons) for name, reasons in value.items()}
@@ -163,6 +188,16 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _misfit(fit: SurfaceFit, residuals: np.ndarray) -> str | None:
+    """The worst pilot cell when the surface misses it by more than 5% and 3 standard errors, else None."""
+    standard_error = fit.cell_noise / math.sqrt(len(fit.seeds))
+    worst = int(np.argmax(np.abs(residuals)))
+    if abs(residuals[worst]) <= max(_MAX_MISFIT, 3 * standard_error):
+        return None
+    n, m, _ = fit.cells[worst]
+    return f"bad fit: the surface misses the pilot cell n = {n:g}, m = {m:g} by {100 * abs(residuals[worst]):.1f}%"
+
+
 def _problems(
     fit: SurfaceFit, m_star: Interval, extrapolation: float, residuals: np.ndarray, pilot_m_max: int
 ) -> tuple[list[str], list[str]]:
@@ -171,13 +206,9 @@ def _problems(
     if failed:
         problems.append(f"{failed} of the {len(fit.converged)} surface fits did not converge")
         suggestions.append("add seeds and check the pilot cells for failed runs")
-    standard_error = fit.cell_noise / math.sqrt(len(fit.seeds))
-    worst = int(np.argmax(np.abs(residuals)))
-    if abs(residuals[worst]) > max(_MAX_MISFIT, 3 * standard_error):
-        n, m, _ = fit.cells[worst]
-        problems.append(
-            f"bad fit: the surface misses the pilot cell n = {n:g}, m = {m:g} by {100 * abs(residuals[worst]):.1f}%"
-        )
+    misfit = _misfit(fit, residuals)
+    if misfit:
+        problems.append(misfit)
         suggestions.append("add pilot cells between the existing n and m (the form may not hold here)")
     bounded = [name for name in ("delta", "alpha") if name in fit.at_bound[0]]
     if bounded:
@@ -203,14 +234,61 @@ def _problems(
     return problems, suggestions
 
 
+def _local_problems(
+    fit: SurfaceFit,
+    difference: Interval,
+    n: int,
+    m: int,
+    pilot_n_max: int,
+    pilot_m_over_n: tuple[float, float],
+) -> list[str]:
+    """Why the local answer is withheld (empty: supported): the frozen rule of the module docstring."""
+    problems = []
+    doubled_extrapolation = 2 * n / pilot_n_max
+    low, high = pilot_m_over_n
+    if m / n < low * (1 - 1e-9) or 2 * m / n > high * (1 + 1e-9):
+        problems.append(
+            f"m/n = {_fmt(m / n)} and 2m/n = {_fmt(2 * m / n)} leave the pilot's m/n range [{_fmt(low)}, "
+            f"{_fmt(high)}] (add fractions that reach them)"
+        )
+    failed = sum(not ok for ok in fit.converged)
+    if failed:
+        problems.append(f"{failed} of the {len(fit.converged)} surface fits did not converge")
+    misfit = _misfit(fit, fit.residuals())
+    if misfit:
+        problems.append(misfit)
+    if doubled_extrapolation > _MAX_EXTRAPOLATION:
+        problems.append(f"2n is {doubled_extrapolation:.0f}x the largest pilot n (at most 16x is trusted)")
+    if difference.low <= 0.0 <= difference.high:
+        problems.append(
+            f"the two gains are not told apart: the interval of their difference, [{_fmt(difference.low)}, "
+            f"{_fmt(difference.high)}], contains 0 (add seeds)"
+        )
+    return problems
+
+
+def _local_answer(advice: dict[str, Any], problems: list[str]) -> str:
+    n, m = advice["n"], advice["m"]
+    if problems:
+        return (
+            f"At n = {n}, m = {m} the pilot cannot tell whether doubling m or n gains more: "
+            + "; ".join(problems)
+            + "."
+        )
+    gain_m, gain_n, difference = advice["gain_double_m"], advice["gain_double_n"], advice["gain_difference"]
+    level = f"{100 * difference.level:.0f}%"
+    better = "doubling m (more negatives)" if difference.estimate > 0 else "doubling n (more data)"
+    return (
+        f"At n = {n}, m = {m}, {better} lowers the error more: doubling m gains {_fmt(gain_m.estimate)} ({level}: "
+        f"{_fmt(gain_m.low)} to {_fmt(gain_m.high)}), doubling n {_fmt(gain_n.estimate)} ({_fmt(gain_n.low)} to "
+        f"{_fmt(gain_n.high)}); the difference is {_fmt(difference.estimate)} ({_fmt(difference.low)} to "
+        f"{_fmt(difference.high)})."
+    )
+
+
 def _recommendation(advice: dict[str, Any]) -> str:
     n, m, m_star = advice["n"], advice["m"], advice["m_star"]
-    gain_m, gain_n = advice["gain_double_m"], advice["gain_double_n"]
     level = f"{100 * m_star.level:.0f}%"
-    gains = (
-        f"Doubling m gains {_fmt(gain_m.estimate)} ({level}: {_fmt(gain_m.low)} to {_fmt(gain_m.high)}); "
-        f"doubling n gains {_fmt(gain_n.estimate)} ({_fmt(gain_n.low)} to {_fmt(gain_n.high)})."
-    )
     star = f"m* = {_fmt(m_star.estimate)} ({level}: {_fmt(m_star.low)} to {_fmt(m_star.high)})"
     if m >= m_star.high:
         head = (
@@ -227,7 +305,7 @@ def _recommendation(advice: dict[str, Any]) -> str:
             f"At n = {n} your m = {m} is within the interval of {star}: near the plateau; "
             "more data is the safer spend."
         )
-    return f"{head} {gains}"
+    return head
 
 
 def advise(
@@ -238,9 +316,12 @@ def advise(
     regime: Regime,
     pilot_n_max: int,
     pilot_m_max: int,
+    pilot_m_over_n: tuple[float, float],
     rel_tol: float = 0.01,
+    model: str = "the model of the pilot's config",
 ) -> Advice:
-    """The advice at the user's (n, m) from the pilot's fit (module docstring)."""
+    """The advice at the user's (n, m) from the pilot's fit (module docstring); ``pilot_m_over_n`` is the smallest
+    and largest m/n of the pilot's cells, ``model`` names what the advice covers."""
     if n < 1 or m < 1:
         raise ValueError(f"n = {n} and m = {m} must be >= 1")
     tol = relative_tolerance(fit, rel_tol)
@@ -260,6 +341,8 @@ def advise(
         "m_star_exponent": fit.quantity(lambda p: p.delta / p.alpha, log=False),
         "gain_double_m": fit.quantity(lambda p: p.error(n, m) - p.error(n, 2 * m), log=False),
         "gain_double_n": fit.quantity(lambda p: p.error(n, m) - p.error(2 * n, m), log=False),
+        "gain_difference": fit.quantity(lambda p: p.error(2 * n, m) - p.error(n, 2 * m), log=False),
+        "model": model,
         "alpha": parameters["alpha"],
         "rate_bound": RATE_BOUNDS[regime],
         "rate_comparison": _rate_comparison(
@@ -277,8 +360,12 @@ def advise(
         },
     }
     if problems:
-        text = "The pilot cannot support a recommendation: " + "; ".join(problems) + ". To fix: "
+        text = "The pilot cannot support a recommendation on m*: " + "; ".join(problems) + ". To fix: "
         fields["recommendation"] = text + "; ".join(suggestions) + "."
     else:
         fields["recommendation"] = _recommendation(fields)
+    local = _local_problems(fit, fields["gain_difference"], n, m, pilot_n_max, pilot_m_over_n)
+    fields.update(
+        local_supported=not local, local_problems=tuple(local), local_answer=_local_answer(fields, local)
+    )
     return Advice(**fields)

@@ -8,7 +8,11 @@ Three errors, all "lower is better" and positive:
 - ``knn_error`` (labelled data): ``1 -`` weighted kNN accuracy of the anchor embeddings f(x), a fixed labelled
   memory (the first ``memory`` training items) queried by the first ``queries`` test items.
 - ``recall_error`` (any pairs): ``1 -`` recall@1 of the first ``queries`` held-out pairs (each f(x_i) retrieves
-  its own g(y_i) among all of them).
+  its own g(y_i) among all of them). On locked image features (``[data] source = "locked"``): two-view recall@1 of
+  the first ``queries`` test images' fixed views (0: all 10,000), as the m*(n) experiment scores it;
+- ``ndcg_error`` (locked text features): ``1 -`` nDCG@10 of a fixed sample of ``queries`` distinct test queries
+  (0: all) ranking the whole distinct test corpus, as the m*(n) experiment scores it
+  (:mod:`crl.train.locked_heldout`).
 
 Every pilot cell is scored on the same fixed evaluation items and draws, so differences between cells are not
 evaluation noise.
@@ -26,14 +30,27 @@ from crl.metrics.classification import knn_accuracy
 from crl.metrics.retrieval import retrieval_metrics
 from crl.metrics.risk import excess_risk
 from crl.models import DualEncoder, embed
-from crl.train.config import TrainConfig
+from crl.train.config import LockedData, TrainConfig
 from crl.train.data import data_kind, heldout_pairs, labelled_inputs
+from crl.train.locked_heldout import load_heldout, score
 from crl.train.streams import derive_generator
 
 __all__ = ["METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
 
-Metric = Literal["excess_risk", "knn_error", "recall_error"]
-METRICS: tuple[Metric, ...] = ("excess_risk", "knn_error", "recall_error")
+Metric = Literal["excess_risk", "knn_error", "recall_error", "ndcg_error"]
+METRICS: tuple[Metric, ...] = ("excess_risk", "knn_error", "recall_error", "ndcg_error")
+
+_SPLIT_FIELDS = (
+    "root",
+    "cache_dir",
+    "wordnet_pairs",
+    "max_seq_length",
+    "val_fraction",
+    "test_fraction",
+    "split_seed",
+    "views_seed",
+)
+"""The locked source's fields that define its test split; the advisor scores the split at their defaults."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +58,8 @@ class EvalSizes:
     """How much held-out data scores a cell.
 
     Attributes:
-        queries: held-out queries (kNN test items, recall@1 pairs) or anchors of the excess risk.
+        queries: held-out queries (kNN test items, recall@1 pairs) or anchors of the excess risk; on locked
+            features 0 means the whole test split.
         memory: labelled training items of the kNN memory.
         inner: negatives per anchor of the excess risk's sampled inner expectation.
     """
@@ -56,8 +74,31 @@ def _has_truth(config: TrainConfig) -> bool:
     return data_kind(config.data).truth is not None
 
 
+def _locked(config: TrainConfig) -> LockedData | None:
+    """The config's locked source, checked to use the default test split; None for any other source.
+
+    Raises:
+        ValueError: naming a ``[data]`` field that moves the test split away from its default.
+    """
+    data = config.data
+    if not isinstance(data, LockedData):
+        return None
+    defaults = type(data).model_fields
+    for name in _SPLIT_FIELDS:
+        if getattr(data, name) != defaults[name].default:
+            raise ValueError(
+                f"crl advise scores heads on locked features on the default test split; [data] {name} = "
+                f"{getattr(data, name)!r} changes it: remove {name} from the config"
+            )
+    return data
+
+
 def default_metric(config: TrainConfig) -> Metric:
-    """``excess_risk`` for a synthetic truth, ``knn_error`` for labelled data, else ``recall_error``."""
+    """``ndcg_error`` for locked texts, ``recall_error`` for locked images, ``excess_risk`` for a synthetic truth,
+    ``knn_error`` for labelled data, else ``recall_error``."""
+    locked = _locked(config)
+    if locked is not None:
+        return "recall_error" if locked.dataset == "fashion_mnist" else "ndcg_error"
     if _has_truth(config):
         return "excess_risk"
     if labelled_inputs(config.data, "test") is not None:
@@ -73,7 +114,10 @@ def check_metric(config: TrainConfig, metric: str) -> Metric:
     """
     synthetic = _has_truth(config)
     allowed: list[Metric] = ["excess_risk"] if synthetic else ["recall_error"]
-    if not synthetic and labelled_inputs(config.data, "test") is not None:
+    locked = _locked(config)
+    if locked is not None:
+        allowed = ["recall_error"] if locked.dataset == "fashion_mnist" else ["ndcg_error"]
+    elif not synthetic and labelled_inputs(config.data, "test") is not None:
         allowed.insert(0, "knn_error")
     for known in allowed:
         if metric == known:
@@ -127,7 +171,21 @@ def _knn_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> flo
     return 1.0 - accuracy
 
 
+def _locked_scores(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> dict[str, float]:
+    """The m*(n) experiment's held-out scores of the head on the locked test split (:mod:`crl.train.locked_heldout`)."""
+    locked = _locked(config)
+    assert locked is not None
+    heldout = load_heldout(locked.dataset, locked.backbone, locked.backbone_path, sizes.queries)
+    return score(heldout, model.encode_anchors, model.encode_positives)
+
+
+def _ndcg_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
+    return 1.0 - _locked_scores(model, config, sizes)["ndcg@10"]
+
+
 def _recall_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
+    if isinstance(config.data, LockedData):
+        return 1.0 - _locked_scores(model, config, sizes)["recall@1"]
     pairs = heldout_pairs(config)
     count = min(sizes.queries, pairs.n_pairs)
     index = torch.arange(count)
@@ -147,7 +205,12 @@ def heldout_error(
 ) -> float:
     """The held-out error of ``model`` trained under ``config`` (module docstring), in eval mode, no grad."""
     chosen = sizes if sizes is not None else EvalSizes()
-    scorers = {"excess_risk": _excess_risk, "knn_error": _knn_error, "recall_error": _recall_error}
+    scorers = {
+        "excess_risk": _excess_risk,
+        "knn_error": _knn_error,
+        "recall_error": _recall_error,
+        "ndcg_error": _ndcg_error,
+    }
     model.eval()
     with torch.no_grad():
         return float(scorers[metric](model, config, chosen))

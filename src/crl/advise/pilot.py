@@ -2,7 +2,9 @@
 
 A pilot cell trains the user's config on the first n pairs of the data with m negatives per step (``[loss]
 n_negatives``; ``in_batch`` becomes ``shared_pool``, the same SSCRL regime with m set free), for the config's
-``optim.total_steps`` (or the pilot's own step count), and scores the held-out error of :mod:`crl.advise.heldout`.
+``optim.total_steps`` (or the pilot's own step count), or for E epochs of its n pairs (``epochs``: batch b_n =
+the largest power of two <= min(b, n / 8), E floor(n / b_n) steps, the anchors processed proportional to n, as the
+m*(n) experiment trains its cells), and scores the held-out error of :mod:`crl.advise.heldout`.
 The grid: ``levels`` values of n halving down from the largest that fits the budget, times [A]'s m/n fractions
 (1%, 10%, 40%, 70%, 100%), times ``seeds`` replicates (every cell of a replicate shares its seed). Cells run
 through the sweep engine (:func:`crl.sweep.run_cells`): resumable and parallel.
@@ -24,17 +26,20 @@ from crl.sweep import Cell, CellRecord, ProgressHook, SweepStore, new_run_id, ru
 from crl.train.build import Streams
 from crl.train.config import TrainConfig, parse_config
 from crl.train.data import build_source
+from crl.train.locked import batch_for
 from crl.train.loop import train
 from crl.train.negative_kinds import NEGATIVES_FACTS
 
 __all__ = [
     "FRACTIONS",
     "PILOT_CLAIM",
+    "CellShape",
     "PilotDesign",
     "PilotPoint",
     "TimingProbe",
     "cell_document",
     "cell_samples",
+    "cell_shape",
     "design_pilot",
     "full_n",
     "pilot_cell",
@@ -66,14 +71,20 @@ class PilotDesign:
     Attributes:
         points: the (n, m) cells.
         seeds: one replicate per seed (every cell of a replicate shares its seed).
-        steps: optimiser steps of every cell.
+        steps: optimiser steps of every cell (when ``epochs`` is None).
         samples_per_seed: processed samples of one replicate (:func:`cell_samples` summed over the points).
+        epochs: E, when each cell trains E epochs of its n pairs instead of ``steps`` steps.
     """
 
     points: tuple[PilotPoint, ...]
     seeds: tuple[int, ...]
     steps: int
     samples_per_seed: int
+    epochs: int | None = None
+
+    def shape_at(self, n: int, batch: int) -> CellShape:
+        """Batch and steps of a cell with n pairs under the config's batch b (:func:`cell_shape`)."""
+        return cell_shape(self.steps, self.epochs, n, batch)
 
     @property
     def total_samples(self) -> int:
@@ -91,21 +102,38 @@ def full_n(config: TrainConfig) -> int:
     return build_source(config.data, seed=config.run.seed).n_pairs
 
 
-def cell_samples(config: TrainConfig, m: int, steps: int) -> int:
+@dataclass(frozen=True)
+class CellShape:
+    """A pilot cell's batch b and optimiser steps."""
+
+    batch: int
+    steps: int
+
+
+def cell_shape(steps: int, epochs: int | None, n: int, batch: int) -> CellShape:
+    """(b, steps) of a cell with n pairs: the config's b and ``steps``; or with ``epochs`` E, b_n =
+    :func:`crl.train.locked.batch_for` (n, b) and E floor(n / b_n) steps."""
+    if epochs is None:
+        return CellShape(batch, steps)
+    b_n = batch_for(n, batch)
+    return CellShape(b_n, epochs * max(1, n // b_n))
+
+
+def cell_samples(config: TrainConfig, m: int, steps: int, batch: int | None = None) -> int:
     """Processed samples of one cell: ``steps (2b + R S)`` with R negatives embedded per step (module docstring)
-    and S = 2 for a symmetric loss."""
-    b = config.data.batch_size
+    and S = 2 for a symmetric loss; b = ``batch``, or the config's."""
+    b = batch if batch is not None else config.data.batch_size
     sides = 2 if config.loss.symmetric else 1
-    return steps * (2 * b + _negative_rows(config, m) * sides)
+    return steps * (2 * b + _negative_rows(config, m, b) * sides)
 
 
-def _negative_rows(config: TrainConfig, m: int) -> int:
+def _negative_rows(config: TrainConfig, m: int, batch: int) -> int:
     """R, the negatives a step embeds: none when they are stored embeddings, b m when each of the b anchors has
     its own m, else m."""
     facts = NEGATIVES_FACTS[config.loss.negatives]
     if not facts.holds_inputs:
         return 0
-    return config.data.batch_size * m if facts.per_anchor else m
+    return batch * m if facts.per_anchor else m
 
 
 def _points(n_values: Sequence[int], fractions: Sequence[float], max_m: int | None) -> tuple[PilotPoint, ...]:
@@ -128,8 +156,10 @@ def design_pilot(
     steps: int | None = None,
     max_m: int | None = None,
     base_seed: int = 0,
+    epochs: int | None = None,
 ) -> PilotDesign:
-    """The largest pilot that fits ``budget`` processed samples.
+    """The largest pilot that fits ``budget`` processed samples (each cell ``steps`` steps, or ``epochs`` epochs of
+    its n pairs).
 
     n takes ``levels`` values ``n_max / 2^k`` (k = levels-1..0) with n_max = n_full / 2^j for the smallest j >= 1
     that fits the budget, the smallest n at least 2 batches; m = round(fraction n) for each fraction (at least 1,
@@ -140,14 +170,16 @@ def design_pilot(
     """
     steps = steps if steps is not None else config.optim.total_steps
     _check_design_args(budget, fractions, levels, seeds, steps)
+    if epochs is not None and epochs < 1:
+        raise ValueError(f"--epochs {epochs} must be >= 1")
     smallest_n = 2 * config.data.batch_size
     cheapest: PilotDesign | None = None
     n_max = n_full // 2
     while n_max >> (levels - 1) >= smallest_n:
         n_values = [n_max >> k for k in range(levels - 1, -1, -1)]
         points = _points(n_values, fractions, max_m)
-        per_seed = sum(cell_samples(config, p.m, steps) for p in points)
-        design = PilotDesign(points, tuple(range(base_seed, base_seed + seeds)), steps, per_seed)
+        per_seed = sum(_point_samples(config, p, steps, epochs) for p in points)
+        design = PilotDesign(points, tuple(range(base_seed, base_seed + seeds)), steps, per_seed, epochs)
         if design.total_samples <= budget:
             return design
         cheapest, n_max = design, n_max // 2
@@ -156,11 +188,17 @@ def design_pilot(
             f"the data has n = {n_full} pairs, too few for {levels} pilot sizes halving down to 2 batches of "
             f"{config.data.batch_size}; lower [data] batch_size or --levels"
         )
+    length = f"{steps} steps" if epochs is None else f"{epochs} epochs"
     raise ValueError(
         f"--budget {budget} processed samples is too small: the smallest pilot ({levels} n up to "
-        f"{cheapest.n_values[-1]}, {len(cheapest.seeds)} seeds, {steps} steps) needs {cheapest.total_samples}; "
-        "raise --budget or lower --steps, --seeds or --levels"
+        f"{cheapest.n_values[-1]}, {len(cheapest.seeds)} seeds, {length}) needs {cheapest.total_samples}; "
+        "raise --budget or lower --steps (--epochs), --seeds or --levels"
     )
+
+
+def _point_samples(config: TrainConfig, point: PilotPoint, steps: int, epochs: int | None) -> int:
+    shape = cell_shape(steps, epochs, point.n, config.data.batch_size)
+    return cell_samples(config, point.m, shape.steps, shape.batch)
 
 
 def _check_design_args(budget: int, fractions: Sequence[float], levels: int, seeds: int, steps: int) -> None:
@@ -176,10 +214,15 @@ def _check_design_args(budget: int, fractions: Sequence[float], levels: int, see
         raise ValueError(f"the m/n fractions {list(fractions)} must be at least 3 distinct values > 0")
 
 
-def pilot_config(config: TrainConfig, n: int, m: int, steps: int, seed: int = 0) -> TrainConfig:
-    """The user's config trained on the first n pairs with m negatives for ``steps`` steps (warm-up scaled)."""
+def pilot_config(
+    config: TrainConfig, n: int, m: int, steps: int, seed: int = 0, batch: int | None = None
+) -> TrainConfig:
+    """The user's config trained on the first n pairs with m negatives for ``steps`` steps (warm-up scaled), at
+    batch ``batch`` (default: the config's)."""
     document = config.model_dump()
     document["data"]["n_train"] = n
+    if batch is not None:
+        document["data"]["batch_size"] = batch
     loss = document["loss"]
     loss["negatives"] = loss["negatives"] if NEGATIVES_FACTS[loss["negatives"]].sized else "shared_pool"
     loss["n_negatives"] = m
@@ -207,12 +250,14 @@ def pilot_cells(
     steps: int,
     metric: Metric,
     sizes: EvalSizes,
+    epochs: int | None = None,
 ) -> list[Cell]:
-    """One sweep cell per (point, seed); the params hold the cell's config (:func:`cell_document`), so the store
-    never confuses cells of two configs."""
+    """One sweep cell per (point, seed), each ``steps`` steps or ``epochs`` epochs of its n; the params hold the
+    cell's config (:func:`cell_document`), so the store never confuses cells of two configs."""
     cells = []
     for point in points:
-        document = cell_document(pilot_config(config, point.n, point.m, steps))
+        shape = cell_shape(steps, epochs, point.n, config.data.batch_size)
+        document = cell_document(pilot_config(config, point.n, point.m, shape.steps, batch=shape.batch))
         params = {"config": document, "metric": metric, "eval": vars(sizes), "n": point.n, "m": point.m}
         cells += [Cell(params, seed) for seed in seeds]
     return cells
@@ -258,19 +303,28 @@ class TimingProbe:
     seconds_per_sample: float
     eval_seconds: float
 
-    def cell_seconds(self, config: TrainConfig, m: int, steps: int) -> float:
+    def cell_seconds(self, config: TrainConfig, m: int, steps: int, batch: int | None = None) -> float:
         """Predicted seconds of one cell: ``steps x step cost + one evaluation``."""
         return (
             steps * self.seconds_per_step
-            + self.seconds_per_sample * cell_samples(config, m, steps)
+            + self.seconds_per_sample * cell_samples(config, m, steps, batch)
             + self.eval_seconds
         )
 
     def wall_seconds(
-        self, points: Sequence[PilotPoint], seeds: int, steps: int, config: TrainConfig, workers: int
+        self,
+        points: Sequence[PilotPoint],
+        seeds: int,
+        steps: int,
+        config: TrainConfig,
+        workers: int,
+        epochs: int | None = None,
     ) -> float:
-        """Implied wall time of ``points`` x ``seeds`` cells on ``workers`` processes."""
-        return seeds * sum(self.cell_seconds(config, p.m, steps) for p in points) / workers
+        """Implied wall time of ``points`` x ``seeds`` cells (``steps`` steps or ``epochs`` epochs each) on
+        ``workers`` processes."""
+        shapes = [(p.m, cell_shape(steps, epochs, p.n, config.data.batch_size)) for p in points]
+        total = sum(self.cell_seconds(config, m, shape.steps, shape.batch) for m, shape in shapes)
+        return seeds * total / workers
 
 
 def _time_steps(config: TrainConfig, n: int, m: int, steps: int) -> float:

@@ -30,10 +30,18 @@ from crl.advise.pilot import (
 )
 from crl.advise.surface import SurfaceFit, fit_seed_surface
 from crl.sweep import CellRecord, ProgressHook, SweepStore
-from crl.train.config import TrainConfig
+from crl.train.config import LockedData, TrainConfig
 from crl.train.negative_kinds import NEGATIVES_FACTS
 
-__all__ = ["AdviseOptions", "AdviseResult", "Plan", "current_m", "plan_session", "run_session"]
+__all__ = [
+    "AdviseOptions",
+    "AdviseResult",
+    "Plan",
+    "current_m",
+    "model_covered",
+    "plan_session",
+    "run_session",
+]
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class AdviseOptions:
     seeds: int = 3
     levels: int = 4
     steps: int | None = None
+    epochs: int | None = None
     fractions: tuple[float, ...] = FRACTIONS
     max_m: int | None = None
     metric: str | None = None
@@ -67,7 +76,8 @@ class Plan:
 
     def check_samples(self, config: TrainConfig) -> int:
         """Processed samples of the check cells (all seeds)."""
-        per_seed = sum(cell_samples(config, p.m, self.design.steps) for p in self.checks)
+        shapes = [(p.m, self.design.shape_at(p.n, config.data.batch_size)) for p in self.checks]
+        per_seed = sum(cell_samples(config, m, shape.steps, shape.batch) for m, shape in shapes)
         return per_seed * len(self.design.seeds)
 
 
@@ -92,10 +102,35 @@ def current_m(config: TrainConfig) -> int:
     )
 
 
+def model_covered(config: TrainConfig) -> str:
+    """The model the advice covers, in words: on locked features, the head (its backbone is not trained)."""
+    model = config.model
+    data = config.data
+    if isinstance(data, LockedData):
+        hidden = getattr(model, "hidden", [])
+        kind = "a linear head" if not hidden else f"a head with hidden layer(s) {list(hidden)}"
+        return (
+            f"{kind} onto S^{model.embedding_dim - 1} on locked {data.backbone} features of {data.dataset} "
+            "(the backbone is frozen: the advice covers this head, not the backbone's training)"
+        )
+    return f"the {model.encoder} encoder of the config, trained end to end on [data] source = {data.source!r}"
+
+
 def plan_session(config: TrainConfig, options: AdviseOptions, *, probe: bool = True) -> Plan:
     """The pilot that fits the budget (:func:`~crl.advise.pilot.design_pilot`), the check cells when asked, and
-    a timing probe of this machine."""
+    a timing probe of this machine.
+
+    Raises:
+        ValueError: for ``--eval-queries 0`` (the whole test split) on data that are not locked features, or
+            ``--steps`` together with ``--epochs``.
+    """
     metric = check_metric(config, options.metric) if options.metric else default_metric(config)
+    if options.sizes.queries == 0 and not isinstance(config.data, LockedData):
+        raise ValueError(
+            "--eval-queries 0 (the whole test split) is for [data] source = 'locked'; pass a count >= 2"
+        )
+    if options.steps is not None and options.epochs is not None:
+        raise ValueError("pass --steps (steps per cell) or --epochs (epochs of each cell's n), not both")
     n_full = full_n(config)
     design = design_pilot(
         config,
@@ -106,6 +141,7 @@ def plan_session(config: TrainConfig, options: AdviseOptions, *, probe: bool = T
         seeds=options.seeds,
         steps=options.steps,
         max_m=options.max_m,
+        epochs=options.epochs,
     )
     checks = (
         check_points(design.n_values[-1], n_full, options.fractions, max_m=options.max_m)
@@ -136,8 +172,12 @@ def run_session(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     design = plan.design
-    cells = pilot_cells(config, design.points, design.seeds, design.steps, plan.metric, options.sizes)
-    checks = pilot_cells(config, plan.checks, design.seeds, design.steps, plan.metric, options.sizes)
+    cells = pilot_cells(
+        config, design.points, design.seeds, design.steps, plan.metric, options.sizes, design.epochs
+    )
+    checks = pilot_cells(
+        config, plan.checks, design.seeds, design.steps, plan.metric, options.sizes, design.epochs
+    )
     with SweepStore(out / "advise.sqlite") as store:
         records = run_pilot(store, cells + checks, workers=options.workers, progress=progress)
     pilot_records, check_records = records[: len(cells)], records[len(cells) :]
@@ -149,7 +189,9 @@ def run_session(
         regime=config.loss.regime,
         pilot_n_max=design.n_values[-1],
         pilot_m_max=max(p.m for p in design.points),
+        pilot_m_over_n=(min(p.m / p.n for p in design.points), max(p.m / p.n for p in design.points)),
         rel_tol=options.rel_tol,
+        model=model_covered(config),
     )
     summary = summarise_checks(fit, check_records) if check_records else None
     figure = draw_advice(
@@ -178,7 +220,8 @@ def _document(
         "pilot": {
             "points": [[p.n, p.m] for p in plan.design.points],
             "seeds": list(plan.design.seeds),
-            "steps": plan.design.steps,
+            "steps": plan.design.steps if plan.design.epochs is None else None,
+            "epochs": plan.design.epochs,
             "processed_samples": plan.design.total_samples,
         },
         "fit": {

@@ -39,18 +39,30 @@ def advise(
     steps: Annotated[
         int | None, typer.Option(help="Steps per pilot cell (default: optim.total_steps).")
     ] = None,
+    epochs: Annotated[
+        int | None,
+        typer.Option(
+            help="Train each pilot cell E epochs of its n pairs (E floor(n / b) steps) instead of --steps."
+        ),
+    ] = None,
     max_m: Annotated[int | None, typer.Option(help="Cap on the pilot's m.")] = None,
     fractions: Annotated[
         str, typer.Option(help="The m/n grid, comma-separated ([A]'s 1%, 10%, 40%, 70%, 100%).")
     ] = "0.01,0.1,0.4,0.7,1.0",
     metric: Annotated[
-        str | None, typer.Option(help="excess_risk (synthetic), knn_error (labels) or recall_error.")
+        str | None,
+        typer.Option(
+            help="excess_risk (synthetic), knn_error (labels), recall_error, ndcg_error (locked texts)."
+        ),
     ] = None,
     tol: Annotated[float, typer.Option(help="m* tolerance relative to the plateau (C6: 0.01).")] = 0.01,
     workers: Annotated[int, typer.Option(help="Parallel pilot processes.")] = 1,
     eval_queries: Annotated[
         int,
-        typer.Option(help="Held-out queries per cell (kNN test items, recall pairs, excess-risk anchors)."),
+        typer.Option(
+            help="Held-out queries per cell (kNN test items, recall pairs, excess-risk anchors); 0: the whole "
+            "test split (locked features)."
+        ),
     ] = 2000,
     check: Annotated[
         bool, typer.Option(help="Also run check cells at 2x and 4x the largest pilot n and report coverage.")
@@ -69,14 +81,17 @@ def advise(
     # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.advise.session import AdviseOptions
 
-    if eval_queries < 2:
-        raise typer.BadParameter(f"--eval-queries {eval_queries} must be >= 2")
+    if eval_queries < 2 and eval_queries != 0:
+        raise typer.BadParameter(
+            f"--eval-queries {eval_queries} must be >= 2 (or 0: the whole locked test split)"
+        )
     options = AdviseOptions(
         budget=budget,
         fractions=_fractions(fractions),
         seeds=seeds,
         levels=levels,
         steps=steps,
+        epochs=epochs,
         max_m=max_m,
         metric=metric,
         rel_tol=tol,
@@ -142,7 +157,12 @@ def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int)
     n_values = ", ".join(str(n) for n in design.n_values)
     console.print(
         f"pilot: n in {{{n_values}}}, {len(design.points)} (n, m) cells x {len(design.seeds)} seeds, "
-        f"{design.steps} steps each, {design.total_samples:,} processed samples; metric {plan.metric}; "
+        + (
+            f"{design.steps} steps each, "
+            if design.epochs is None
+            else f"{design.epochs} epochs of its n each, "
+        )
+        + f"{design.total_samples:,} processed samples; metric {plan.metric}; "
         f"your n = {plan.n_full}, m = {plan.m_now} ({config.loss.regime} negatives)",
         markup=False,
     )
@@ -151,8 +171,8 @@ def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int)
         console.print(f"check cells: {cells}, {plan.check_samples(config):,} processed samples", markup=False)
     if plan.probe is not None:
         steps, seeds = design.steps, len(design.seeds)
-        pilot_s = plan.probe.wall_seconds(design.points, seeds, steps, config, workers)
-        check_s = plan.probe.wall_seconds(plan.checks, seeds, steps, config, workers)
+        pilot_s = plan.probe.wall_seconds(design.points, seeds, steps, config, workers, design.epochs)
+        check_s = plan.probe.wall_seconds(plan.checks, seeds, steps, config, workers, design.epochs)
         console.print(
             f"timing probe: {1e3 * plan.probe.seconds_per_step:.2f} ms per step + "
             f"{1e6 * plan.probe.seconds_per_sample:.1f} us per processed sample, {plan.probe.eval_seconds:.2f} s "
@@ -174,7 +194,9 @@ def _print_result(console: Console, result: AdviseResult) -> None:
         table.add_row(name, f"{interval.estimate:.4g}", f"{interval.low:.4g}", f"{interval.high:.4g}", flags)
     console.print(table)
     console.print(f"alpha vs [A]'s bound: {advice.rate_comparison}", markup=False)
+    console.print(f"this advice covers: {advice.model}", markup=False)
     console.print(advice.recommendation, markup=False)
+    console.print(advice.local_answer, markup=False)
     if result.check is not None:
         console.print(
             f"check cells: coverage {result.check.coverage:.0%} of {len(result.check.rows)}, median |relative "

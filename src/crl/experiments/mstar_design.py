@@ -38,7 +38,7 @@ from crl._validate import check_choice
 from crl._vocab import Regime
 from crl.sweep import Cell, derive_seed
 from crl.train.config import LockedData, TrainConfig, parse_config
-from crl.train.locked import VIEWS
+from crl.train.locked import VIEWS, batch_for
 
 __all__ = [
     "ABLATION_CAP",
@@ -363,11 +363,6 @@ class _Run:
     steps: int
     pool: int
     recipe: Recipe
-
-
-def batch_for(n: int, cap: int) -> int:
-    """b at n: the largest power of two <= min(cap, n / 8), so that every n has at least 8 steps per epoch."""
-    return 1 << int(math.log2(max(1, min(cap, n // 8))))
 
 
 def _runs(grid: Grid) -> list[_Run]:

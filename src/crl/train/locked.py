@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,10 +53,17 @@ from crl.train.config import LockedData
 from crl.train.model_kinds import build_model
 from crl.train.streams import derive_generator
 
-__all__ = ["VIEWS", "LockedSplit", "locked_source", "locked_split", "text_pairs"]
+__all__ = ["VIEWS", "LockedSplit", "batch_for", "locked_source", "locked_split", "text_pairs"]
 
 VIEWS = ImageAugmentation(crop_scale=(0.6, 1.0), max_shift=0, flip_p=0.5, erase_p=0.0, noise_std=0.0)
 """The two fixed views of each image: random resized crop (area 0.6-1), horizontal flip (p = 0.5)."""
+
+
+def batch_for(n: int, cap: int) -> int:
+    """b at n when a head trains E epochs of n pairs: the largest power of two <= min(cap, n / 8), so that every n
+    has at least 8 steps per epoch (the m*(n) experiment's cells, ``crl advise --epochs``)."""
+    return 1 << int(math.log2(max(1, min(cap, n // 8))))
+
 
 _IMAGE_SHAPES = ((28, 28), (1, 28, 28))
 _BLOCK_STREAM = "locked-views"
