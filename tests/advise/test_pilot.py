@@ -116,3 +116,12 @@ def test_epochs_give_each_cell_e_epochs_of_its_n_at_the_experiments_batch() -> N
 def test_epochs_below_one_are_refused() -> None:
     with pytest.raises(ValueError, match="--epochs 0"):
         design_pilot(_config(), 10**9, n_full=4096, epochs=0)
+
+
+def test_fixed_sets_embed_at_most_their_candidates_per_step() -> None:
+    """SCRL's fixed sets: a step embeds the union of the batch's sets, at most the n candidates (b m = 160 > 100),
+    and b m when that is fewer; fixed_pool embeds its m."""
+    sets = _config("fixed_sets")
+    assert cell_samples(sets, 10, steps=7, n=100) == 7 * (2 * 16 + 100)
+    assert cell_samples(sets, 10, steps=7, n=4096) == 7 * (2 * 16 + 160)
+    assert cell_samples(_config("fixed_pool"), 10, steps=7, n=100) == 7 * (2 * 16 + 10)

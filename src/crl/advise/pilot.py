@@ -10,8 +10,9 @@ The grid: ``levels`` values of n halving down from the largest that fits the bud
 through the sweep engine (:func:`crl.sweep.run_cells`): resumable and parallel.
 
 Cost is counted in processed samples, inputs through an encoder: per step ``2b`` (anchors and positives) plus
-the negatives embedded that step, ``m`` (shared_pool; twice when symmetric), ``b m`` (independent_pool, mined) or
-0 (queue: stored embeddings).
+the negatives embedded that step, ``m`` (shared_pool, fixed_pool; twice when symmetric), ``b m`` (independent_pool,
+mined), ``min(b m, C)`` (fixed_sets: the union of the batch's sets, at most the C candidates: n, or the disjoint
+pool) or 0 (queue: stored embeddings).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ __all__ = [
 
 FRACTIONS: tuple[float, ...] = (0.01, 0.1, 0.4, 0.7, 1.0)
 """[A]'s grid of m/n."""
+
+_SMALLEST_EPOCH_N = 64
+"""With ``epochs``, the smallest pilot n: b_n = 8, 8 steps per epoch."""
 
 PILOT_CLAIM = "advise"
 """The sweep store's claim name of pilot and check cells."""
@@ -119,20 +123,26 @@ def cell_shape(steps: int, epochs: int | None, n: int, batch: int) -> CellShape:
     return CellShape(b_n, epochs * max(1, n // b_n))
 
 
-def cell_samples(config: TrainConfig, m: int, steps: int, batch: int | None = None) -> int:
-    """Processed samples of one cell: ``steps (2b + R S)`` with R negatives embedded per step (module docstring)
-    and S = 2 for a symmetric loss; b = ``batch``, or the config's."""
+def cell_samples(
+    config: TrainConfig, m: int, steps: int, batch: int | None = None, n: int | None = None
+) -> int:
+    """Processed samples of one cell with n pairs (default the config's ``n_train``): ``steps (2b + R S)`` with R
+    negatives embedded per step (module docstring) and S = 2 for a symmetric loss; b = ``batch``, or the
+    config's."""
     b = batch if batch is not None else config.data.batch_size
     sides = 2 if config.loss.symmetric else 1
-    return steps * (2 * b + _negative_rows(config, m, b) * sides)
+    return steps * (2 * b + _negative_rows(config, m, b, n if n is not None else config.data.n_train) * sides)
 
 
-def _negative_rows(config: TrainConfig, m: int, batch: int) -> int:
-    """R, the negatives a step embeds: none when they are stored embeddings, b m when each of the b anchors has
-    its own m, else m."""
+def _negative_rows(config: TrainConfig, m: int, batch: int, n: int) -> int:
+    """R, the negatives a step embeds: none when they are stored embeddings, at most the C candidates when fixed
+    per-anchor sets overlap, b m when each of the b anchors has its own m, else m."""
     facts = NEGATIVES_FACTS[config.loss.negatives]
     if not facts.holds_inputs:
         return 0
+    if facts.fixed and facts.per_anchor:
+        pool = getattr(config.data, "disjoint_size", 0)
+        return min(batch * m, pool or n)
     return batch * m if facts.per_anchor else m
 
 
@@ -162,8 +172,8 @@ def design_pilot(
     its n pairs).
 
     n takes ``levels`` values ``n_max / 2^k`` (k = levels-1..0) with n_max = n_full / 2^j for the smallest j >= 1
-    that fits the budget, the smallest n at least 2 batches; m = round(fraction n) for each fraction (at least 1,
-    at most ``max_m``).
+    that fits the budget, the smallest n at least 2 batches (with ``epochs``: at least 64, where b_n = 8); m =
+    round(fraction n) for each fraction (at least 1, at most ``max_m``).
 
     Raises:
         ValueError: naming ``--budget`` and the smallest budget that works, or a bad grid argument.
@@ -172,7 +182,7 @@ def design_pilot(
     _check_design_args(budget, fractions, levels, seeds, steps)
     if epochs is not None and epochs < 1:
         raise ValueError(f"--epochs {epochs} must be >= 1")
-    smallest_n = 2 * config.data.batch_size
+    smallest_n = 2 * config.data.batch_size if epochs is None else _SMALLEST_EPOCH_N
     cheapest: PilotDesign | None = None
     n_max = n_full // 2
     while n_max >> (levels - 1) >= smallest_n:
@@ -198,7 +208,7 @@ def design_pilot(
 
 def _point_samples(config: TrainConfig, point: PilotPoint, steps: int, epochs: int | None) -> int:
     shape = cell_shape(steps, epochs, point.n, config.data.batch_size)
-    return cell_samples(config, point.m, shape.steps, shape.batch)
+    return cell_samples(config, point.m, shape.steps, shape.batch, point.n)
 
 
 def _check_design_args(budget: int, fractions: Sequence[float], levels: int, seeds: int, steps: int) -> None:
@@ -303,11 +313,13 @@ class TimingProbe:
     seconds_per_sample: float
     eval_seconds: float
 
-    def cell_seconds(self, config: TrainConfig, m: int, steps: int, batch: int | None = None) -> float:
-        """Predicted seconds of one cell: ``steps x step cost + one evaluation``."""
+    def cell_seconds(
+        self, config: TrainConfig, m: int, steps: int, batch: int | None = None, n: int | None = None
+    ) -> float:
+        """Predicted seconds of one cell (n pairs): ``steps x step cost + one evaluation``."""
         return (
             steps * self.seconds_per_step
-            + self.seconds_per_sample * cell_samples(config, m, steps, batch)
+            + self.seconds_per_sample * cell_samples(config, m, steps, batch, n)
             + self.eval_seconds
         )
 
@@ -322,8 +334,8 @@ class TimingProbe:
     ) -> float:
         """Implied wall time of ``points`` x ``seeds`` cells (``steps`` steps or ``epochs`` epochs each) on
         ``workers`` processes."""
-        shapes = [(p.m, cell_shape(steps, epochs, p.n, config.data.batch_size)) for p in points]
-        total = sum(self.cell_seconds(config, m, shape.steps, shape.batch) for m, shape in shapes)
+        shapes = [(p, cell_shape(steps, epochs, p.n, config.data.batch_size)) for p in points]
+        total = sum(self.cell_seconds(config, p.m, shape.steps, shape.batch, p.n) for p, shape in shapes)
         return seeds * total / workers
 
 
@@ -339,16 +351,20 @@ def _time_steps(config: TrainConfig, n: int, m: int, steps: int) -> float:
 def probe_timing(
     config: TrainConfig, design: PilotDesign, metric: Metric, sizes: EvalSizes, *, steps: int = 5
 ) -> TimingProbe:
-    """Time ``steps`` training steps at the design's smallest n with its smallest and largest m (after one
-    untimed step that pays the process's one-off imports), and one evaluation; solve for the step's fixed and
-    per-sample cost."""
-    n = design.n_values[0]
-    m_low, m_high = min(p.m for p in design.points), max(p.m for p in design.points)
+    """Time ``steps`` training steps at the design's cheapest cell (its smallest n and that n's smallest m) and its
+    dearest (its largest n and that n's largest m; m <= n, as fixed in-sample negatives need), after one untimed
+    step that pays the process's one-off imports, and one evaluation; solve for the step's fixed and per-sample
+    cost (all per-step cost is fixed when the two cells process the same samples per step)."""
+    n, n_high = design.n_values[0], design.n_values[-1]
+    m_low = min(p.m for p in design.points if p.n == n)
+    m_high = max(p.m for p in design.points if p.n == n_high)
     _time_steps(config, n, m_low, 1)
-    low, high = _time_steps(config, n, m_low, steps), _time_steps(config, n, m_high, steps)
-    samples_low, samples_high = cell_samples(config, m_low, 1), cell_samples(config, m_high, 1)
-    per_sample = max(0.0, (high - low) / max(1, samples_high - samples_low))
-    per_step = max(0.0, low - per_sample * samples_low)
+    low, high = _time_steps(config, n, m_low, steps), _time_steps(config, n_high, m_high, steps)
+    samples_low = cell_samples(config, m_low, 1, n=n)
+    samples_high = cell_samples(config, m_high, 1, n=n_high)
+    spread = samples_high - samples_low
+    per_sample = max(0.0, (high - low) / spread) if spread > 0 else 0.0
+    per_step = max(0.0, low - per_sample * samples_low) if spread > 0 else max(low, high)
     model_config = pilot_config(config, n, m_low, 1)
     outcome = train(model_config, build_source(model_config.data, seed=0), Streams.derive(0))
     start = time.perf_counter()

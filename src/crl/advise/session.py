@@ -76,8 +76,8 @@ class Plan:
 
     def check_samples(self, config: TrainConfig) -> int:
         """Processed samples of the check cells (all seeds)."""
-        shapes = [(p.m, self.design.shape_at(p.n, config.data.batch_size)) for p in self.checks]
-        per_seed = sum(cell_samples(config, m, shape.steps, shape.batch) for m, shape in shapes)
+        shapes = [(p, self.design.shape_at(p.n, config.data.batch_size)) for p in self.checks]
+        per_seed = sum(cell_samples(config, p.m, shape.steps, shape.batch, p.n) for p, shape in shapes)
         return per_seed * len(self.design.seeds)
 
 
