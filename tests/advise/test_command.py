@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from crl.advise.validate import load_session
 from crl.commands import app
 
 CONFIG = """
@@ -83,6 +84,9 @@ def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_th
     assert (out / "advice.png").stat().st_size > 10_000
     first = _stored_runs(out)
     assert first[0][0] == 9 * 3
+    session = load_session(out)
+    assert session.fit.full is not None and session.fit.full.as_dict() == document["fit"]["full"]
+    assert session.reach["pilot_n_max"] == 256 and session.regime == document["regime"]
     again = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out)])
     assert again.exit_code == 0, again.output
     assert _stored_runs(out) == first, "a rerun must recompute nothing and store nothing twice"

@@ -1,5 +1,6 @@
 """``crl experiment NAME``: run a real-data experiment (not a verdict) that resumes from its database."""
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -56,6 +57,13 @@ def experiment(
     threads: Annotated[
         int, typer.Option(help="torch threads in this process (features, and cells with --workers 1).")
     ] = 1,
+    advice: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A crl advise output folder (repeatable) to check against the in-sample grid: coverage on the "
+            "cells beyond its pilot, the direction of its local answer (docs/advisor.md section 6)."
+        ),
+    ] = None,
 ) -> None:
     """Run an experiment's cells that OUT/results.sqlite lacks (resuming a stopped run), then write its report."""
     status = experiment_command(
@@ -70,6 +78,7 @@ def experiment(
         executor=executor,
         address=address,
         threads=threads,
+        advice=advice or [],
     )
     raise typer.Exit(status)
 
@@ -106,10 +115,13 @@ def experiment_command(
     executor: str = "process",
     address: str | None = None,
     threads: int = 1,
+    advice: list[Path] | None = None,
 ) -> int:
     """Run ``crl experiment``: compute the grid's missing locked features, then its missing cells (progress
     printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
-    the commit checked out when it started. Bad arguments are one line naming the option and the fix (exit 2)."""
+    the commit checked out when it started; with ``advice``, each advisor session checked against the grid
+    (OUT/advisor_check.json and a report section). Bad arguments are one line naming the option and the fix
+    (exit 2)."""
 
     def body() -> int:
         _check_name(name)
@@ -168,6 +180,13 @@ def experiment_command(
             summary, named, out, title=f"m*(n) {named} {fidelity}: run {run_id}, commit {commit}"
         )
         report = markdown_report(summary, named, grid, fidelity=fidelity, run_id=run_id, commit=commit)
+        if advice:
+            # Deferred: the advisor's fit loads scipy, which `crl --help` does not need.
+            from crl.experiments.mstar_advisor import advisor_check, advisor_section
+
+            checks = [advisor_check(records, named, folder) for folder in advice]
+            (out / "advisor_check.json").write_text(json.dumps(checks, indent=1), encoding="utf-8")
+            report += "\n" + "\n".join(advisor_section(checks))
         (out / "report.md").write_text(report, encoding="utf-8")
         say("written " + ", ".join(str(path) for path in (out / "report.md", *figures)))
         return EXIT_OK
