@@ -16,6 +16,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
 from crl.advise.advice import Advice
+from crl.advise.heldout import RATE_METRICS
 from crl.advise.surface import SurfaceFit, SurfaceParams
 
 __all__ = ["draw_advice"]
@@ -51,6 +52,8 @@ def draw_advice(
     n_grid, m_grid = np.geomspace(n_lo, n_hi, 80), np.geomspace(m_lo, m_hi, 80)
     observed = [cell[2] for cell in fit.cells]
     low, high = 0.8 * min(observed), 1.5 * max(observed)
+    if metric in RATE_METRICS:
+        high = max(min(high, 1.0), max(observed))
     surface = np.clip(fit.predicted_surface(n_grid[None, :], m_grid[:, None]), low, high)
     figure = Figure(figsize=(7.5, 6.0))
     FigureCanvasAgg(figure)

@@ -35,10 +35,13 @@ from crl.train.data import data_kind, heldout_pairs, labelled_inputs
 from crl.train.locked_heldout import load_heldout, score
 from crl.train.streams import derive_generator
 
-__all__ = ["METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
+__all__ = ["METRICS", "RATE_METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
 
 Metric = Literal["excess_risk", "knn_error", "recall_error", "ndcg_error"]
 METRICS: tuple[Metric, ...] = ("excess_risk", "knn_error", "recall_error", "ndcg_error")
+
+RATE_METRICS: tuple[Metric, ...] = ("knn_error", "recall_error", "ndcg_error")
+"""The errors that are 1 - a rate, so never above 1 (the excess risk is not bounded)."""
 
 _SPLIT_FIELDS = (
     "root",
