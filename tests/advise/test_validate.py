@@ -77,7 +77,7 @@ def test_withheld_answers_count_against_the_advisor(session: Session) -> None:
 
 def test_the_grid_gives_errors_of_the_in_sample_arm_in_the_sessions_regime() -> None:
     """1 - the primary metric per finished seed; other arms, the other regime and diverged cells left out."""
-    from crl.experiments.mstar_advisor import measured_errors
+    from crl.advise.mstar_check import measured_errors
     from crl.sweep import Cell
     from crl.sweep.store import CellRecord
 

@@ -182,7 +182,7 @@ def experiment_command(
         report = markdown_report(summary, named, grid, fidelity=fidelity, run_id=run_id, commit=commit)
         if advice:
             # Deferred: the advisor's fit loads scipy, which `crl --help` does not need.
-            from crl.experiments.mstar_advisor import advisor_check, advisor_section
+            from crl.advise.mstar_check import advisor_check, advisor_section
 
             checks = [advisor_check(records, named, folder) for folder in advice]
             (out / "advisor_check.json").write_text(json.dumps(checks, indent=1), encoding="utf-8")
