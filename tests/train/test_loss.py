@@ -80,3 +80,36 @@ def test_batch_loss_refuses_unembedded_or_one_sided_negatives() -> None:
             form="dcl",
             symmetric=True,
         )
+
+
+@pytest.mark.parametrize("form", ["infonce", "gcl"])
+def test_an_anchor_with_an_empty_fixed_set_is_left_out_of_the_mean(form: str) -> None:
+    """SSCRL's pool of m = 1 holding anchor 1's own item leaves S_1 empty: L_hat is the mean of the other anchors'
+    terms (float64 loop reference per anchor), finite, and anchor 1 gets no gradient; all sets empty gives 0."""
+    g = torch.Generator().manual_seed(2)
+    a, p, y = _unit(3, 4, g).requires_grad_(), _unit(3, 4, g), _unit(2, 4, g)
+    mask = torch.tensor([[True, False], [False, False], [True, True]])
+    t = torch.tensor(0.5, dtype=torch.float64)
+    value = batch_loss(
+        EmbeddedBatch(a, p), Draw("shared", "embeddings", y=y, mask=mask), tau=t, form=form, symmetric=False
+    )
+    terms = [
+        reference_loss(
+            a[i : i + 1].detach(),
+            p[i : i + 1],
+            y[mask[i]],
+            tau=0.5,
+            form=form,
+            regime="shared",
+            symmetric=False,
+        )[0]
+        for i in (0, 2)
+    ]
+    assert abs(float(value.detach()) - sum(terms) / 2) < 1e-12
+    value.backward()
+    assert a.grad is not None and torch.isfinite(a.grad).all() and a.grad[1].abs().max() == 0
+    none = torch.zeros_like(mask)
+    empty = batch_loss(
+        EmbeddedBatch(a, p), Draw("shared", "embeddings", y=y, mask=none), tau=t, form=form, symmetric=False
+    )
+    assert float(empty.detach()) == 0.0

@@ -2,7 +2,8 @@
 
 Every value comes from :func:`crl.objectives.contrastive_loss` (the single definition of InfoNCE/DCL/GCL), or for
 fixed negative sets drawn as a membership mask from :func:`crl.objectives.masked_contrastive_loss` (the same
-forms over each anchor's set S_i, exclusions already in the mask); this module only routes a
+forms over each anchor's set S_i, exclusions already in the mask; an anchor whose S_i is empty has no term and is
+left out of the mean); this module only routes a
 :class:`crl.negatives.Draw` to the right call. In-batch negatives over a batch gathered
 from K ranks score this rank's anchors against all K*n candidates, leaving out each anchor's own positive at
 ``batch_offset + i`` (``positive_offset``), so the mean over ranks is the in-batch loss of the global batch.
@@ -10,6 +11,7 @@ from K ranks score this rank's anchors against all K*n candidates, leaving out e
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from crl._vocab import Form
@@ -63,7 +65,7 @@ def batch_loss(
     if negatives.mask is not None:
         if symmetric:
             raise ValueError("fixed negative sets are one-sided; set symmetric = false")
-        return masked_contrastive_loss(a, p, negatives.y, negatives.mask, tau=tau, form=form)
+        return _fixed_sets_loss(a, p, negatives.y, negatives.mask, tau=tau, form=form)
     if negatives.regime == "independent":
         return contrastive_loss(
             a,
@@ -91,3 +93,23 @@ def batch_loss(
             negative_ids=neg_ids,
         )
     return contrastive_loss(a, p, negatives.y, tau=tau, form=form, positive_ids=pos_ids, negative_ids=neg_ids)
+
+
+def _fixed_sets_loss(a: Tensor, p: Tensor, y: Tensor, mask: Tensor, *, tau: Tensor, form: Form) -> Tensor:
+    """The mean of the per-anchor L_hat terms over the anchors whose fixed set S_i is not empty.
+
+    An anchor left with no negative (SSCRL's pool of m = 1 holding the anchor's own item, or only items of its key)
+    has no term in [A]'s L_hat; it is left out of the mean (a batch where every set is empty gives 0 with zero
+    gradient). Its row borrows a placeholder member so the masked loss stays finite, then weighs 0: no host
+    synchronisation, so CUDA steps do not wait. On the CPU a batch whose sets are all non-empty takes the plain
+    mean, bit for bit the loss of runs stored before this rule.
+    """
+    has_set = mask.any(dim=1)
+    if mask.device.type == "cpu" and bool(has_set.all()):
+        return masked_contrastive_loss(a, p, y, mask, tau=tau, form=form)
+    placeholder = torch.zeros_like(mask)
+    placeholder[:, 0] = True
+    filled = torch.where(has_set[:, None], mask, placeholder)
+    terms = masked_contrastive_loss(a, p, y, filled, tau=tau, form=form, reduction="none")
+    weights = has_set.to(terms.dtype)
+    return (terms * weights).sum() / weights.sum().clamp(min=1.0)
