@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from crl.train.config import TrainConfig
 
 PROGRESS_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-"""The live line of the pilot's cells: done of total (resumed cells count as done), elapsed time."""
+"""The live line of the pilot's cells in a terminal: done of total (resumed cells count as done), elapsed time;
+elsewhere (a log, a pipe) one plain line per finished cell."""
 
 
 def advise(
@@ -139,13 +140,20 @@ def advise_command(
         _print_plan(console, config, plan, options.workers)
         if dry_run:
             return EXIT_OK
-        with Progress(*PROGRESS_COLUMNS, console=console) as progress:
-            task = progress.add_task("pilot and check cells", total=None)
+        if console.is_terminal:
+            with Progress(*PROGRESS_COLUMNS, console=console) as progress:
+                task = progress.add_task("pilot and check cells", total=None)
 
-            def advance(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
+                def advance(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
 
-            result = run_session(config, options, plan, out, progress=advance)
+                result = run_session(config, options, plan, out, progress=advance)
+        else:
+
+            def line(done: int, total: int) -> None:
+                console.print(f"pilot and check cells: {done}/{total}", markup=False)
+
+            result = run_session(config, options, plan, out, progress=line)
         _print_result(console, result)
         return EXIT_OK
 
