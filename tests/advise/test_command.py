@@ -75,7 +75,9 @@ def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_th
     out = tmp_path / "advise"
     result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "pilot and check cells: 27/27" in result.output, "a log must show the pilot's progress line by line"
+    assert "pilot and check cells: 27/27" in result.output, (
+        "a log must show the pilot's progress line by line"
+    )
     document = json.loads((out / "advice.json").read_text(encoding="utf-8"))
     assert document["metric"] == "excess_risk" and document["n_full"] == 512 and document["m_now"] == 8
     assert len(document["pilot"]["points"]) == 9 and len(document["fit"]["replicates"]) == 3

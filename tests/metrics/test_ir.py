@@ -219,3 +219,19 @@ def test_collapsed_embeddings_rank_every_relevant_item_last() -> None:
     assert (
         report.n_queries == 3000 and report.values["accuracy"][10] == 0.0 and report.values["ndcg"][10] == 0.0
     )
+
+
+def test_dense_ranking_reads_qrels_through_the_index_ids() -> None:
+    """Ids that are not 0..N-1 (shuffled, with gaps), qrels naming ids absent from the index: the dense block
+    scatters each query's relevant ids to their columns exactly as the search path flags them."""
+    rng = np.random.default_rng(4)
+    corpus = rng.standard_normal((6, 5)).astype(np.float32)[rng.integers(0, 6, size=300)]
+    ids = rng.permutation(1000)[:300] * 3 + 7
+    index = Index.build(corpus, ids=ids, metric="ip")
+    queries = rng.standard_normal((25, 5)).astype(np.float32)
+    qrels = [set(rng.choice(ids, size=20, replace=False).tolist()) | {5, 10**6} for _ in range(25)]
+    dense = evaluate_index(index, queries, qrels=qrels, batch_size=8)
+    searched = evaluate_index(_Delegate(index), queries, qrels=qrels, batch_size=8)  # type: ignore[arg-type]
+    for name, by_k in searched.values.items():
+        for k, value in by_k.items():
+            assert dense.values[name][k] == pytest.approx(value, abs=1e-12), f"{name}@{k}"

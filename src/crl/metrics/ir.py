@@ -267,7 +267,7 @@ def evaluate_index(
             overlaps.append(_overlap(ids[:, :depth], reference[:, :depth]))
         if dense is not None:
             scores = dense.scores(matrix[rows], mine)
-            flags, n_relevant = relevance.of(rows, np.broadcast_to(dense.ids, scores.shape), mine)
+            flags, n_relevant = relevance.of_all(rows, dense.ids, mine)
             ranked = _tie_complete_ranking(scores, flags, depth)
         else:
             ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
@@ -441,22 +441,49 @@ class _Relevance:
             self.labels = (query_labels, corpus_labels)
             self.counts = np.bincount(corpus_labels[present], minlength=int(query_labels.max(initial=0)) + 1)
 
+    def _sets(self, rows: np.ndarray, own: np.ndarray | None) -> list[np.ndarray]:
+        """The relevant ids of the queries ``rows``, each without its own item."""
+        assert self.qrels is not None
+        sets = [self.qrels[row] for row in rows]
+        return sets if own is None else [s[s != o] for s, o in zip(sets, own, strict=True)]
+
+    def _label_counts(self, query_labels: np.ndarray, own: np.ndarray | None) -> np.ndarray:
+        """R_q of class relevance: the items of the query's label, less its own item."""
+        assert self.labels is not None
+        corpus_labels = self.labels[1]
+        known = (query_labels >= 0) & (query_labels < self.counts.shape[0])
+        counts = np.where(known, self.counts[np.clip(query_labels, 0, self.counts.shape[0] - 1)], 0)
+        if own is not None:
+            counts = counts - ((own >= 0) & (corpus_labels[np.maximum(own, 0)] == query_labels))
+        return counts
+
     def of(self, rows: np.ndarray, ids: np.ndarray, own: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(flags (b, K) of ``ids``, R_q (b,)) for the queries ``rows``."""
         if self.qrels is not None:
-            sets = [self.qrels[row] for row in rows]
-            if own is not None:
-                sets = [s[s != o] for s, o in zip(sets, own, strict=True)]
+            sets = self._sets(rows, own)
             flags = np.stack([np.isin(line, s) for line, s in zip(ids, sets, strict=True)])
             return flags & (ids >= 0), np.array([np.unique(s).size for s in sets])
         assert self.labels is not None
         query_labels, corpus_labels = self.labels[0][rows], self.labels[1]
         flags = (ids >= 0) & (corpus_labels[np.maximum(ids, 0)] == query_labels[:, None])
-        known = (query_labels >= 0) & (query_labels < self.counts.shape[0])
-        counts = np.where(known, self.counts[np.clip(query_labels, 0, self.counts.shape[0] - 1)], 0)
-        if own is not None:
-            counts = counts - ((own >= 0) & (corpus_labels[np.maximum(own, 0)] == query_labels))
-        return flags, counts
+        return flags, self._label_counts(query_labels, own)
+
+    def of_all(
+        self, rows: np.ndarray, ids: np.ndarray, own: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(flags (b, N) of every item, ``ids`` (N,) the index's ids in column order, R_q (b,)): :meth:`of` for a
+        dense block, by broadcasting labels or scattering each query's relevant ids, without a (b, N) id table."""
+        if self.qrels is not None:
+            sets = self._sets(rows, own)
+            order = np.argsort(ids)
+            flags = np.zeros((len(rows), ids.size), dtype=bool)
+            for line, relevant in zip(flags, sets, strict=True):
+                slot = np.minimum(np.searchsorted(ids, relevant, sorter=order), ids.size - 1)
+                line[order[slot[ids[order[slot]] == relevant]]] = True
+            return flags, np.array([np.unique(s).size for s in sets])
+        assert self.labels is not None
+        query_labels, corpus_labels = self.labels[0][rows], self.labels[1]
+        return corpus_labels[ids][None, :] == query_labels[:, None], self._label_counts(query_labels, own)
 
 
 def class_retrieval(
