@@ -73,7 +73,8 @@ def load_session(out_dir: str | Path) -> Session:
     """The session in ``out_dir`` (``advice.json`` and ``advise.sqlite``), its surface fitted again to its pilot.
 
     Raises:
-        ValueError: if a pilot cell of advice.json has no finished record in the store, naming it.
+        ValueError: if a pilot cell of advice.json has no finished record in the store, or two (the store holds
+            sessions of two configs), naming it.
     """
     folder = Path(out_dir)
     document = json.loads((folder / "advice.json").read_text(encoding="utf-8"))
@@ -86,6 +87,11 @@ def load_session(out_dir: str | Path) -> Session:
     for record in records:
         key = (int(record.cell.params["n"]), int(record.cell.params["m"]))
         if key in wanted and record.cell.seed in seeds:
+            if (*key, record.cell.seed) in found:
+                raise ValueError(
+                    f"{folder / 'advise.sqlite'} holds two cells at (n, m, seed) = {(*key, record.cell.seed)} (two "
+                    "configs in one folder); give each session its own --out"
+                )
             found[(*key, record.cell.seed)] = float(record.result["error"])
     missing = [(n, m, s) for n, m in points for s in sorted(seeds) if (n, m, s) not in found]
     if missing:
