@@ -188,6 +188,12 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _unconverged(fit: SurfaceFit) -> str | None:
+    """How many surface fits did not converge, when any did, else None."""
+    failed = sum(not ok for ok in fit.converged)
+    return f"{failed} of the {len(fit.converged)} surface fits did not converge" if failed else None
+
+
 def _misfit(fit: SurfaceFit, residuals: np.ndarray) -> str | None:
     """The worst pilot cell when the surface misses it by more than 5% and 3 standard errors, else None."""
     standard_error = fit.cell_noise / math.sqrt(len(fit.seeds))
@@ -202,9 +208,9 @@ def _problems(
     fit: SurfaceFit, m_star: Interval, extrapolation: float, residuals: np.ndarray, pilot_m_max: int
 ) -> tuple[list[str], list[str]]:
     problems, suggestions = [], []
-    failed = sum(not ok for ok in fit.converged)
-    if failed:
-        problems.append(f"{failed} of the {len(fit.converged)} surface fits did not converge")
+    unconverged = _unconverged(fit)
+    if unconverged:
+        problems.append(unconverged)
         suggestions.append("add seeds and check the pilot cells for failed runs")
     misfit = _misfit(fit, residuals)
     if misfit:
@@ -236,6 +242,7 @@ def _problems(
 
 def _local_problems(
     fit: SurfaceFit,
+    residuals: np.ndarray,
     difference: Interval,
     n: int,
     m: int,
@@ -251,10 +258,10 @@ def _local_problems(
             f"m/n = {_fmt(m / n)} and 2m/n = {_fmt(2 * m / n)} leave the pilot's m/n range [{_fmt(low)}, "
             f"{_fmt(high)}] (add fractions that reach them)"
         )
-    failed = sum(not ok for ok in fit.converged)
-    if failed:
-        problems.append(f"{failed} of the {len(fit.converged)} surface fits did not converge")
-    misfit = _misfit(fit, fit.residuals())
+    unconverged = _unconverged(fit)
+    if unconverged:
+        problems.append(unconverged)
+    misfit = _misfit(fit, residuals)
     if misfit:
         problems.append(misfit)
     if doubled_extrapolation > _MAX_EXTRAPOLATION:
@@ -328,7 +335,8 @@ def advise(
     m_star = fit.quantity(lambda p: _saturation(p, n, tol))
     parameters = fit.parameter_intervals()
     extrapolation = n / pilot_n_max
-    problems, suggestions = _problems(fit, m_star, extrapolation, fit.residuals(), pilot_m_max)
+    residuals = fit.residuals()
+    problems, suggestions = _problems(fit, m_star, extrapolation, residuals, pilot_m_max)
     fields: dict[str, Any] = {
         "n": n,
         "m": m,
@@ -349,7 +357,7 @@ def advise(
             parameters["alpha"], RATE_BOUNDS[regime], on_bound="alpha" in fit.at_bound[0]
         ),
         "parameters": parameters,
-        "max_residual": float(np.abs(fit.residuals()).max()),
+        "max_residual": float(np.abs(residuals).max()),
         "extrapolation": extrapolation,
         "supported": not problems,
         "problems": tuple(problems),
@@ -364,7 +372,7 @@ def advise(
         fields["recommendation"] = text + "; ".join(suggestions) + "."
     else:
         fields["recommendation"] = _recommendation(fields)
-    local = _local_problems(fit, fields["gain_difference"], n, m, pilot_n_max, pilot_m_over_n)
+    local = _local_problems(fit, residuals, fields["gain_difference"], n, m, pilot_n_max, pilot_m_over_n)
     fields.update(
         local_supported=not local, local_problems=tuple(local), local_answer=_local_answer(fields, local)
     )

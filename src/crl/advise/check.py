@@ -11,7 +11,7 @@ of 90% intervals is at least 80%.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from crl.advise.pilot import PilotPoint
 from crl.advise.surface import Interval, SurfaceFit
 from crl.sweep import CellRecord
 
-__all__ = ["CheckRow", "CheckSummary", "check_points", "summarise_checks"]
+__all__ = ["CheckRow", "CheckSummary", "check_points", "summarise_checks", "summarise_measured"]
 
 
 def check_points(
@@ -109,8 +109,21 @@ def summarise_checks(fit: SurfaceFit, records: Sequence[CellRecord]) -> CheckSum
     for record in records:
         key = (int(record.cell.params["n"]), int(record.cell.params["m"]))
         groups.setdefault(key, []).append(float(record.result["error"]))
+    return summarise_measured(fit, groups)
+
+
+def summarise_measured(fit: SurfaceFit, measured: Mapping[tuple[int, int], Sequence[float]]) -> CheckSummary:
+    """Each cell's geometric-mean error over its runs against the fit's interval for the mean of that many runs.
+
+    Raises:
+        ValueError: if no cell is given, or a cell holds a non-positive error (no geometric mean).
+    """
+    if not measured:
+        raise ValueError("no measured cells to check the advisor against")
     rows = []
-    for (n, m), errors in sorted(groups.items()):
-        measured = math.exp(sum(math.log(e) for e in errors) / len(errors))
-        rows.append(CheckRow(n, m, len(errors), measured, fit.predict_measured(n, m, len(errors))))
+    for (n, m), errors in sorted(measured.items()):
+        if not errors or min(errors) <= 0:
+            raise ValueError(f"cell (n, m) = ({n}, {m}) needs positive errors, got {list(errors)}")
+        mean = math.exp(sum(math.log(e) for e in errors) / len(errors))
+        rows.append(CheckRow(n, m, len(errors), mean, fit.predict_measured(n, m, len(errors))))
     return CheckSummary(tuple(rows))

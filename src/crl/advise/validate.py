@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from crl.advise.advice import advise
-from crl.advise.check import CheckRow, CheckSummary
+from crl.advise.check import CheckSummary, summarise_measured
 from crl.advise.pilot import PILOT_CLAIM
 from crl.advise.surface import SurfaceFit, fit_seed_surface
 from crl.sweep import SweepStore
@@ -110,20 +110,9 @@ def load_session(out_dir: str | Path) -> Session:
 
 
 def heldout_coverage(fit: SurfaceFit, measured: Measured) -> CheckSummary:
-    """Each measured cell's geometric-mean error against the fit's interval for the mean of that many runs.
-
-    Raises:
-        ValueError: if no cell is given, or a cell holds a non-positive error (no geometric mean).
-    """
-    if not measured:
-        raise ValueError("no measured cells to check the advisor against")
-    rows = []
-    for (n, m), errors in sorted(measured.items()):
-        if not errors or min(errors) <= 0:
-            raise ValueError(f"cell (n, m) = ({n}, {m}) needs positive errors, got {list(errors)}")
-        mean = math.exp(sum(math.log(e) for e in errors) / len(errors))
-        rows.append(CheckRow(n, m, len(errors), mean, fit.predict_measured(n, m, len(errors))))
-    return CheckSummary(tuple(rows))
+    """Each measured cell's geometric-mean error against the fit's interval for the mean of that many runs
+    (:func:`crl.advise.check.summarise_measured`, the check cells' own comparison)."""
+    return summarise_measured(fit, measured)
 
 
 @dataclass(frozen=True)
