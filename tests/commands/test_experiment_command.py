@@ -28,6 +28,7 @@ from crl.commands._errors import EXIT_USAGE
         ),
         (["mstar", "--data", "wordnet", "--workers", "0"], ["workers", "1 runs the cells in this process"]),
         (["mstar", "--data", "wordnet", "--executor", "slurm"], ["--executor 'slurm'", "process, ray"]),
+        (["mstar", "--data", "wordnet", "--report-only"], ["--report-only: no results store", "without"]),
     ],
 )
 def test_a_bad_argument_is_one_line_naming_it(args: list[str], needles: list[str], tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from crl.experiments.mstar_design import (
     grid_of,
     train_config,
 )
-from crl.experiments.mstar_experiment import run_experiment
+from crl.experiments.mstar_experiment import run_experiment, scrl_overlaps, stored_records
 from crl.experiments.mstar_report import markdown_report, render_figures
 from crl.experiments.mstar_summary import seeds_needed, summarise
 from crl.objectives import MovingAverageState, cosine_gamma
@@ -89,6 +89,8 @@ def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
     database = tmp_path / "results.sqlite"
     with pytest.raises(_StoppedError):
         run_experiment(database, "fashion", TINY, run_id="first", compute=stopping)
+    stopped = stored_records(database, "fashion", TINY)
+    assert len(stopped) == 7 and {record.run_id for record in stopped} == {"first"}
 
     def counting(cell: Cell) -> dict[str, Any]:
         computed.append(cell.key + str(cell.seed))
@@ -114,10 +116,14 @@ def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
     assert all(math.isfinite(record.result["recall@1"]) for record in records)
     figures = render_figures(summary, "fashion", tmp_path / "report", title="tiny")
     assert all(path.stat().st_size > 0 for path in figures)
-    table = markdown_report(summary, "fashion", TINY, fidelity="tiny", run_id="second", commit="abc1234")
-    assert (
-        "Run `second` at commit `abc1234`" in table and "| recall@1 | in_sample | SCRL | 256 | 2 |" in table
+    overlaps = scrl_overlaps("fashion", TINY)
+    table = markdown_report(
+        summary, "fashion", TINY, fidelity="tiny", run_id="second", commit="abc1234", overlaps=overlaps
     )
+    assert f"Written by run `second` at commit `abc1234`, from {len(cells)} stored cells" in table
+    assert "| recall@1 | in_sample | SCRL | 256 | 2 |" in table
+    assert "`first` (7)" in table and f"`second` ({len(cells) - 7})" in table
+    assert summary.cell_seconds == pytest.approx(sum(record.wall_s for record in records))
     assert {c.arm for c in summary.convergence} == {
         "in_sample",
         "disjoint",
@@ -318,3 +324,43 @@ def test_real_fashion_cells_train_and_score(
         assert run_cell(params, seed)["recall@1"] == result["recall@1"]
     backbone = run_cell(cells[0].params, 0)
     assert backbone["recall@1"] > 0.05
+
+
+def _timed(cell: Cell) -> dict[str, Any]:
+    """A cell whose training takes m ms per step over 10 steps, and whose wall time adds nothing to report."""
+    params = cell.params
+    if params["arm"] == "backbone":
+        return {"status": "ok", "recall@1": 0.1, "class_accuracy@1": 0.5}
+    return {**_fake(cell), "steps": 10, "train_s": 0.01 * params["m"]}
+
+
+def test_the_cost_is_the_median_ms_per_step_at_the_ends_of_m_and_pairs_per_second(tmp_path: Path) -> None:
+    """ms per step = m by construction: 1000 train_s / steps at the smallest and largest m; pairs/s = 1000 b / ms;
+    one row per (arm, regime, n) that trained, the diverged cells left out."""
+    records = run_experiment(tmp_path / "r.sqlite", "fashion", TINY, run_id="r", compute=_timed)
+    costs = {(c.arm, c.regime, c.n): c for c in summarise(records, "fashion", TINY, resamples=10).costs}
+    cell = costs[("in_sample", "shared", 128)]
+    assert (cell.m_low, cell.m_high) == (6, 128) and (cell.ms_low, cell.ms_high) == pytest.approx(
+        (6.0, 128.0)
+    )
+    assert cell.steps == 10 and cell.cells == 4 * TINY.seeds
+    assert cell.pairs_per_s(cell.ms_high) == pytest.approx(1000 * cell.batch / 128)
+    assert costs[("budget", "independent", 64)].cells == 3 * TINY.seeds
+    assert set(costs) == {
+        (c.arm, c.regime, c.n) for c in summarise(records, "fashion", TINY, resamples=10).curves
+    }
+
+
+def test_scrl_overlaps_follow_m_over_c_and_the_whole_set_at_m_equal_c(synthetic: None) -> None:
+    """Over 2,016 pairs of anchors, SCRL's sets overlap about m / C (the uniform sets' value) below C; at m = n
+    in-sample every anchor keeps all C - 1 others, so two sets share C - 2 of their C - 1 members; the disjoint
+    pool has C = 2 n candidates, none of them an anchor."""
+    overlaps = scrl_overlaps("fashion", TINY)
+    by_key = {(o.arm, o.n, o.m): o for o in overlaps}
+    assert {o.arm for o in overlaps} == {"in_sample", "disjoint"}
+    whole = by_key[("in_sample", 256, 256)].overlap
+    assert whole.mean == pytest.approx(254 / 255) and whole.rows == 64
+    for o in overlaps:
+        if o.m < o.candidates - 1:
+            assert abs(o.overlap.mean - o.overlap.expected) < 0.05 + 0.5 / o.m
+    assert {o.candidates for o in overlaps if o.arm == "disjoint"} == {2 * n for n in TINY.disjoint_ns}

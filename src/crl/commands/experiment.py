@@ -64,6 +64,13 @@ def experiment(
             "cells beyond its pilot, the direction of its local answer (docs/advisor.md section 6)."
         ),
     ] = None,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            help="Compute no cell: write the report of the cells OUT/results.sqlite holds now (a long run's "
+            "interim report; each curve uses the seeds finished at all its m)."
+        ),
+    ] = False,
 ) -> None:
     """Run an experiment's cells that OUT/results.sqlite lacks (resuming a stopped run), then write its report."""
     status = experiment_command(
@@ -79,6 +86,7 @@ def experiment(
         address=address,
         threads=threads,
         advice=advice or [],
+        report_only=report_only,
     )
     raise typer.Exit(status)
 
@@ -116,11 +124,13 @@ def experiment_command(
     address: str | None = None,
     threads: int = 1,
     advice: list[Path] | None = None,
+    report_only: bool = False,
 ) -> int:
     """Run ``crl experiment``: compute the grid's missing locked features, then its missing cells (progress
     printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
     the commit checked out when it started; with ``advice``, each advisor session checked against the grid
-    (OUT/advisor_check.json and a report section). Bad arguments are one line naming the option and the fix
+    (OUT/advisor_check.json and a report section); with ``report_only``, no cell is computed and the report covers
+    the cells the store holds. Bad arguments are one line naming the option and the fix
     (exit 2)."""
 
     def body() -> int:
@@ -128,9 +138,12 @@ def experiment_command(
         if threads < 1:
             raise ValueError(f"--threads {threads} must be >= 1")
         # Deferred: it loads torch and faiss (through crl.train), which `crl --help` does not need.
-        from crl.experiments.mstar_design import claim_of, grid_of
+        from crl.experiments.mstar_design import claim_of, grid_cells, grid_of
 
         named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
+        database = out / "results.sqlite"
+        if report_only and not database.is_file():
+            raise ValueError(f"--report-only: no results store at {database}; run without --report-only first")
 
         # Deferred: `crl --help` does not need the sweep engine and its executors (ray's among them).
         from crl.sweep.run import executor_named
@@ -143,7 +156,12 @@ def experiment_command(
         torch.set_num_threads(threads)
 
         # Deferred: the cells load torch and faiss, which `crl --help` does not need.
-        from crl.experiments.mstar_experiment import prepare_features, run_experiment
+        from crl.experiments.mstar_experiment import (
+            prepare_features,
+            run_experiment,
+            scrl_overlaps,
+            stored_records,
+        )
 
         console = Console(soft_wrap=True)
         label = f"{claim_of(named)} ({fidelity})"
@@ -162,9 +180,13 @@ def experiment_command(
         try:
             say(f"{label}: locked features (computed once, then read from the feature cache) ...")
             say(f"{label}: features ready, {prepare_features(named, grid)} items computed now")
-            records = run_experiment(
-                out / "results.sqlite", named, grid, run_id=run_id, executor=runner, progress=progress
-            )
+            if report_only:
+                records = stored_records(database, named, grid)
+                say(f"{label}: report of the {len(records)} stored cells of {len(grid_cells(named, grid))}")
+            else:
+                records = run_experiment(
+                    database, named, grid, run_id=run_id, executor=runner, progress=progress
+                )
         finally:
             runner.close()
 
@@ -179,7 +201,15 @@ def experiment_command(
         figures = render_figures(
             summary, named, out, title=f"m*(n) {named} {fidelity}: run {run_id}, commit {commit}"
         )
-        report = markdown_report(summary, named, grid, fidelity=fidelity, run_id=run_id, commit=commit)
+        report = markdown_report(
+            summary,
+            named,
+            grid,
+            fidelity=fidelity,
+            run_id=run_id,
+            commit=commit,
+            overlaps=scrl_overlaps(named, grid),
+        )
         if advice:
             # Deferred: the advisor's fit loads scipy, which `crl --help` does not need.
             from crl.advise.mstar_check import advisor_check, advisor_section

@@ -10,6 +10,9 @@ The baseline cell scores the backbone's features themselves (f = g = identity; p
 anchors' mean, the same shift on both sides). A NaN or infinite training loss ends the cell as ``status =
 "diverged"`` with its reason; it is counted in the summary, never used as a metric value.
 
+:func:`cell_set_overlap` measures how much the fixed negative sets of a cell's anchors overlap (SCRL's S_i are
+about m / C alike; SSCRL's pool is one set), from the very sampler the cell trains with.
+
 Besides the scores a cell records its mean training loss per complete epoch of the data cursor:
 ``last_epoch_change`` = the last epoch's mean - the one before's, and ``loss_drop`` = the first epoch's mean - the
 last's (None with fewer than two complete epochs); the convergence check of docs/claims/C6_real.md is
@@ -29,14 +32,15 @@ from torch import Tensor
 from crl.data import PairSource
 from crl.data.source import Batch
 from crl.experiments.mstar_design import train_config
+from crl.negatives.fixed import FixedPool, FixedSets, SetOverlap, set_overlap
 from crl.sweep import Cell
-from crl.train.build import Streams
+from crl.train.build import NEGATIVE_KINDS, Streams
 from crl.train.config import DataConfig
 from crl.train.data import build_source
 from crl.train.locked_heldout import HeldOut, load_heldout, score
 from crl.train.loop import StepMetrics, train
 
-__all__ = ["compute_cell", "epoch_losses", "run_cell"]
+__all__ = ["OVERLAP_ROWS", "cell_set_overlap", "compute_cell", "epoch_losses", "run_cell"]
 
 
 def epoch_losses(metrics: Sequence[StepMetrics]) -> list[float]:
@@ -105,3 +109,26 @@ def run_cell(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
 def compute_cell(cell: Cell) -> dict[str, Any]:
     """:func:`run_cell` of a sweep cell (module-level, so process-pool and Ray workers can run it)."""
     return run_cell(cell.params, cell.seed)
+
+
+OVERLAP_ROWS = 64
+"""Anchors whose sets :func:`cell_set_overlap` compares (64 * 63 / 2 = 2,016 pairs)."""
+
+
+def cell_set_overlap(params: Mapping[str, Any], seed: int, rows: int = OVERLAP_ROWS) -> SetOverlap:
+    """The pairwise overlap |S_i & S_k| / m of the fixed negative sets of ``rows`` anchors spread evenly over the
+    cell's n training pairs, with the sampler the cell's training builds (:func:`crl.negatives.fixed.set_overlap`).
+
+    Raises:
+        ValueError: if the cell's negatives are not fixed sets or a fixed pool.
+    """
+    config = train_config(params, seed)
+    sampler = NEGATIVE_KINDS[config.loss.negatives].sampler(config, _source(config.data), False)
+    if not isinstance(sampler, FixedSets | FixedPool):
+        raise ValueError(
+            f"[loss] negatives = '{config.loss.negatives}' has no fixed sets to compare; the overlap is defined for "
+            "fixed_sets (SCRL) and fixed_pool (SSCRL)"
+        )
+    n = int(params["n"])
+    anchors = torch.linspace(0, n - 1, min(n, rows)).round().to(torch.int64).unique()
+    return set_overlap(sampler, anchors)

@@ -5,18 +5,39 @@ training split's first max(n + P) items and the whole test split, in this proces
 that parallel workers only ever read the cache. :func:`run_experiment` computes the cells the store lacks under
 the data set's claim name (:func:`crl.experiments.mstar_design.claim_of`), each committed the moment it finishes:
 a stopped run continues where it stopped, and a grid with more seeds or n reuses every stored cell.
+:func:`stored_records` reads the cells a store holds without computing any (an interim report of a long run), and
+:func:`scrl_overlaps` measures the pairwise overlap of SCRL's sets at every (arm, n, m) of the grid (the first
+seed's sets; the regimes coincide where it reaches 1).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from crl.experiments.mstar_cell import compute_cell
+from crl.experiments.mstar_cell import cell_set_overlap, compute_cell
 from crl.experiments.mstar_design import DataName, Grid, claim_of, grid_cells, locked_data
-from crl.sweep import CellFn, CellRecord, Executor, ProgressHook, SweepStore, canonical_json, run_cells
+from crl.negatives.fixed import SetOverlap
+from crl.sweep import (
+    CellFn,
+    CellRecord,
+    Executor,
+    ProgressHook,
+    SweepStore,
+    canonical_json,
+    derive_seed,
+    run_cells,
+)
 from crl.train.locked import locked_split
 
-__all__ = ["FASHION_ITEMS", "prepare_features", "run_experiment"]
+__all__ = [
+    "FASHION_ITEMS",
+    "ArmOverlap",
+    "prepare_features",
+    "run_experiment",
+    "scrl_overlaps",
+    "stored_records",
+]
 
 
 def _largest_prefix(grid: Grid) -> int:
@@ -82,3 +103,48 @@ def run_experiment(
             executor=executor,
             progress=progress,
         )
+
+
+def stored_records(database: Path, data: DataName, grid: Grid) -> list[CellRecord]:
+    """The records of the grid's cells that ``database`` holds now, computing none (in the grid's order).
+
+    Raises:
+        ValueError: if there is no store at ``database``.
+    """
+    if not database.is_file():
+        raise ValueError(f"no results store at {database}; run the experiment without --report-only first")
+    with SweepStore(database) as store:
+        found = (store.get(claim_of(data), cell) for cell in grid_cells(data, grid))
+        return [record for record in found if record is not None]
+
+
+@dataclass(frozen=True)
+class ArmOverlap:
+    """The overlap of SCRL's sets at one (arm, n, m): C candidates (n in-sample, the pool's P when disjoint)."""
+
+    arm: str
+    n: int
+    m: int
+    candidates: int
+    overlap: SetOverlap
+
+
+def scrl_overlaps(data: DataName, grid: Grid) -> list[ArmOverlap]:
+    """:func:`crl.experiments.mstar_cell.cell_set_overlap` of every SCRL cell of the first seed in the in-sample
+    and disjoint arms (the budget arm's sets are the in-sample arm's at the same n and seed)."""
+    found = []
+    for cell in grid_cells(data, grid):
+        params = cell.params
+        if (params.get("arm"), params.get("regime")) not in (
+            ("in_sample", "independent"),
+            ("disjoint", "independent"),
+        ):
+            continue
+        if cell.seed != derive_seed(0, "mstar", data, int(params["n"])):
+            continue
+        pool = int(params["pool"])
+        overlap = cell_set_overlap(params, cell.seed)
+        found.append(
+            ArmOverlap(params["arm"], int(params["n"]), int(params["m"]), pool or int(params["n"]), overlap)
+        )
+    return found

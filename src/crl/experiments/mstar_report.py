@@ -6,18 +6,22 @@
   goes, [A]'s 0.4 as a horizontal line;
 - the Markdown: m*(n) per (metric, arm, regime, n) with plateau, tol, interval, m*/n beside 0.4, the curve's rise,
   the seed sd and the seeds the seed rule asks for; the slopes of log m* on log n beside 1/2 and 1; the difference
-  slope(SSCRL) - slope(SCRL) per arm; the convergence check; the means per m.
+  slope(SSCRL) - slope(SCRL) per arm; the convergence check; the cost per step and the anchor pairs per second
+  per (arm, regime, n), the cells' total wall time and the runs that computed them; the pairwise overlap of SCRL's
+  sets against m / C; the means per m.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crl._vocab import REGIME_LABELS
 from crl.experiments.mstar import SaturationInterval
-from crl.experiments.mstar_design import DataName, Grid
+from crl.experiments.mstar_design import DataName, Grid, grid_cells
+from crl.experiments.mstar_experiment import ArmOverlap
 from crl.experiments.mstar_summary import LEVEL, METRICS, Curve, Summary
 
 if TYPE_CHECKING:
@@ -180,6 +184,42 @@ def _slope_rows(summary: Summary) -> list[str]:
     return rows
 
 
+def _cost_rows(summary: Summary) -> list[str]:
+    """The cost table, then the total wall time of the stored cells and the runs that computed them."""
+    rows = [
+        "| arm | regime | n | b | steps | cells | m: smallest, largest | ms per step | pairs/s | cell wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary.costs:
+        rows.append(
+            f"| {c.arm} | {REGIME_LABELS[c.regime]} | {c.n} | {c.batch} | {c.steps} | {c.cells} | {c.m_low}, "
+            f"{c.m_high} | {c.ms_low:.1f}, {c.ms_high:.1f} | {c.pairs_per_s(c.ms_low):,.0f}, "
+            f"{c.pairs_per_s(c.ms_high):,.0f} | {c.cell_s:.1f} |"
+        )
+    runs = ", ".join(f"`{run}` ({count})" for run, count in summary.runs.items())
+    return [
+        *rows,
+        "",
+        f"The {sum(summary.runs.values())} stored cells took {summary.cell_seconds / 3600:.2f} hours of cell wall "
+        f"time in all (summed over cells; workers run side by side). Cells by the run that computed them: {runs}.",
+    ]
+
+
+def _overlap_rows(overlaps: Sequence[ArmOverlap]) -> list[str]:
+    """SCRL's pairwise set overlap per (arm, n, m) beside m / C (independent uniform sets)."""
+    rows = [
+        "| arm | n | C | m | m / C | overlap: mean | min, max | uniform sets |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in overlaps:
+        found = row.overlap
+        rows.append(
+            f"| {row.arm} | {row.n} | {row.candidates} | {row.m} | {row.m / row.candidates:.4f} | {found.mean:.4f} | "
+            f"{found.low:.4f}, {found.high:.4f} | {found.expected:.4f} |"
+        )
+    return rows
+
+
 def _means_rows(summary: Summary) -> list[str]:
     rows = [
         "| metric | arm | regime | n | m | m/n | mean | 95% interval |",
@@ -195,13 +235,22 @@ def _means_rows(summary: Summary) -> list[str]:
 
 
 def markdown_report(
-    summary: Summary, data: DataName, grid: Grid, *, fidelity: str, run_id: str, commit: str
+    summary: Summary,
+    data: DataName,
+    grid: Grid,
+    *,
+    fidelity: str,
+    run_id: str,
+    commit: str,
+    overlaps: Sequence[ArmOverlap],
 ) -> str:
-    """The tables of the summary as Markdown, named by the run id and the commit (module docstring)."""
+    """The tables of the summary and SCRL's set ``overlaps`` as Markdown, named by the run id and the commit
+    (module docstring)."""
     lines = [
         f"# m*(n) on {data} ({fidelity})",
         "",
-        f"Run `{run_id}` at commit `{commit}`; n = {list(grid.ns)}, m/n = {list(grid.fractions)} and m = "
+        f"Written by run `{run_id}` at commit `{commit}`, from {sum(summary.runs.values())} stored cells of the "
+        f"grid's {len(grid_cells(data, grid))} (the runs that computed them: under Cost). Grid: n = {list(grid.ns)}, m/n = {list(grid.fractions)} and m = "
         f"{list(grid.absolute)}, {grid.seeds} seeds, E = {grid.epochs} epochs; disjoint pool ({grid.pool_ratio} n) at "
         f"n = {list(grid.disjoint_ns)}; fixed budget of {grid.budget_anchors} anchors at n = {list(grid.budget_ns)}"
         + (f"; ablation at n = {list(grid.ablation_ns)}" if grid.ablation_ns else "")
@@ -229,6 +278,14 @@ def markdown_report(
         "| arm | n | cells | worst |",
         "|---|---|---|---|",
         *(f"| {c.arm} | {c.n} | {c.cells} | {c.worst:.4f} |" for c in summary.convergence),
+        "",
+        "## Cost (medians over seeds; ms per step and pairs/s at the smallest and the largest m)",
+        "",
+        *_cost_rows(summary),
+        "",
+        "## SCRL's sets: pairwise overlap |S_i & S_k| / m over 64 anchors of the first seed (1: one shared set)",
+        "",
+        *_overlap_rows(overlaps),
         "",
         "## Means per m",
         "",

@@ -18,7 +18,9 @@ Everything is descriptive at ``LEVEL`` = 95% (docs/claims/C6_real.md), by the C6
   smallest m|: the seeds a curve needs for its tolerance to be below a quarter of its rise; none for a flat curve,
   rise / 4 <= 1% of the plateau (tol's floor); the run's answer is the largest over the in-sample curves of the
   primary metric;
-- convergence: per (arm, n) the largest |last_epoch_change| / loss_drop over the cells (< 1% is converged).
+- convergence: per (arm, n) the largest |last_epoch_change| / loss_drop over the cells (< 1% is converged);
+- cost: per (arm, regime, n) the training time per step and the anchor pairs processed per second at the curve's
+  smallest and largest m (medians over seeds), the median wall time of a cell, and the runs that computed them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "LEVEL",
     "METRICS",
     "Convergence",
+    "Cost",
     "Curve",
     "SlopeFit",
     "Summary",
@@ -126,9 +129,38 @@ class Convergence:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What the finished cells of one (arm, regime, n) cost, each figure a median over seeds.
+
+    Attributes:
+        batch: b, anchors per step; steps: training steps of a cell; cells: finished cells (every m and seed).
+        m_low, m_high: the smallest and largest m with a finished cell.
+        ms_low, ms_high: training milliseconds per step, 1000 train_s / steps, at m_low and m_high.
+        cell_s: wall seconds of a cell (loading, training, held-out scoring), over all its m and seeds.
+    """
+
+    arm: str
+    regime: Regime
+    n: int
+    batch: int
+    steps: int
+    cells: int
+    m_low: int
+    m_high: int
+    ms_low: float
+    ms_high: float
+    cell_s: float
+
+    def pairs_per_s(self, ms_per_step: float) -> float:
+        """Anchor pairs processed per second at ``ms_per_step``: 1000 b / ms."""
+        return 1000.0 * self.batch / ms_per_step
+
+
+@dataclass(frozen=True)
 class Summary:
     """Everything the report shows: curves, slopes, their differences per (arm, metric), convergence, the
-    backbone's scores, and the seeds the seed rule asks for (None when every in-sample curve is flat)."""
+    backbone's scores, the seeds the seed rule asks for (None when every in-sample curve is flat), the cost per
+    (arm, regime, n), the wall seconds of all stored cells and the cells each run computed."""
 
     curves: tuple[Curve, ...]
     slopes: tuple[SlopeFit, ...]
@@ -136,6 +168,9 @@ class Summary:
     convergence: tuple[Convergence, ...]
     baseline: dict[str, float]
     seeds_rule: int | None
+    costs: tuple[Cost, ...]
+    cell_seconds: float
+    runs: dict[str, int]
 
 
 def seeds_needed(
@@ -285,6 +320,53 @@ def _convergence(records: Sequence[CellRecord]) -> tuple[Convergence, ...]:
     return tuple(Convergence(arm, n, max(values), len(values)) for (arm, n), values in sorted(worst.items()))
 
 
+_Timing = tuple[float, int, int, float]
+"""A finished cell's (train_s, steps, batch, wall_s)."""
+
+
+def _ms_per_step(cells: list[_Timing]) -> float:
+    """The median over cells of 1000 train_s / steps."""
+    return float(np.median([1000.0 * train_s / steps for train_s, steps, _, _ in cells]))
+
+
+def _costs(records: Sequence[CellRecord]) -> tuple[Cost, ...]:
+    """:class:`Cost` per (arm, regime, n) of the finished training cells (the backbone trains nothing)."""
+    timed: dict[_Key, dict[int, list[_Timing]]] = {}
+    for record in records:
+        result, params = record.result, record.cell.params
+        if params.get("arm") == "backbone" or result.get("status") != "ok" or not result.get("steps"):
+            continue
+        key = (str(params["arm"]), params["regime"], int(params["n"]))
+        row = (float(result["train_s"]), int(result["steps"]), int(params["recipe"]["batch"]), record.wall_s)
+        timed.setdefault(key, {}).setdefault(int(params["m"]), []).append(row)
+    costs = []
+    for key, by_m in sorted(timed.items()):
+        low, high = min(by_m), max(by_m)
+        rows = [row for cells in by_m.values() for row in cells]
+        costs.append(
+            Cost(
+                *key,
+                batch=rows[0][2],
+                steps=rows[0][1],
+                cells=len(rows),
+                m_low=low,
+                m_high=high,
+                ms_low=_ms_per_step(by_m[low]),
+                ms_high=_ms_per_step(by_m[high]),
+                cell_s=float(np.median([row[3] for row in rows])),
+            )
+        )
+    return tuple(costs)
+
+
+def _runs(records: Sequence[CellRecord]) -> dict[str, int]:
+    """The cells each run computed, by run id."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.run_id] = counts.get(record.run_id, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def summarise(
     records: Sequence[CellRecord], data: DataName, grid: Grid, *, seed: int = 0, resamples: int = 2000
 ) -> Summary:
@@ -309,4 +391,14 @@ def summarise(
     baseline = next((dict(r.result) for r in records if r.cell.params.get("arm") == "backbone"), {})
     needed = [c.seeds_needed for c in curves if (c.arm, c.metric) == ("in_sample", METRICS[data][0])]
     rule = max((count for count in needed if count is not None), default=None)
-    return Summary(tuple(curves), tuple(slopes), differences, _convergence(records), baseline, rule)
+    return Summary(
+        tuple(curves),
+        tuple(slopes),
+        differences,
+        _convergence(records),
+        baseline,
+        rule,
+        _costs(records),
+        sum(record.wall_s for record in records),
+        _runs(records),
+    )
