@@ -134,8 +134,8 @@ def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
 
 
 def test_the_grid_pairs_seeds_and_sizes_its_arms() -> None:
-    """A cell's seed is shared by both regimes, every m and every arm at its n; m runs to n; the disjoint arm
-    alone has a pool of 2 n; the main arms take E epochs of floor(n / b) steps (budget: B anchors) at b =
+    """A cell's seed is shared by both regimes, every m and every arm at its n; the in-sample arm's cells come
+    first, every seed; m runs to n; the disjoint arm alone has a pool of 2 n; the main arms take E epochs of floor(n / b) steps (budget: B anchors) at b =
     batch_for(n)."""
     cells = grid_cells("wordnet", FIDELITIES["wordnet"]["tiny"])
     grid = FIDELITIES["wordnet"]["tiny"]
@@ -154,6 +154,9 @@ def test_the_grid_pairs_seeds_and_sizes_its_arms() -> None:
             math.ceil(grid.budget_anchors / b) if params["arm"] == "budget" else epochs
         )
     assert all(len(seeds) == grid.seeds for seeds in seeds_at.values())
+    arms = [c.params["arm"] for c in trained]
+    first_other = next(i for i, arm in enumerate(arms) if arm != "in_sample")
+    assert set(arms[:first_other]) == {"in_sample"} and "in_sample" not in arms[first_other:]
     assert batch_for(500, 256) == 32 and batch_for(1000, 256) == 64 and batch_for(16000, 256) == 256
     assert FIDELITIES["wordnet"]["full"].m_values(1000) == (1, 4, 5, 10, 16, 20, 50, 100, 200, 400, 700, 1000)
 

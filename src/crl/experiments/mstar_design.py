@@ -391,11 +391,18 @@ def _runs(grid: Grid) -> list[_Run]:
 
 
 def grid_cells(data: DataName, grid: Grid) -> list[Cell]:
-    """The backbone baseline cell, then every (seed, arm, n, regime, m) cell, seed by seed, so that a stopped run
-    holds whole seeds; a cell's seed is derive_seed(seed index, "mstar", data set, n)."""
+    """The backbone baseline cell, then every (seed, arm, n, regime, m) cell: the in-sample arm seed by seed, then
+    the other arms seed by seed, so that a stopped run holds whole seeds of the in-sample arm first (it carries the
+    slopes of m*(n) and the advisor's check) and whole seeds of the others after; a cell's seed is
+    derive_seed(seed index, "mstar", data set, n)."""
     cells = [backbone_cell(data, grid)]
-    for index in range(grid.seeds):
-        for run in _runs(grid):
+    runs = _runs(grid)
+    groups = (
+        [run for run in runs if run.arm == "in_sample"],
+        [run for run in runs if run.arm != "in_sample"],
+    )
+    for group, index in ((group, index) for group in groups for index in range(grid.seeds)):
+        for run in group:
             seed = derive_seed(index, "mstar", data, run.n)
             for regime in run.regimes:
                 for m in grid.m_values(run.n):
