@@ -63,7 +63,7 @@ def render_figures(summary: Summary, data: DataName, out: Path, *, title: str) -
     out.mkdir(parents=True, exist_ok=True)
     columns = min(3, max(1, len(arms)))
     rows = -(-max(1, len(arms)) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(7.0 * columns, 4.2 * rows), squeeze=False)
     for axis in axes.flat[len(arms) :]:
         axis.set_visible(False)
     for axis, arm in zip(axes.flat, arms, strict=False):
@@ -84,7 +84,7 @@ def render_figures(summary: Summary, data: DataName, out: Path, *, title: str) -
         axis.set_xlabel("m / n (%)")
         axis.set_ylabel(metric)
         axis.set_title(arm, fontsize=9)
-        axis.legend(fontsize=6)
+        axis.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     curves_path = _save(figure, title, out / "curves.png")
     figure, axis = plt.subplots(figsize=(6.0, 4.2))
     for arm in arms:
