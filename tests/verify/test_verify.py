@@ -153,8 +153,11 @@ class ToyRaises(ToyRate):
 
 
 def _invoke(monkeypatch: pytest.MonkeyPatch, registry: Registry, *args: str) -> Any:
-    """Run `crl verify ARGS` in process with ``registry`` in place of the shipped claims."""
+    """Run `crl verify ARGS` in process with ``registry`` in place of the shipped claims, without the report's
+    section beside C8 (learned vs ideal search trains real models; tests/experiments/test_learned_vs_ideal.py
+    tests it, and the toy C8s here test only the claims engine)."""
     monkeypatch.setattr(crl.verify, "default_registry", lambda: registry)
+    monkeypatch.setattr(crl.verify, "note_sections", lambda *args: ())
     return CliRunner().invoke(app, ["verify", *args], catch_exceptions=False)
 
 
