@@ -93,3 +93,12 @@ def test_the_grid_gives_errors_of_the_in_sample_arm_in_the_sessions_regime() -> 
         record("disjoint", "shared", 1, {"status": "ok", "ndcg@10": 0.9}),
     ]
     assert measured_errors(records, "wordnet", "shared") == {(500, 5): [0.75, 0.5]}
+
+
+def test_a_cell_with_one_seed_run_is_an_error_naming_the_cells_and_the_fix(session: Session) -> None:
+    """A grid stopped after its first seed has one run per cell: no Welch interval, so no direction row."""
+    one_seed = {key: values[:1] for key, values in _measured(TRUTH, 0.02).items()}
+    with pytest.raises(
+        ValueError, match=r"around \(n, m\) = \(500, 5\) hold 1 and 1 seed runs.*finish more seeds"
+    ):
+        direction_agreement(session, one_seed)

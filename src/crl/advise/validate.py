@@ -206,7 +206,11 @@ def direction_agreement(session: Session, measured: Measured) -> DirectionSummar
             continue
         more_data, more_negatives = measured[(2 * n, m)], measured[(n, 2 * m)]
         if min(len(more_data), len(more_negatives)) < 2:
-            raise ValueError(f"the cells around (n, m) = ({n}, {m}) need at least 2 seed runs each")
+            raise ValueError(
+                f"the cells (2n, m) and (n, 2m) around (n, m) = ({n}, {m}) hold {len(more_data)} and "
+                f"{len(more_negatives)} seed runs; the direction check needs at least 2 each: let the grid finish "
+                "more seeds before checking advice against it"
+            )
         difference, low, high = _welch(more_data, more_negatives)
         advice = advise(session.fit, n=n, m=m, regime=session.regime, **session.reach)  # type: ignore[arg-type]
         advised = advice.gain_difference.estimate if advice.local_supported else None
