@@ -11,7 +11,7 @@ from sentence_transformers import SentenceTransformer
 
 import crl.train.locked as locked_module
 from crl.data.features import BLOCK
-from crl.data.text import SplitFractions, item_ids, load_split
+from crl.data.text import SplitFractions, TextPair, item_ids, load_split
 from crl.models.minilm import packaged_model_path
 from crl.serving.evaluate import load_trained_model
 from crl.train.config import LockedData, TrainConfig, parse_config
@@ -172,3 +172,28 @@ def test_bible_verse_pairs_lock_the_same_way(tmp_path: Path) -> None:
     norms = found.features.y.norm(dim=1)
     torch.testing.assert_close(norms, torch.ones(2))
     assert locked_split(config).computed == 0
+
+
+def test_a_split_is_parsed_once_per_process_and_each_caller_gets_its_own_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cells at many n read one split: the parse runs once for the split, once more for the other split, and a
+    caller that changes its list does not change the next caller's."""
+    calls: list[str] = []
+
+    def parse(dataset: str, split: str, *args: Any, **kwargs: Any) -> list[TextPair]:
+        calls.append(split)
+        return [TextPair(f"q{i} {split}", f"p{i}", str(i)) for i in range(5)]
+
+    monkeypatch.setattr(locked_module, "load_split", parse)
+    locked_module._split_pairs.cache_clear()
+    try:
+        small = LockedData.model_validate({"dataset": "wordnet", "backbone": "minilm", "n_train": 2})
+        large = LockedData.model_validate({"dataset": "wordnet", "backbone": "minilm", "n_train": 4})
+        first = locked_module.text_pairs(small, "train")
+        first.clear()
+        assert locked_module.text_pairs(large, "train")[4].query == "q4 train"
+        assert locked_module.text_pairs(small, "test")[0].query == "q0 test"
+        assert calls == ["train", "test"]
+    finally:
+        locked_module._split_pairs.cache_clear()

@@ -45,7 +45,7 @@ from crl.data import (
     cached_features,
     load_fashion_mnist,
 )
-from crl.data.text import WORDNET_ROOT, SplitFractions, TextPair, item_ids, load_split
+from crl.data.text import WORDNET_ROOT, Split, SplitFractions, TextPair, WordnetPairs, item_ids, load_split
 from crl.models import Encoder, MiniLM
 from crl.models.minilm import load_tokenizer, resolve_model_path, tokenize, weights_file
 from crl.train.checkpoint import load_train_state, resolve_checkpoint
@@ -124,16 +124,27 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def text_pairs(config: LockedData, split: str) -> list[TextPair]:
-    """The pairs of a split of a locked text data set, in the order of its features (item i is pair i)."""
+    """The pairs of a split of a locked text data set, in the order of its features (item i is pair i); parsed
+    once per process for each data set, split and split rule (a grid's cells at many n read the same split)."""
     fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
-    return load_split(
-        config.dataset,
-        "test" if split == "test" else "train",
+    split_name: Split = "test" if split == "test" else "train"
+    return list(_split_pairs(config.dataset, split_name, fractions, config.root, config.wordnet_pairs))
+
+
+@functools.lru_cache(maxsize=4)
+def _split_pairs(
+    dataset: str, split: Split, fractions: SplitFractions, root: str, wordnet_kind: WordnetPairs
+) -> tuple[TextPair, ...]:
+    """:func:`crl.data.text.load_split` of one split, kept for the process."""
+    found = load_split(
+        dataset,
+        split,
         fractions,
-        wordnet_root=config.root or WORDNET_ROOT,
-        wordnet_kind=config.wordnet_pairs,
-        cache_dir=config.root,
+        wordnet_root=root or WORDNET_ROOT,
+        wordnet_kind=wordnet_kind,
+        cache_dir=root,
     )
+    return tuple(found)
 
 
 def _text_items(config: LockedData, pairs: list[TextPair]) -> _Items:
