@@ -31,6 +31,10 @@ WORLD, BATCH = 2, 5
 CASES = [("infonce", True), ("dcl", False), ("gcl", True)]
 TRAINER_STEPS = {"total_steps": 12, "warmup_steps": 2}
 
+RANK_TIMEOUT_S = 300
+"""How long a rank may take (spawned: it imports torch and crl, then trains); a hung rank fails, a slow one
+under a loaded machine (49 s alone, over 60 s beside a full test run) does not."""
+
 
 def _model() -> DualEncoder:
     generator = torch.Generator().manual_seed(0)
@@ -99,7 +103,7 @@ def test_two_ranks_give_the_gradient_of_one_process_with_the_double_batch(tmp_pa
     for process in processes:
         process.start()
     for process in processes:
-        process.join(timeout=60)
+        process.join(timeout=RANK_TIMEOUT_S)
         assert process.exitcode == 0
     ranks = [load_file(str(tmp_path / f"rank{rank}.safetensors")) for rank in range(WORLD)]
     x, y = _data()
