@@ -135,8 +135,8 @@ def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
 
 def test_the_grid_pairs_seeds_and_sizes_its_arms() -> None:
     """A cell's seed is shared by both regimes, every m and every arm at its n; the in-sample arm's cells come
-    first, every seed; m runs to n; the disjoint arm alone has a pool of 2 n; the main arms take E epochs of floor(n / b) steps (budget: B anchors) at b =
-    batch_for(n)."""
+    first, every seed; m runs to n; the disjoint arm alone has a pool of 2 n; the main arms take E epochs of
+    floor(n / b) steps (budget: B anchors) at b = batch_for(n)."""
     cells = grid_cells("wordnet", FIDELITIES["wordnet"]["tiny"])
     grid = FIDELITIES["wordnet"]["tiny"]
     trained = [c for c in cells if c.params["arm"] != "backbone"]

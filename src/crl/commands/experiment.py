@@ -143,7 +143,9 @@ def experiment_command(
         named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
         database = out / "results.sqlite"
         if report_only and not database.is_file():
-            raise ValueError(f"--report-only: no results store at {database}; run without --report-only first")
+            raise ValueError(
+                f"--report-only: no results store at {database}; run without --report-only first"
+            )
 
         # Deferred: `crl --help` does not need the sweep engine and its executors (ray's among them).
         from crl.sweep.run import executor_named

@@ -250,7 +250,8 @@ def markdown_report(
         f"# m*(n) on {data} ({fidelity})",
         "",
         f"Written by run `{run_id}` at commit `{commit}`, from {sum(summary.runs.values())} stored cells of the "
-        f"grid's {len(grid_cells(data, grid))} (the runs that computed them: under Cost). Grid: n = {list(grid.ns)}, m/n = {list(grid.fractions)} and m = "
+        f"grid's {len(grid_cells(data, grid))} (the runs that computed them: under Cost). Grid: n = "
+        f"{list(grid.ns)}, m/n = {list(grid.fractions)} and m = "
         f"{list(grid.absolute)}, {grid.seeds} seeds, E = {grid.epochs} epochs; disjoint pool ({grid.pool_ratio} n) at "
         f"n = {list(grid.disjoint_ns)}; fixed budget of {grid.budget_anchors} anchors at n = {list(grid.budget_ns)}"
         + (f"; ablation at n = {list(grid.ablation_ns)}" if grid.ablation_ns else "")
