@@ -58,6 +58,34 @@ def test_sets_are_nested_in_m_and_hold_every_eligible_item_when_fewer_than_m() -
     assert tight.sum(dim=1).tolist() == [12 - 2, 11]
 
 
+def test_kept_masks_are_the_computed_ones_and_the_cache_stays_within_its_bytes() -> None:
+    """If this fails, a later epoch trains against other sets than the first (a kept mask that is not own_sets'),
+    a batch that repeats a row or mixes kept and new rows gets the wrong row order, or the cache outgrows its bound."""
+    keys, candidates, m = _keys(), torch.arange(N), 7
+    batches = [
+        torch.tensor([3, 12, 40]),
+        torch.tensor([40, 5, 3, 5]),
+        torch.tensor([59, 12]),
+        torch.tensor([0]),
+    ]
+    unbounded = FixedSets(m, candidates, keys, 9)
+    bounded = FixedSets(m, candidates, keys, 9, cache_bytes=2 * N + N // 2)
+    afresh = FixedSets(m, candidates, keys, 9, cache_bytes=0)
+    for _ in range(2):
+        for rows in batches:
+            expected = own_sets(9, rows, candidates, keys, m)
+            for sampler in (unbounded, bounded, afresh):
+                assert torch.equal(sampler.sets(rows), expected)
+    assert (unbounded.kept_rows, bounded.kept_rows, afresh.kept_rows) == (6, 2, 0)
+    many = torch.arange(1100)  # past the first block of 1,024 kept rows
+    blocks = FixedSets(5, many, many, 9)
+    for rows in (many, many.flip(0)):
+        assert torch.equal(blocks.sets(rows), own_sets(9, rows, many, many, 5))
+    assert blocks.kept_rows == 1100
+    with pytest.raises(ValueError, match="cache_bytes"):
+        FixedSets(m, candidates, keys, 9, cache_bytes=-1)
+
+
 def test_at_m_equal_to_the_candidates_scrl_is_sscrl() -> None:
     keys, candidates, rows = _keys(), torch.arange(N), torch.tensor([10, 21, 40])
     scrl, sscrl = FixedSets(N, candidates, keys, 0), FixedPool(N, candidates, keys, 0)

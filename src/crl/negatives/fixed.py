@@ -7,9 +7,11 @@ the seed, the anchor's item index i and the candidate's item index j:
 
 - SSCRL (:class:`FixedPool`): the pool P = the m candidates j of smallest h(seed, POOL, j) (a row index no item
   has), shared by all anchors;
-- SCRL (:class:`FixedSets`): S_i = the m eligible candidates j of smallest h(seed, i, j), recomputed for the rows
+- SCRL (:class:`FixedSets`): S_i = the m eligible candidates j of smallest h(seed, i, j), computed for the rows
   of each batch on the fly (b x C hashes, never an n x m table), so S_i depends on (seed, i) only, not on the
-  batch, the step or the other anchors; when fewer than m are eligible, S_i is all of them.
+  batch, the step or the other anchors; when fewer than m are eligible, S_i is all of them. Being a function of
+  the row alone, a row's mask is kept once computed, within a memory bound (:data:`SET_CACHE_BYTES`), so later
+  epochs read it instead of hashing again.
 
 Ties of h are broken by j, so the order is total; both choices are nested in m (the sets at m are the first m of
 the same order). Exclusions, in both regimes, by a key per item (``keys``, indexed by item index): a candidate is
@@ -55,6 +57,12 @@ _NO_MEMBER = torch.iinfo(torch.int64).max
 _MIX1, _MIX2 = np.uint32(0x85EBCA6B), np.uint32(0xC2B2AE35)
 _GOLDEN = np.uint32(0x9E3779B9)
 _CHUNK_ELEMENTS = 1 << 22
+
+SET_CACHE_BYTES = 1 << 29
+"""Memory (512 MiB) a :class:`FixedSets` may keep for the masks of rows it has met, one byte per candidate; rows
+beyond it are computed again at each visit."""
+
+_BLOCK_ROWS = 1024
 
 
 def _fmix32(h: np.ndarray) -> np.ndarray:
@@ -251,13 +259,15 @@ class FixedPool(_Fixed):
 
 
 class FixedSets(_Fixed):
-    """SCRL: anchor i's own fixed set S_i of m candidates (:func:`own_sets`), recomputed for each batch's rows.
+    """SCRL: anchor i's own fixed set S_i of m candidates (:func:`own_sets`), computed for a batch's rows the first
+    time they come and kept (while ``cache_bytes`` allow) for the later epochs.
 
     Args:
         n_negatives: m, the size of each S_i (at most C; all eligible candidates when fewer are).
         candidates: (C,) int64 item indices the sets are drawn from.
         keys: int64 key of every item index, for the exclusions.
         seed: the hash's seed.
+        cache_bytes: memory for the kept masks, C bytes a row (0: compute every batch's sets afresh).
 
     Examples:
         >>> sampler = FixedSets(3, torch.arange(10), torch.arange(10), seed=0)
@@ -269,9 +279,53 @@ class FixedSets(_Fixed):
 
     regime: Regime = "independent"
 
+    def __init__(
+        self,
+        n_negatives: int,
+        candidates: Tensor,
+        keys: Tensor,
+        seed: int,
+        cache_bytes: int = SET_CACHE_BYTES,
+    ) -> None:
+        super().__init__(n_negatives, candidates, keys, seed)
+        check_count("cache_bytes", cache_bytes, 0)
+        self._cache_rows = cache_bytes // self.candidates.shape[0]
+        self._slots: dict[int, int] = {}
+        self._blocks: list[Tensor] = []
+
+    @property
+    def kept_rows(self) -> int:
+        """How many rows' masks the cache holds."""
+        return len(self._slots)
+
     def sets(self, rows: Tensor) -> Tensor:
-        """(b, C) mask of S_i over all candidates, for the anchors at item indices ``rows``."""
-        return own_sets(self.seed, rows, self.candidates, self.keys, self.n_negatives)
+        """(b, C) mask of S_i over all candidates, for the anchors at item indices ``rows``: the masks of rows met
+        before are read from the cache, the others computed by :func:`own_sets` (and kept while the cache has
+        room)."""
+        wanted = rows.tolist()
+        new = list(dict.fromkeys(row for row in wanted if row not in self._slots))
+        fresh: dict[int, Tensor] = {}
+        if new:
+            computed = own_sets(
+                self.seed, torch.tensor(new, dtype=torch.int64), self.candidates, self.keys, self.n_negatives
+            )
+            fresh = dict(zip(new, computed.unbind(0), strict=True))
+            for row in new[: max(0, self._cache_rows - len(self._slots))]:
+                self._keep(row, fresh[row])
+        return torch.stack([self._kept(row) if row in self._slots else fresh[row] for row in wanted])
+
+    def _keep(self, row: int, mask: Tensor) -> None:
+        """Copy ``mask`` into the next free slot, in blocks of :data:`_BLOCK_ROWS` rows allocated as needed."""
+        slot = len(self._slots)
+        if slot % _BLOCK_ROWS == 0:
+            rows = min(_BLOCK_ROWS, self._cache_rows - slot)
+            self._blocks.append(torch.empty((rows, self.candidates.shape[0]), dtype=torch.bool))
+        self._blocks[slot // _BLOCK_ROWS][slot % _BLOCK_ROWS] = mask
+        self._slots[row] = slot
+
+    def _kept(self, row: int) -> Tensor:
+        slot = self._slots[row]
+        return self._blocks[slot // _BLOCK_ROWS][slot % _BLOCK_ROWS]
 
     def draw(self, batch: EmbeddedBatch, rng: torch.Generator) -> Draw:
         """The candidates in some S_i of the batch (M,) and the (b, M) mask of each anchor's set (``rng`` unused)."""
