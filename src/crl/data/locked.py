@@ -19,6 +19,23 @@ from crl.data.arrays import GenerateNegatives
 __all__ = ["LockedFeaturePairs"]
 
 
+def rows_of(items: Tensor, indices: Tensor) -> Tensor:
+    """``items[indices]``, as a view of ``items`` when ``indices`` is one ascending run a, a + 1, ..., b - 1.
+
+    A fixed negative set's draw at large m names every candidate in order, and copying their features would be
+    most of a step's memory traffic; the view holds the same values in the same row layout.
+    """
+    count = indices.shape[0] if indices.dim() == 1 else 0
+    if count and indices.dtype == torch.int64:
+        first = int(indices[0])
+        inside = first >= 0 and first + count <= items.shape[0]
+        if inside and torch.equal(
+            indices, torch.arange(first, first + count, dtype=torch.int64, device=indices.device)
+        ):
+            return items[first : first + count]
+    return items[indices]
+
+
 class LockedFeaturePairs:
     """n pairs of locked features and P pool items (a :class:`crl.data.PairSource` of flat feature vectors).
 
@@ -115,9 +132,9 @@ class LockedFeaturePairs:
         return self.items_x[indices], self.items_y[indices]
 
     def anchors(self, indices: Tensor, generator: torch.Generator) -> Tensor:
-        """Anchor features of the items at ``indices`` (training pairs or pool items)."""
-        return self.items_x[indices]
+        """Anchor features of the items at ``indices`` (training pairs or pool items; a view for a run)."""
+        return rows_of(self.items_x, indices)
 
     def positives(self, indices: Tensor, generator: torch.Generator) -> Tensor:
-        """Positive features of the items at ``indices`` (training pairs or pool items)."""
-        return self.items_y[indices]
+        """Positive features of the items at ``indices`` (training pairs or pool items; a view for a run)."""
+        return rows_of(self.items_y, indices)
