@@ -22,15 +22,22 @@ from crl.experiments.mstar_design import (
     grid_of,
     train_config,
 )
-from crl.experiments.mstar_experiment import run_experiment, scrl_overlaps, stored_records
+from crl.experiments.mstar_experiment import (
+    FASHION_ITEMS,
+    check_cnn_backbone,
+    run_experiment,
+    scrl_overlaps,
+    stored_records,
+)
 from crl.experiments.mstar_report import markdown_report, render_figures
 from crl.experiments.mstar_summary import seeds_needed, summarise
 from crl.objectives import MovingAverageState, cosine_gamma
 from crl.sweep import Cell, SweepStore
 from crl.train.build import Streams
-from crl.train.config import DataConfig, LockedData
+from crl.train.config import DataConfig, LockedData, parse_config
 from crl.train.locked_heldout import HeldOut
 from crl.train.loop import StepMetrics, TrainingLoop
+from tests.train.helpers import fit
 
 TINY = FIDELITIES["fashion"]["tiny"]
 D = 12
@@ -327,6 +334,35 @@ def test_real_fashion_cells_train_and_score(
         assert run_cell(params, seed)["recall@1"] == result["recall@1"]
     backbone = run_cell(cells[0].params, 0)
     assert backbone["recall@1"] > 0.05
+
+
+@pytest.mark.skipif(not FASHION.is_file(), reason="Fashion-MNIST (dataset-fashion-mnist) is not installed")
+@pytest.mark.parametrize(("first_image", "accepted"), [(0, False), (49_999, False), (FASHION_ITEMS, True)])
+def test_a_cnn_backbone_must_have_trained_on_images_past_those_of_the_grid(
+    tmp_path: Path, first_image: int, accepted: bool
+) -> None:
+    """A checkpoint whose run trained on any of images 0-49,999 (the grid's n and pools) is refused, naming the
+    fix; one trained from image 50,000 on is accepted."""
+    run = {"out_dir": str(tmp_path), "name": "cnn", "seed": 0, "num_threads": 1, "progress": False}
+    data = {"source": "fashion_mnist", "n_train": 32, "batch_size": 16, "first_image": first_image}
+    fit(
+        parse_config(
+            {
+                "data": data,
+                "model": {"encoder": "cnn", "channels": [2], "hidden": 4, "embedding_dim": 3},
+                "optim": {"total_steps": 1, "warmup_steps": 0},
+                "run": {**run, "tensorboard": False},
+            }
+        )
+    )
+    if accepted:
+        check_cnn_backbone(str(tmp_path / "cnn"))
+        return
+    with pytest.raises(
+        ValueError, match=f"images from index {first_image} on.*first_image = 50000"
+    ) as caught:
+        check_cnn_backbone(str(tmp_path / "cnn"))
+    assert "\n" not in str(caught.value)
 
 
 def _timed(cell: Cell) -> dict[str, Any]:

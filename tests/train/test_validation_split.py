@@ -41,6 +41,27 @@ def test_validation_zero_chooses_on_trained_images_and_says_so() -> None:
     assert len(queries) == 143 and not queries & gallery and queries | gallery == set(range(1438))
 
 
+def test_first_image_splits_the_later_images_alone_as_the_whole_split_would() -> None:
+    """first = F: the split of images F..N-1 is the split of N - F images, shifted by F."""
+    split = image_split(1438, validation="auto", seed=2, n_train=500, first=400)
+    alone = image_split(1038, validation="auto", seed=2, n_train=500)
+    for field in ("train", "queries", "gallery"):
+        assert torch.equal(getattr(split, field), getattr(alone, field) + 400)
+    assert split.train.min() >= 400 and split.queries.min() >= 400
+
+
+def test_a_run_with_first_image_never_sees_the_earlier_images() -> None:
+    config = parse_config({"data": {"source": "digits", "first_image": 1000, "validation": 50}}).data
+    pool = load_digits("train")
+    source = build_source(config, seed=0)
+    assert isinstance(source, TwoViewPairs) and source.n_pairs == 1438 - 1000 - 50
+    split = image_split(len(pool), validation=50, seed=0, first=1000)
+    assert torch.equal(source.images.images, pool.images[split.train])
+    validation = validation_set(config)
+    assert validation is not None
+    assert torch.equal(validation.queries.inputs, pool.images[split.queries].squeeze(1))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -48,6 +69,10 @@ def test_validation_zero_chooses_on_trained_images_and_says_so() -> None:
         (
             {"validation": "auto", "n_train": 1300},
             r"\[data\] n_train = 1300 exceeds the 1295 training images left",
+        ),
+        (
+            {"validation": 0, "first": 1438},
+            r"\[data\] first_image = 1438 leaves none of the 1438 training images; use at most 1437$",
         ),
         (
             {"validation": 0, "n_train": 1500},

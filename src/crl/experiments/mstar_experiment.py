@@ -28,11 +28,13 @@ from crl.sweep import (
     derive_seed,
     run_cells,
 )
+from crl.train.checkpoint import load_train_state, resolve_checkpoint
 from crl.train.locked import locked_split
 
 __all__ = [
     "FASHION_ITEMS",
     "ArmOverlap",
+    "check_cnn_backbone",
     "prepare_features",
     "run_experiment",
     "scrl_overlaps",
@@ -50,6 +52,22 @@ FASHION_ITEMS = 50_000
 """Fashion-MNIST training images 50,000-59,999 are kept out of every n and pool (a CNN backbone trains on them)."""
 
 
+def check_cnn_backbone(path: str) -> None:
+    """Refuse a CNN checkpoint that may have trained on the images the grid's n and pools use (0-49,999).
+
+    Raises:
+        ValueError: if the checkpoint's run did not train on Fashion-MNIST with ``[data] first_image`` >= 50,000.
+    """
+    data = load_train_state(resolve_checkpoint(path)).config.data
+    first = getattr(data, "first_image", 0)
+    if data.source != "fashion_mnist" or first < FASHION_ITEMS:
+        raise ValueError(
+            f"--backbone-path {path}: its run trained on {data.source} images from index {first} on, which the "
+            f'grid\'s n and pools use; train the CNN with [data] source = "fashion_mnist" and first_image = '
+            f"{FASHION_ITEMS} (e.g. configs/fashion_backbone_cnn.toml)"
+        )
+
+
 def prepare_features(data: DataName, grid: Grid) -> int:
     """Compute the grid's missing locked features into the cache: the training split's first max(n + P) items and
     the test split of every held-out set the cells score on; returns the items computed now (0: all cached).
@@ -58,6 +76,8 @@ def prepare_features(data: DataName, grid: Grid) -> int:
         ValueError: if a Fashion-MNIST grid reaches past image 50,000 (kept for the CNN backbone).
     """
     recipe = grid.recipe
+    if recipe.dataset == "fashion_mnist" and recipe.backbone == "cnn":
+        check_cnn_backbone(recipe.backbone_path)
     if recipe.dataset == "fashion_mnist" and _largest_prefix(grid) > FASHION_ITEMS:
         raise ValueError(
             f"the grid needs the first {_largest_prefix(grid)} Fashion-MNIST images (n + disjoint pool), past "

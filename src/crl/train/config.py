@@ -166,6 +166,13 @@ class ImageData(_DataSection):
     validation_seed: int = Field(
         default=0, ge=0, description="Seed of the permutation that draws the validation images."
     )
+    first_image: int = Field(
+        default=0,
+        ge=0,
+        description="Training images before this index are never used: the training pairs and the validation "
+        "images come from images first_image.. of the training split (50000 keeps a Fashion-MNIST backbone off "
+        "the images that crl experiment mstar's n and pools use).",
+    )
 
 
 class FashionMnistData(ImageData):

@@ -158,18 +158,34 @@ def _drawn(count: int, size: int, seed: int) -> tuple[Tensor, Tensor]:
 
 
 def image_split(
-    n_images: int, *, validation: int | Literal["auto"], seed: int, n_train: int = 0
+    n_images: int, *, validation: int | Literal["auto"], seed: int, n_train: int = 0, first: int = 0
 ) -> ImageSplit:
-    """The split of N training images by ``[data] validation`` (V), ``validation_seed`` and ``n_train``.
+    """The split of the training split's images ``first``..N-1 by ``[data] validation`` (V),
+    ``validation_seed``, ``n_train`` and ``first_image`` (indices stay those of the whole split).
 
-    V > 0 (``"auto"``: :func:`auto_validation_size` (N)): a permutation of 0..N-1 drawn from ``seed``'s
-    "validation-split" stream puts its first V images in the validation set; T is the rest in order, its first
-    ``n_train`` when that is > 0. V = 0: T is the first ``n_train`` (or all) images, and the vectors are chosen on
-    :func:`auto_validation_size` (|T|) images of T drawn the same way, searching the rest of T.
+    With N' = N - ``first`` images: V > 0 (``"auto"``: :func:`auto_validation_size` (N')): a permutation of
+    0..N'-1 drawn from ``seed``'s "validation-split" stream puts its first V images in the validation set; T is
+    the rest in order, its first ``n_train`` when that is > 0. V = 0: T is the first ``n_train`` (or all) images,
+    and the vectors are chosen on :func:`auto_validation_size` (|T|) images of T drawn the same way, searching
+    the rest of T.
 
     Raises:
-        ValueError: if V leaves no training image, or ``n_train`` exceeds the images left (naming the fields).
+        ValueError: if ``first`` leaves no image, V leaves no training image, or ``n_train`` exceeds the images
+            left (naming the fields).
     """
+    if first >= n_images:
+        raise ValueError(
+            f"[data] first_image = {first} leaves none of the {n_images} training images; use at most "
+            f"{n_images - 1}"
+        )
+    local = _local_split(n_images - first, validation=validation, seed=seed, n_train=n_train)
+    return ImageSplit(
+        local.train + first, local.queries + first, local.gallery + first, held_out=local.held_out, seed=seed
+    )
+
+
+def _local_split(n_images: int, *, validation: int | Literal["auto"], seed: int, n_train: int) -> ImageSplit:
+    """:func:`image_split` of images 0..N-1."""
     size = auto_validation_size(n_images) if validation == "auto" else validation
     if size >= n_images:
         raise ValueError(
@@ -199,7 +215,11 @@ def _load_images(config: FashionMnistData | DigitsData, split: Split) -> ImageSe
 
 def _split_of(config: FashionMnistData | DigitsData, pool: ImageSet) -> ImageSplit:
     return image_split(
-        len(pool), validation=config.validation, seed=config.validation_seed, n_train=config.n_train
+        len(pool),
+        validation=config.validation,
+        seed=config.validation_seed,
+        n_train=config.n_train,
+        first=config.first_image,
     )
 
 
