@@ -41,8 +41,9 @@ def experiment(
     backbone_path: Annotated[
         str,
         typer.Option(
-            help="fashion: a crl CNN checkpoint for the locked features (''): raw pixels); wordnet: a "
-            "sentence-transformers folder ('': the packaged MiniLM)."
+            help="fashion: a crl CNN checkpoint for the locked features, trained on images 50,000-59,999 only "
+            "(configs/fashion_backbone_cnn.toml; '': raw pixels); wordnet: a sentence-transformers folder ('': the "
+            "packaged MiniLM)."
         ),
     ] = "",
     workers: Annotated[
