@@ -6,8 +6,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 import crl.experiments.mstar_cell as cell_module
 import crl.train.estimator as estimator_module
@@ -296,6 +298,57 @@ def test_the_summary_finds_a_known_m_star_and_its_slope(tmp_path: Path) -> None:
         if (c.arm, c.regime, c.n, c.metric) == ("budget", "independent", 64, "recall@1")
     )
     assert diverged.failed == TINY.seeds and diverged.m == (3, 32, 64)
+
+
+def _varied(cell: Cell) -> dict[str, Any]:
+    """A value that differs by arm, m and seed, so that paired differences vary over seeds."""
+    params = cell.params
+    if params["arm"] == "backbone":
+        return {"status": "ok", "recall@1": 0.1, "class_accuracy@1": 0.5}
+    shift = {"ablation_exact": 5, "disjoint": 2}.get(params["arm"], 0)
+    value = 0.5 + 0.01 * shift + 1e-3 * ((cell.seed * (params["m"] + 3 + shift)) % 11)
+    return {
+        "status": "ok",
+        "recall@1": value,
+        "class_accuracy@1": value,
+        "loss_drop": 1.0,
+        "last_epoch_change": 0.0,
+    }
+
+
+def test_the_paired_contrasts_match_a_brute_force_pairing_of_the_cells(tmp_path: Path) -> None:
+    """Every (regime, n, m) the two arms share: the mean of a - b over the seeds and scipy's t interval of it."""
+    records = run_experiment(tmp_path / "r.sqlite", "fashion", TINY, run_id="r", compute=_varied)
+    summary = summarise(records, "fashion", TINY, resamples=20)
+    values: dict[tuple[str, str, int, int, int], float] = {}
+    for record in records:
+        params = record.cell.params
+        if params["arm"] != "backbone":
+            values[(params["arm"], params["regime"], params["n"], params["m"], record.cell.seed)] = (
+                record.result["recall@1"]
+            )
+    expected = {}
+    for first, second in (("ablation_exact", "ablation_cap"), ("disjoint", "in_sample")):
+        pairs: dict[tuple[str, int, int], list[float]] = {}
+        for (arm, regime, n, m, seed), value in values.items():
+            if arm == first and (second, regime, n, m, seed) in values:
+                pairs.setdefault((regime, n, m), []).append(value - values[(second, regime, n, m, seed)])
+        for (regime, n, m), diffs in pairs.items():
+            low, high = stats.t.interval(0.95, len(diffs) - 1, loc=np.mean(diffs), scale=stats.sem(diffs))
+            expected[(first, regime, n, m)] = (float(np.mean(diffs)), low, high, len(diffs))
+    found = {
+        (c.first, c.regime, c.n, c.m): (c.mean, c.low, c.high, c.seeds)
+        for c in summary.contrasts
+        if c.metric == "recall@1"
+    }
+    assert found.keys() == expected.keys()
+    assert {key[0] for key in found} == {"ablation_exact", "disjoint"}
+    assert {key[1] for key in found if key[0] == "disjoint"} == {"shared", "independent"}
+    for cell_key, (mean, low, high, seeds) in expected.items():
+        assert found[cell_key][3] == seeds == TINY.seeds
+        assert found[cell_key][:3] == pytest.approx((mean, low, high), abs=1e-12)
+    report = markdown_report(summary, "fashion", TINY, fidelity="tiny", run_id="r", commit="c", overlaps=())
+    assert "| recall@1 | ablation_exact - ablation_cap | SSCRL |" in report
 
 
 def test_epoch_losses_leave_out_an_incomplete_last_epoch() -> None:

@@ -220,6 +220,19 @@ def _overlap_rows(overlaps: Sequence[ArmOverlap]) -> list[str]:
     return rows
 
 
+def _contrast_rows(summary: Summary) -> list[str]:
+    rows = [
+        "| metric | arms | regime | n | m | m/n | mean difference | 95% interval | seeds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary.contrasts:
+        rows.append(
+            f"| {c.metric} | {c.first} - {c.second} | {REGIME_LABELS[c.regime]} | {c.n} | {c.m} | {c.m / c.n:.3f} | "
+            f"{c.mean:+.4f} | [{c.low:+.4f}, {c.high:+.4f}] | {c.seeds} |"
+        )
+    return rows
+
+
 def _means_rows(summary: Summary) -> list[str]:
     rows = [
         "| metric | arm | regime | n | m | m/n | mean | 95% interval |",
@@ -274,6 +287,17 @@ def markdown_report(
         "",
         *_slope_rows(summary),
         "",
+        *(
+            [
+                "## Paired contrasts: arm a - arm b at the same seed, n and m (exact - capped loss; disjoint - "
+                "in-sample negatives)",
+                "",
+                *_contrast_rows(summary),
+                "",
+            ]
+            if summary.contrasts
+            else []
+        ),
         "## Convergence: the largest |last-epoch change| / loss drop over the cells (converged: < 0.01)",
         "",
         "| arm | n | cells | worst |",

@@ -19,6 +19,10 @@ Everything is descriptive at ``LEVEL`` = 95% (docs/claims/C6_real.md), by the C6
   rise / 4 <= 1% of the plateau (tol's floor); the run's answer is the largest over the in-sample curves of the
   primary metric;
 - convergence: per (arm, n) the largest |last_epoch_change| / loss_drop over the cells (< 1% is converged);
+- contrasts (:data:`CONTRASTS`): per (regime, n, m) that two arms share, arm a minus arm b paired by seed index
+  (the arms share each seed's initial weights and data order at n), the mean difference and its Student-t
+  interval over the seeds both finished: exact against capped loss (the ablation), disjoint against in-sample
+  negatives;
 - cost: per (arm, regime, n) the training time per step and the anchor pairs processed per second at the curve's
   smallest and largest m (medians over seeds), the median wall time of a cell, and the runs that computed them.
 """
@@ -48,8 +52,10 @@ from crl.stats.saturation import (
 from crl.sweep import CellRecord, derive_seed
 
 __all__ = [
+    "CONTRASTS",
     "LEVEL",
     "METRICS",
+    "Contrast",
     "Convergence",
     "Cost",
     "Curve",
@@ -118,6 +124,27 @@ class SlopeFit:
     seeds: int
 
 
+CONTRASTS: tuple[tuple[str, str], ...] = (("ablation_exact", "ablation_cap"), ("disjoint", "in_sample"))
+"""The pairs of arms (a, b) whose paired difference a - b the summary states at every shared (regime, n, m)."""
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Arm ``first`` minus arm ``second`` at one (regime, n, m) of ``metric``, paired by seed index: the mean
+    difference over ``seeds`` seeds and its Student-t interval at LEVEL (NaN with one seed)."""
+
+    first: str
+    second: str
+    regime: Regime
+    n: int
+    m: int
+    metric: str
+    mean: float
+    low: float
+    high: float
+    seeds: int
+
+
 @dataclass(frozen=True)
 class Convergence:
     """The largest |last_epoch_change| / loss_drop over the finished cells of (arm, n)."""
@@ -171,6 +198,7 @@ class Summary:
     costs: tuple[Cost, ...]
     cell_seconds: float
     runs: dict[str, int]
+    contrasts: tuple[Contrast, ...]
 
 
 def seeds_needed(
@@ -308,6 +336,22 @@ def _arm_slopes(
     return fits, difference
 
 
+def _contrasts(table: _Table, metric: str) -> list[Contrast]:
+    """:class:`Contrast` of each pair of :data:`CONTRASTS` at every (regime, n, m) both arms hold."""
+    found = []
+    for first, second in CONTRASTS:
+        for arm, regime, n in sorted(key for key in table if key[0] == first):
+            other = table.get((second, regime, n), {})
+            for m in sorted(set(table[(arm, regime, n)]) & set(other)):
+                seeds = sorted(set(table[(arm, regime, n)][m]) & set(other[m]))
+                if not seeds:
+                    continue
+                values = np.array([table[(arm, regime, n)][m][s] - other[m][s] for s in seeds], dtype=float)
+                mean, low, high = _t_interval(values)
+                found.append(Contrast(first, second, regime, n, m, metric, mean, low, high, len(seeds)))
+    return found
+
+
 def _convergence(records: Sequence[CellRecord]) -> tuple[Convergence, ...]:
     worst: dict[tuple[str, int], list[float]] = {}
     for record in records:
@@ -377,8 +421,10 @@ def summarise(
     curves: list[Curve] = []
     slopes: list[SlopeFit] = []
     differences: dict[tuple[str, str], Difference] = {}
+    contrasts: list[Contrast] = []
     for metric in METRICS[data]:
         table, failed = _table(records, data, grid, metric)
+        contrasts += _contrasts(table, metric)
         keys = sorted(set(table) | set(failed))
         curves += [
             _curve(key, metric, table.get(key, {}), failed.get(key, 0), rng, resamples) for key in keys
@@ -401,4 +447,5 @@ def summarise(
         _costs(records),
         sum(record.wall_s for record in records),
         _runs(records),
+        tuple(contrasts),
     )
