@@ -248,6 +248,17 @@ def test_the_old_cap_is_a_config_that_takes_the_moving_average_path(
     assert calls == []
 
 
+def _ok(value: float) -> dict[str, Any]:
+    """A finished cell's result with ``value`` for both metrics and a converged loss."""
+    return {
+        "status": "ok",
+        "recall@1": value,
+        "class_accuracy@1": value,
+        "loss_drop": 1.0,
+        "last_epoch_change": 0.0,
+    }
+
+
 def _fake(cell: Cell) -> dict[str, Any]:
     """A curve that saturates at m = n / 4 for SSCRL and is flat for SCRL: a deterministic stand-in for training."""
     params = cell.params
@@ -257,13 +268,7 @@ def _fake(cell: Cell) -> dict[str, Any]:
         return {"status": "diverged", "reason": "the training loss is nan in steps 3..3"}
     level = min(1.0, 4 * params["m"] / params["n"]) if params["regime"] == "shared" else 1.0
     value = 0.5 + 0.2 * level + 1e-4 * (cell.seed % 7)
-    return {
-        "status": "ok",
-        "recall@1": value,
-        "class_accuracy@1": value,
-        "loss_drop": 1.0,
-        "last_epoch_change": 0.0,
-    }
+    return _ok(value)
 
 
 def test_the_summary_finds_a_known_m_star_and_its_slope(tmp_path: Path) -> None:
@@ -307,13 +312,7 @@ def _varied(cell: Cell) -> dict[str, Any]:
         return {"status": "ok", "recall@1": 0.1, "class_accuracy@1": 0.5}
     shift = {"ablation_exact": 5, "disjoint": 2}.get(params["arm"], 0)
     value = 0.5 + 0.01 * shift + 1e-3 * ((cell.seed * (params["m"] + 3 + shift)) % 11)
-    return {
-        "status": "ok",
-        "recall@1": value,
-        "class_accuracy@1": value,
-        "loss_drop": 1.0,
-        "last_epoch_change": 0.0,
-    }
+    return _ok(value)
 
 
 def test_the_paired_contrasts_match_a_brute_force_pairing_of_the_cells(tmp_path: Path) -> None:

@@ -221,6 +221,7 @@ def _overlap_rows(overlaps: Sequence[ArmOverlap]) -> list[str]:
 
 
 def _contrast_rows(summary: Summary) -> list[str]:
+    """Arm a - arm b per (metric, regime, n, m), paired by seed, with its interval."""
     rows = [
         "| metric | arms | regime | n | m | m/n | mean difference | 95% interval | seeds |",
         "|---|---|---|---|---|---|---|---|---|",
