@@ -29,6 +29,7 @@ from crl.sweep import (
     run_cells,
 )
 from crl.train.checkpoint import load_train_state, resolve_checkpoint
+from crl.train.config import FashionMnistData
 from crl.train.locked import locked_split
 
 __all__ = [
@@ -59,8 +60,8 @@ def check_cnn_backbone(path: str) -> None:
         ValueError: if the checkpoint's run did not train on Fashion-MNIST with ``[data] first_image`` >= 50,000.
     """
     data = load_train_state(resolve_checkpoint(path)).config.data
-    first = getattr(data, "first_image", 0)
-    if data.source != "fashion_mnist" or first < FASHION_ITEMS:
+    if not isinstance(data, FashionMnistData) or data.first_image < FASHION_ITEMS:
+        first = data.first_image if isinstance(data, FashionMnistData) else 0
         raise ValueError(
             f"--backbone-path {path}: its run trained on {data.source} images from index {first} on, which the "
             f'grid\'s n and pools use; train the CNN with [data] source = "fashion_mnist" and first_image = '

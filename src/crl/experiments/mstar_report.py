@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,67 +138,130 @@ def _number(value: float | None, digits: int = 4) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def _curve_rows(summary: Summary) -> list[str]:
-    rows = [
-        "| metric | arm | regime | n | seeds | plateau | tol | m* | m* interval | m*/n ([A]: 0.4) | rise | seed sd "
-        "| seeds needed | failed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+def _table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    """A Markdown table: the header of ``columns``, its rule, then one line per row of cells."""
+    return [_line(columns), "|" + "---|" * len(columns), *(_line(row) for row in rows)]
+
+
+def _line(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def _curve_cells(c: Curve) -> list[object]:
+    """One curve's cells of the m*(n) table (the empty middle when it has too few cells for m*)."""
+    head: list[object] = [c.metric, c.arm, REGIME_LABELS[c.regime], c.n, c.seeds]
+    if c.saturation is None:
+        return [*head, "(too few cells)", *[""] * 7, c.failed]
+    m_star, interval, ratio = _m_star_text(c.saturation, c.n)
+    found = c.saturation.saturation
+    needed = c.seeds_needed if c.seeds_needed is not None else "flat"
+    return [
+        *head,
+        f"{found.plateau:.4f}",
+        f"{found.tol:.4f}",
+        m_star,
+        interval,
+        ratio,
+        _number(c.rise),
+        _number(c.plateau_sd),
+        needed,
+        c.failed,
     ]
-    for c in summary.curves:
-        label = REGIME_LABELS[c.regime]
-        if c.saturation is None:
-            rows.append(
-                f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | (too few cells) |{' |' * 7} {c.failed} |"
-            )
-            continue
-        m_star, interval, ratio = _m_star_text(c.saturation, c.n)
-        found = c.saturation.saturation
-        rows.append(
-            f"| {c.metric} | {c.arm} | {label} | {c.n} | {c.seeds} | {found.plateau:.4f} | {found.tol:.4f} | "
-            f"{m_star} | {interval} | {ratio} | {_number(c.rise)} | {_number(c.plateau_sd)} | "
-            f"{c.seeds_needed if c.seeds_needed is not None else 'flat'} | {c.failed} |"
-        )
-    return rows
+
+
+def _curve_rows(summary: Summary) -> list[str]:
+    columns = (
+        "metric",
+        "arm",
+        "regime",
+        "n",
+        "seeds",
+        "plateau",
+        "tol",
+        "m*",
+        "m* interval",
+        "m*/n ([A]: 0.4)",
+        "rise",
+        "seed sd",
+        "seeds needed",
+        "failed",
+    )
+    return _table(columns, (_curve_cells(c) for c in summary.curves))
 
 
 def _slope_rows(summary: Summary) -> list[str]:
-    rows = [
-        f"| metric | arm | regime | n | m*(n) (censoring) | seeds | slope | bounds on the data | {LEVEL:.0%} CI |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    """The slopes per (metric, arm, regime), then the difference of the regimes' slopes per arm."""
+    slopes = []
     for s in summary.slopes:
         points = ", ".join(
             f"{m:g}" + ("" if c == "none" else f" ({c})") for m, c in zip(s.m_star, s.censoring, strict=True)
         )
-        rows.append(
-            f"| {s.metric} | {s.arm} | {REGIME_LABELS[s.regime]} | {list(s.ns)} | {points} | {s.seeds} | "
-            f"{s.point:.3f} | [{s.bound_low:.3f}, {s.bound_high:.3f}] | [{s.ci_low:.3f}, {s.ci_high:.3f}] |"
+        slopes.append(
+            (
+                s.metric,
+                s.arm,
+                REGIME_LABELS[s.regime],
+                list(s.ns),
+                points,
+                s.seeds,
+                f"{s.point:.3f}",
+                f"[{s.bound_low:.3f}, {s.bound_high:.3f}]",
+                f"[{s.ci_low:.3f}, {s.ci_high:.3f}]",
+            )
         )
-    rows += ["", f"| metric | arm | slope(SSCRL) - slope(SCRL) | bounds on the data | {LEVEL:.0%} CI |"]
-    rows.append("|---|---|---|---|---|")
-    for (arm, metric), d in sorted(summary.differences.items()):
-        rows.append(
-            f"| {metric} | {arm} | {d.point:.3f} | [{d.bound_low:.3f}, {d.bound_high:.3f}] | "
-            f"[{d.ci_low:.3f}, {d.ci_high:.3f}] |"
+    differences = (
+        (
+            metric,
+            arm,
+            f"{d.point:.3f}",
+            f"[{d.bound_low:.3f}, {d.bound_high:.3f}]",
+            f"[{d.ci_low:.3f}, {d.ci_high:.3f}]",
         )
-    return rows
+        for (arm, metric), d in sorted(summary.differences.items())
+    )
+    ci = f"{LEVEL:.0%} CI"
+    return [
+        *_table(
+            ("metric", "arm", "regime", "n", "m*(n) (censoring)", "seeds", "slope", "bounds on the data", ci),
+            slopes,
+        ),
+        "",
+        *_table(("metric", "arm", "slope(SSCRL) - slope(SCRL)", "bounds on the data", ci), differences),
+    ]
 
 
 def _cost_rows(summary: Summary) -> list[str]:
     """The cost table, then the total wall time of the stored cells and the runs that computed them."""
-    rows = [
-        "| arm | regime | n | b | steps | cells | m: smallest, largest | ms per step | pairs/s | cell wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in summary.costs:
-        rows.append(
-            f"| {c.arm} | {REGIME_LABELS[c.regime]} | {c.n} | {c.batch} | {c.steps} | {c.cells} | {c.m_low}, "
-            f"{c.m_high} | {c.ms_low:.1f}, {c.ms_high:.1f} | {c.pairs_per_s(c.ms_low):,.0f}, "
-            f"{c.pairs_per_s(c.ms_high):,.0f} | {c.cell_s:.1f} |"
+    columns = (
+        "arm",
+        "regime",
+        "n",
+        "b",
+        "steps",
+        "cells",
+        "m: smallest, largest",
+        "ms per step",
+        "pairs/s",
+        "cell wall s",
+    )
+    rows = (
+        (
+            c.arm,
+            REGIME_LABELS[c.regime],
+            c.n,
+            c.batch,
+            c.steps,
+            c.cells,
+            f"{c.m_low}, {c.m_high}",
+            f"{c.ms_low:.1f}, {c.ms_high:.1f}",
+            f"{c.pairs_per_s(c.ms_low):,.0f}, {c.pairs_per_s(c.ms_high):,.0f}",
+            f"{c.cell_s:.1f}",
         )
+        for c in summary.costs
+    )
     runs = ", ".join(f"`{run}` ({count})" for run, count in summary.runs.items())
     return [
-        *rows,
+        *_table(columns, rows),
         "",
         f"The {sum(summary.runs.values())} stored cells took {summary.cell_seconds / 3600:.2f} hours of cell wall "
         f"time in all (summed over cells; workers run side by side). Cells by the run that computed them: {runs}.",
@@ -207,45 +270,60 @@ def _cost_rows(summary: Summary) -> list[str]:
 
 def _overlap_rows(overlaps: Sequence[ArmOverlap]) -> list[str]:
     """SCRL's pairwise set overlap per (arm, n, m) beside m / C (independent uniform sets)."""
-    rows = [
-        "| arm | n | C | m | m / C | overlap: mean | min, max | uniform sets |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in overlaps:
-        found = row.overlap
-        rows.append(
-            f"| {row.arm} | {row.n} | {row.candidates} | {row.m} | {row.m / row.candidates:.4f} | {found.mean:.4f} | "
-            f"{found.low:.4f}, {found.high:.4f} | {found.expected:.4f} |"
+    columns = ("arm", "n", "C", "m", "m / C", "overlap: mean", "min, max", "uniform sets")
+    rows = (
+        (
+            row.arm,
+            row.n,
+            row.candidates,
+            row.m,
+            f"{row.m / row.candidates:.4f}",
+            f"{row.overlap.mean:.4f}",
+            f"{row.overlap.low:.4f}, {row.overlap.high:.4f}",
+            f"{row.overlap.expected:.4f}",
         )
-    return rows
+        for row in overlaps
+    )
+    return _table(columns, rows)
 
 
 def _contrast_rows(summary: Summary) -> list[str]:
     """Arm a - arm b per (metric, regime, n, m), paired by seed, with its interval."""
-    rows = [
-        "| metric | arms | regime | n | m | m/n | mean difference | 95% interval | seeds |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in summary.contrasts:
-        rows.append(
-            f"| {c.metric} | {c.first} - {c.second} | {REGIME_LABELS[c.regime]} | {c.n} | {c.m} | {c.m / c.n:.3f} | "
-            f"{c.mean:+.4f} | [{c.low:+.4f}, {c.high:+.4f}] | {c.seeds} |"
+    columns = ("metric", "arms", "regime", "n", "m", "m/n", "mean difference", "95% interval", "seeds")
+    rows = (
+        (
+            c.metric,
+            f"{c.first} - {c.second}",
+            REGIME_LABELS[c.regime],
+            c.n,
+            c.m,
+            f"{c.m / c.n:.3f}",
+            f"{c.mean:+.4f}",
+            f"[{c.low:+.4f}, {c.high:+.4f}]",
+            c.seeds,
         )
-    return rows
+        for c in summary.contrasts
+    )
+    return _table(columns, rows)
 
 
 def _means_rows(summary: Summary) -> list[str]:
-    rows = [
-        "| metric | arm | regime | n | m | m/n | mean | 95% interval |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for c in summary.curves:
-        for m, mean, low, high in zip(c.m, c.means, c.lows, c.highs, strict=True):
-            rows.append(
-                f"| {c.metric} | {c.arm} | {REGIME_LABELS[c.regime]} | {c.n} | {m} | {m / c.n:.3f} | {mean:.4f} | "
-                f"[{low:.4f}, {high:.4f}] |"
-            )
-    return rows
+    columns = ("metric", "arm", "regime", "n", "m", "m/n", "mean", "95% interval")
+    rows = (
+        (
+            c.metric,
+            c.arm,
+            REGIME_LABELS[c.regime],
+            c.n,
+            m,
+            f"{m / c.n:.3f}",
+            f"{mean:.4f}",
+            f"[{low:.4f}, {high:.4f}]",
+        )
+        for c in summary.curves
+        for m, mean, low, high in zip(c.m, c.means, c.lows, c.highs, strict=True)
+    )
+    return _table(columns, rows)
 
 
 def markdown_report(
@@ -301,9 +379,10 @@ def markdown_report(
         ),
         "## Convergence: the largest |last-epoch change| / loss drop over the cells (converged: < 0.01)",
         "",
-        "| arm | n | cells | worst |",
-        "|---|---|---|---|",
-        *(f"| {c.arm} | {c.n} | {c.cells} | {c.worst:.4f} |" for c in summary.convergence),
+        *_table(
+            ("arm", "n", "cells", "worst"),
+            ((c.arm, c.n, c.cells, f"{c.worst:.4f}") for c in summary.convergence),
+        ),
         "",
         "## Cost (medians over seeds; ms per step and pairs/s at the smallest and the largest m)",
         "",

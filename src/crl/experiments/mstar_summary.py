@@ -340,15 +340,17 @@ def _contrasts(table: _Table, metric: str) -> list[Contrast]:
     """:class:`Contrast` of each pair of :data:`CONTRASTS` at every (regime, n, m) both arms hold."""
     found = []
     for first, second in CONTRASTS:
-        for arm, regime, n in sorted(key for key in table if key[0] == first):
+        for (arm, regime, n), mine in sorted(table.items()):
+            if arm != first:
+                continue
             other = table.get((second, regime, n), {})
-            for m in sorted(set(table[(arm, regime, n)]) & set(other)):
-                seeds = sorted(set(table[(arm, regime, n)][m]) & set(other[m]))
-                if not seeds:
-                    continue
-                values = np.array([table[(arm, regime, n)][m][s] - other[m][s] for s in seeds], dtype=float)
-                mean, low, high = _t_interval(values)
-                found.append(Contrast(first, second, regime, n, m, metric, mean, low, high, len(seeds)))
+            for m in sorted(set(mine) & set(other)):
+                seeds = sorted(set(mine[m]) & set(other[m]))
+                if seeds:
+                    mean, low, high = _t_interval(
+                        np.array([mine[m][s] - other[m][s] for s in seeds], dtype=float)
+                    )
+                    found.append(Contrast(first, second, regime, n, m, metric, mean, low, high, len(seeds)))
     return found
 
 
