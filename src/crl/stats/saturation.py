@@ -1,11 +1,20 @@
-"""The saturation point m*(n) with censoring (docs/theory.md section 7, row C6), slope intervals of log m* on
-log n, and the bootstrap over seeds: the one implementation of the rule, used by the synthetic claim C6
-(:mod:`crl.claims.c06_saturation`) and by the real-data experiment (:mod:`crl.experiments.mstar`).
+"""Saturation points of a metric curve over a grid of m, and slopes of their logarithm on log n
+(docs/theory.md section 7, row C6).
+
+**The first-passage point m_q** (:func:`first_passage`; the statistic of C6 and of the real-data m*(n)
+tables): the smallest m at which the seed-mean curve comes within a fixed relative tolerance q of its plateau
+(the mean at the two largest grid m), interpolated log-log between grid points, so that it moves continuously
+with the data; censored at the grid's ends. Slopes of log m_q on log n (:func:`passage_slopes`) and their
+combinations (:func:`combine_slopes`) carry censored points as half-lines; their intervals are delete-one-seed
+jackknife Student-t intervals (:func:`jackknife_weights`, :func:`jackknife_bounds`).
+
+**The tolerance-band m*** (:func:`saturations`): the smallest grid m from which every later mean stays within
+a Student-t tolerance of the plateau, with a bootstrap over seeds. It can only be a grid point, so its slopes
+take lattice values; the stored real-data reports read it, beside m_q.
 
 The data are one array per arm, ``values[s, i, j]``: the metric of seed s at the i-th n and j-th grid m (higher
-or lower is better: the rule uses only distances). Everything below is vectorised over bootstrap resamples,
-which enter as seed weights ``w[b, s]`` (resample counts / S): the plain analysis is the resample of weight 1/S
-for every seed.
+or lower is better: both rules use only distances). Seeds enter as weight rows ``w[r, s]``: a row's curve is
+the weighted mean over seeds (row 0, weights 1/S, is the data; bootstrap or delete-one rows follow).
 
 - Plateau P = mean of the means at the two largest grid m; per seed p_s = the seed's mean at those two m.
 - tol = max(t_{S-1, (1+level)/2} sd(p) / sqrt(S), 0.01 |P|) (Student-t half-width at the per-part level).
@@ -15,16 +24,19 @@ for every seed.
 - The least-squares slope b = sum_i w_i log m*_i, w_i = (u_i - mean u)/sum (u - mean u)^2 with u = log n, is
   linear in the log m* values, so censored points give an interval [b_min, b_max]: a right-censored y >= c
   adds w c to b_min when w > 0 and -inf when w < 0 (symmetrically for b_max and for left censoring).
-- Slopes and their differences within :data:`ROUNDING` (1e-9) of 0 are 0: they take lattice values, and float
-  rounding must not turn a CI end of 0 into a PASS (rule: PASS if the lower end is > 0).
+- Slopes of m* and their differences within :data:`ROUNDING` (1e-9) of 0 are 0: they take lattice values, and
+  float rounding must not turn a CI end of 0 into a PASS (rule: PASS if the lower end is > 0).
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as scipy_stats
+
+from crl.stats.summary import jackknife_se
 
 FloatArray = NDArray[np.float64]
 UNCENSORED, RIGHT, LEFT = 0, 1, 2
@@ -155,4 +167,155 @@ def slope_difference(first: SlopeBounds, second: SlopeBounds, level: float) -> D
         bound_high=float(high[0]),
         ci_low=lower_quantile(low[1:], level),
         ci_high=upper_quantile(high[1:], level),
+    )
+
+
+@dataclass(frozen=True)
+class Passages:
+    """The first-passage point m_q per (row, n): ``log_m`` is log m_q (censored: log of its bound), ``censor``
+    0/1/2 (none/right/left), ``plateau`` the plateau P of the row's seed-mean curve."""
+
+    log_m: FloatArray
+    censor: NDArray[np.int64]
+    plateau: FloatArray
+
+
+def first_passage(grid_m: FloatArray, means: FloatArray, q: float) -> Passages:
+    """The first-passage point m_q of each curve ``means[r, :]`` over the grid ``grid_m`` (m_1 < ... < m_K).
+
+    With the plateau ``P = (mean_(K-1) + mean_K) / 2`` (the two largest grid m) and the relative distance
+    ``g_j = |mean_j - P| / |P|``, m_q is the smallest m at which g comes within q: the first grid index j with
+    ``g_j <= q`` among m_1 .. m_(K-1), located between m_(j-1) and m_j by log-log interpolation,
+
+        log m_q = log m_(j-1) + (log g_(j-1) - log q) / (log g_(j-1) - log g_j) (log m_j - log m_(j-1)),
+
+    so that m_q moves continuously with the curve (never by a grid step). Censoring: left (m_q <= m_1, recorded
+    as m_1) when ``g_1 <= q``; right (m_q >= m_(K-1), recorded as m_(K-1)) when no m up to m_(K-1) comes within
+    q (the curve reaches its tolerance only inside the plateau's own points, or not at all).
+
+    Args:
+        grid_m: (K,) increasing grid of m, K >= 3.
+        means: (R, K) seed-mean curves, one per row.
+        q: the relative tolerance, 0 < q < 1.
+
+    Raises:
+        ValueError: on a bad q, a grid that is not increasing, or a plateau of 0 (a relative tolerance of 0 is
+            undefined).
+    """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q = {q!r}; pass a relative tolerance strictly between 0 and 1 (0.05 is 5%).")
+    if grid_m.ndim != 1 or grid_m.size < 3 or not np.all(np.diff(grid_m) > 0):
+        raise ValueError("grid_m must be an increasing 1-D grid of at least 3 values of m.")
+    plateau = means[:, -2:].mean(axis=1)
+    if np.any(plateau == 0.0):
+        raise ValueError("a curve's plateau is 0: a relative tolerance q |P| is undefined there.")
+    gap = np.abs(means - plateau[:, None]) / np.abs(plateau)[:, None]
+    reach = gap[:, :-1] <= q
+    k = grid_m.size
+    first = np.where(reach.any(axis=1), np.argmax(reach, axis=1), k - 1)
+    censor = np.where(first >= k - 1, RIGHT, np.where(first == 0, LEFT, UNCENSORED)).astype(np.int64)
+    log_grid = np.log(grid_m)
+    log_m = np.where(censor == RIGHT, log_grid[k - 2], log_grid[0])
+    inside = np.flatnonzero(censor == UNCENSORED)
+    j = first[inside]
+    log_before = np.log(gap[inside, j - 1])
+    log_after = np.log(np.maximum(gap[inside, j], np.finfo(np.float64).tiny))
+    share = (log_before - math.log(q)) / (log_before - log_after)
+    log_m[inside] = log_grid[j - 1] + share * (log_grid[j] - log_grid[j - 1])
+    return Passages(log_m, censor, plateau)
+
+
+def jackknife_weights(n_seeds: int) -> FloatArray:
+    """(S + 1, S) seed weights: row 0 is the data (1/S each), row i + 1 leaves seed i out (1/(S - 1) each)."""
+    if n_seeds < 3:
+        raise ValueError(f"n_seeds = {n_seeds}; a delete-one-seed jackknife needs at least 3 seeds.")
+    rows = np.full((n_seeds + 1, n_seeds), 1.0 / (n_seeds - 1))
+    rows[0] = 1.0 / n_seeds
+    rows[1:][np.eye(n_seeds, dtype=bool)] = 0.0
+    return rows
+
+
+def passages_by_n(
+    grids: Sequence[Sequence[float]], values: Sequence[FloatArray], weights: FloatArray, q: float
+) -> Passages:
+    """m_q(n) of one arm for every weight row: the i-th n on its own grid ``grids[i]`` with per-seed values
+    ``values[i]`` (S, M_i); the curve of row r is the weighted seed mean ``weights[r] @ values[i]``."""
+    parts = [
+        first_passage(np.asarray(grid, dtype=np.float64), weights @ np.asarray(block, dtype=np.float64), q)
+        for grid, block in zip(grids, values, strict=True)
+    ]
+    return Passages(
+        np.stack([p.log_m for p in parts], axis=1),
+        np.stack([p.censor for p in parts], axis=1),
+        np.stack([p.plateau for p in parts], axis=1),
+    )
+
+
+def passage_slopes(log_n: FloatArray, passages: Passages) -> SlopeBounds:
+    """The least-squares slope of log m_q on log n per row, censored points entering through their bounds
+    (:func:`slope_bounds`; no rounding snap: m_q is continuous, so its slopes are not lattice values)."""
+    centred = log_n - log_n.mean()
+    w = centred / np.sum(centred**2)
+    contribution = w * passages.log_m
+    right, left = passages.censor == RIGHT, passages.censor == LEFT
+    unbounded_low = (right & (w < 0)) | (left & (w > 0))
+    unbounded_high = (right & (w > 0)) | (left & (w < 0))
+    return SlopeBounds(
+        contribution.sum(axis=1),
+        np.where(unbounded_low, -np.inf, contribution).sum(axis=1),
+        np.where(unbounded_high, np.inf, contribution).sum(axis=1),
+    )
+
+
+def combine_slopes(terms: Sequence[tuple[float, SlopeBounds]]) -> SlopeBounds:
+    """``sum_i c_i b_i`` of slopes with censoring intervals, by interval arithmetic: a term with c > 0 adds
+    c [low, high], one with c < 0 adds c [high, low]."""
+    point = sum(c * b.point for c, b in terms)
+    low = sum(c * (b.low if c > 0 else b.high) for c, b in terms)
+    high = sum(c * (b.high if c > 0 else b.low) for c, b in terms)
+    return SlopeBounds(np.asarray(point), np.asarray(low), np.asarray(high))
+
+
+@dataclass(frozen=True)
+class JackknifeBounds:
+    """A statistic over jackknife rows (row 0 the data, rows 1..S each leaving one seed out): its value with
+    censored points at their bounds, the censoring bounds on the data, and the Student-t interval
+    ``[low_0 - t se(low), high_0 + t se(high)]`` on S - 1 degrees of freedom; an end is infinite when the data
+    or any delete-one row leaves that end unbounded."""
+
+    point: float
+    bound_low: float
+    bound_high: float
+    ci_low: float
+    ci_high: float
+    se: float
+    level: float
+    seeds: int
+
+
+def jackknife_bounds(statistic: SlopeBounds, level: float) -> JackknifeBounds:
+    """The delete-one-seed jackknife Student-t interval of a statistic given on jackknife rows (class doc).
+
+    ``se`` is the jackknife standard error of the point values (``sqrt((S-1)/S sum_i (b_(i) - b_(.))^2)``); the
+    interval's lower end uses the rows' lower bounds and its upper end their upper bounds, so a censored point
+    widens the interval toward the side its censoring leaves open and is never dropped.
+    """
+    seeds = statistic.point.size - 1
+    t = float(scipy_stats.t.ppf(0.5 + level / 2.0, seeds - 1))
+
+    def end(rows: FloatArray, sign: float) -> float:
+        if not np.all(np.isfinite(rows)):
+            return sign * math.inf
+        return float(rows[0] + sign * t * jackknife_se(rows[1:]))
+
+    point = statistic.point
+    return JackknifeBounds(
+        point=float(point[0]),
+        bound_low=float(statistic.low[0]),
+        bound_high=float(statistic.high[0]),
+        ci_low=end(statistic.low, -1.0),
+        ci_high=end(statistic.high, 1.0),
+        se=jackknife_se(point[1:]),
+        level=level,
+        seeds=seeds,
     )
