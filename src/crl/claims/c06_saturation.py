@@ -1,6 +1,6 @@
 """C6 (synthetic): where more negatives stop helping, m*(n), grows faster with n in SSCRL than in SCRL ([A] Sec. 5).
 
-Pre-registered in docs/claims/C6.md (docs/theory.md section 7, C6). The module is long (about 680 lines) because
+Pre-registered in docs/claims/C6.md (docs/theory.md section 7, C6). The module is long because
 it holds the whole experiment in one place: two exact fits (the ball and the null control's line), the cells, the
 m* rule's application, the table, the figure and the notes. Its statistics live in :mod:`crl.stats.saturation`.
 
@@ -10,19 +10,21 @@ tau = 0.5; s_hat minimises [A]'s gcl empirical risk over the ball |theta| <= 6 o
 or SSCRL (m shared). The metric is the exact excess risk L(s_hat) - L*. A cell is one (arm, n, seed): it draws
 the pairs once (shared by SCRL and SSCRL of that seed and n) and fits every grid m with fresh negatives.
 
-Rule (one part, :mod:`crl.stats.saturation`). m*(n) per regime from the seed means (plateau = mean at the two
-largest m, tol = max(Student-t half-width of the plateau at the per-part level, 1% of it)), censored at the
-grid's ends; the least-squares slope of log m* on log n as an interval over the censored values; the CI of
-slope(SSCRL) - slope(SCRL) by a bootstrap over >= 30 seeds; PASS when it lies above 0.
+Rule (one part, :mod:`crl.stats.saturation`). Per arm and n, the first-passage point m_q(n): the smallest m
+at which the seed-mean curve comes within the fixed relative tolerance :data:`Q` of its plateau (the mean at the
+two largest m), interpolated log-log between grid points, censored at the grid's ends. Per arm the least-squares
+slope b of log m_q on log n (censored points as half-lines). The judged statistic is the difference of slope
+differences ``DD = [b(SSCRL) - b(SCRL)] - [b(null-SSCRL) - b(null-SCRL)]`` with a delete-one-seed jackknife
+Student-t interval; PASS when it lies above 0.
 
-Null control (contract v2): a setting where [A]'s mechanism is absent. Uniform anchors (kappa0 = 0) and the
-one-parameter score class s = c <x, y> (:func:`fit_on_line`): the shared negatives' fluctuation averages out
-over uniform anchors (C4's control shows it), so both regimes' m* grow alike; the true difference
-slope(SSCRL) - slope(SCRL) is about 0 and the rule must not PASS. Its arms run on the same grids.
+Null arms: a setting where [A]'s mechanism is absent. Uniform anchors (kappa0 = 0) and the one-parameter score
+class s = c <x, y> (:func:`fit_on_line`): the shared negatives' fluctuation averages out over uniform anchors
+(C4's control shows it), so both regimes' m_q grow alike up to what the statistic itself adds; DD subtracts that.
+Control: the same DD with a second, independent replicate of the null arms (null2) in the claim's place; its
+true value is 0 and the rule must not PASS.
 
-Grids: every arm at n ends at the same m_max(n) = 16 n (full: max(32 n, 4096)), doubling from m = 2, so the
-plateau (the mean at the two largest m) lies beyond m* ~ n by construction and SSCRL is not right-censored by
-the grid's end.
+Grids: every arm at n ends at the same m_max(n) = 16 n, doubling from m = 2, so the plateau (the mean at the
+two largest m) lies beyond m* ~ n by construction.
 
 The fit: [A]'s gcl empirical risk minimised over a norm ball of linear scores on the circle, and its exact
 excess risk.
@@ -79,15 +81,16 @@ from crl.claims.base import (
 )
 from crl.stats.saturation import (
     CENSOR_NAMES,
-    Difference,
-    Saturations,
+    LEFT,
+    RIGHT,
+    JackknifeBounds,
+    Passages,
     SlopeBounds,
-    lower_quantile,
-    saturations_by_n,
-    seed_weights,
-    slope_bounds,
-    slope_difference,
-    upper_quantile,
+    combine_slopes,
+    jackknife_bounds,
+    jackknife_weights,
+    passage_slopes,
+    passages_by_n,
 )
 from crl.sweep import Cell, derive_seed
 from crl.synthetic import AsymmetricSphere, VMFUniform, log_vmf_normaliser, vmf_mean_resultant_length
@@ -359,33 +362,35 @@ RADIUS = 6.0
 (s* has c = tau kappa = 2)."""
 LINE = pack(torch.eye(DIM, dtype=torch.float64), torch.zeros(DIM, dtype=torch.float64))
 """theta of s = <x, y> (A = I, b = 0): the null class is s = c <x, y>, theta = c LINE."""
-ARMS = ("scrl", "sscrl", "null-scrl", "null-sscrl")
-REGIME = {"scrl": "scrl", "sscrl": "sscrl", "null-scrl": "scrl", "null-sscrl": "sscrl"}
+ARMS = ("scrl", "sscrl", "null-scrl", "null-sscrl", "null2-scrl", "null2-sscrl")
+REGIME = {arm: arm.split("-")[-1] for arm in ARMS}
 """Arm -> its regime's label in the cell parameters. Arm and label are in every cell's parameters, from which its
 seed derives (``ctx.seed_for(params)``): random-stream names; :func:`saturation_cell` reads the ``Regime``."""
 PLANS: dict[Fidelity, dict[str, Any]] = {
-    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30, "m_over_n": 16, "m_max_floor": 0},
-    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32, "m_over_n": 16, "m_max_floor": 0},
-    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_over_n": 32, "m_max_floor": 4096},
+    Fidelity.QUICK: {"n": (4, 8, 16, 32, 64), "seeds": 30, "m_over_n": 16},
+    Fidelity.STANDARD: {"n": (16, 32, 64, 128, 256), "seeds": 32, "m_over_n": 16},
+    Fidelity.FULL: {"n": tuple(2**i for i in range(4, 10)), "seeds": 64, "m_over_n": 16},
 }
-"""Per fidelity: the n grid, the seeds, and m_max(n) = max(m_over_n n, m_max_floor). Quick and standard: 16 n,
-four doublings beyond m* ~ n. Full: 32 n and at least 4096, so that no bootstrap replicate right-censors SSCRL's
-m* by the grid's end, at small n too (docs/claims/C6.md, full-fidelity revisions 2 to 4)."""
+"""Per fidelity: the n grid, the seeds, and m_max(n) = m_over_n n (docs/claims/C6.md, revision 5)."""
+Q = 0.05
+"""The relative tolerance of m_q (docs/claims/C6.md, revision 5: fixed by the pilot at seed offset 6121)."""
+Q_CANDIDATES = (0.02, 0.05, 0.10, 0.20)
+"""The tolerances the pilot chooses Q from (docs/claims/C6.md, revision 5)."""
+CLAIM_TERMS = (("sscrl", 1.0), ("scrl", -1.0), ("null-sscrl", -1.0), ("null-scrl", 1.0))
+"""DD = [b(SSCRL) - b(SCRL)] - [b(null-SSCRL) - b(null-SCRL)]."""
+CONTROL_TERMS = (("null2-sscrl", 1.0), ("null2-scrl", -1.0), ("null-sscrl", -1.0), ("null-scrl", 1.0))
+"""The control's DD: a second null replicate in the claim's place (true value 0)."""
 
 
-def m_grid(n: int, m_over_n: int, m_max_floor: int = 0) -> tuple[int, ...]:
-    """The doubling grid 2, 4, ..., m_max(n) = max(``m_over_n`` n, ``m_max_floor``) of every arm at n."""
-    top = max(m_over_n * n, m_max_floor)
-    return tuple(2**i for i in range(1, int(math.log2(top)) + 1))
+def m_grid(n: int, m_over_n: int) -> tuple[int, ...]:
+    """The doubling grid 2, 4, ..., m_max(n) = ``m_over_n`` n of every arm at n."""
+    return tuple(2**i for i in range(1, int(math.log2(m_over_n * n)) + 1))
 
 
 def m_grids(fidelity: Fidelity) -> list[tuple[int, ...]]:
     """Every n's m grid at ``fidelity``, in the order of its n grid."""
     plan = PLANS[fidelity]
-    return [m_grid(n, plan["m_over_n"], plan["m_max_floor"]) for n in plan["n"]]
-
-
-N_BOOT = 2000
+    return [m_grid(n, plan["m_over_n"]) for n in plan["n"]]
 
 
 def saturation_cell(cell: Cell) -> dict[str, Any]:
@@ -429,6 +434,64 @@ def _along(theta: Tensor) -> float:
     return float(theta @ LINE / (LINE @ LINE))
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """C6 judged on per-seed curves: per arm m_q(n) on every jackknife row and the slope of log m_q on log n;
+    the claim's and the control's DD with their jackknife intervals and verdicts."""
+
+    passages: dict[str, Passages]
+    slopes: dict[str, SlopeBounds]
+    claim: JackknifeBounds
+    control: JackknifeBounds
+    verdict: Verdict
+    reasons: list[str]
+    control_verdict: Verdict
+    control_reasons: list[str]
+
+
+def difference_of_differences(
+    slopes: dict[str, SlopeBounds], terms: Sequence[tuple[str, float]]
+) -> SlopeBounds:
+    """``sum_arm c_arm b(arm)`` over ``terms`` (:data:`CLAIM_TERMS` or :data:`CONTROL_TERMS`), censoring bounds
+    by interval arithmetic."""
+    return combine_slopes([(c, slopes[arm]) for arm, c in terms])
+
+
+def judge(
+    by_arm: dict[str, list[np.ndarray]],
+    grid_n: Sequence[int],
+    grids: Sequence[Sequence[int]],
+    level: float,
+    *,
+    q: float = Q,
+    unconverged: int = 0,
+    shift: float = 0.0,
+) -> Judgement:
+    """C6's rule on per-seed curves ``by_arm[arm][i]`` (S, M_i) at the i-th n (module docstring): m_q per arm on
+    the jackknife rows, the slopes of log m_q on log n, DD of the claim and of the control with their
+    jackknife Student-t intervals, and the verdicts. ``shift`` moves the claim's DD by a constant (the power
+    calculation's shrunk or failing truth): every jackknife row moves by it, so the interval moves by it."""
+    n_seeds = next(iter(by_arm.values()))[0].shape[0]
+    rows = jackknife_weights(n_seeds)
+    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
+    passages = {arm: passages_by_n(grids, values, rows, q) for arm, values in by_arm.items()}
+    slopes = {arm: passage_slopes(log_n, found) for arm, found in passages.items()}
+    claim_rows = difference_of_differences(slopes, CLAIM_TERMS)
+    moved = SlopeBounds(claim_rows.point + shift, claim_rows.low + shift, claim_rows.high + shift)
+    claim = jackknife_bounds(moved, level)
+    control = jackknife_bounds(difference_of_differences(slopes, CONTROL_TERMS), level)
+    verdict, reasons = _judge(claim, unconverged)
+    control_verdict, control_reasons = _judge(control, unconverged)
+    return Judgement(passages, slopes, claim, control, verdict, reasons, control_verdict, control_reasons)
+
+
+def stack_arms(records: list[Any], fidelity: Fidelity, key: str = "excess") -> dict[str, list[np.ndarray]]:
+    """Per arm, per n of ``fidelity``'s plan, the (S, M_n) array of the stored cells' per-m values ``key``."""
+    grid_n = PLANS[fidelity]["n"]
+    n_seeds = 1 + max(int(r.cell.params["replicate"]) for r in records)
+    return {arm: _stack(records, arm, grid_n, n_seeds, key) for arm in ARMS}
+
+
 class Saturation(Claim):
     """C6 on the synthetic truth (module docstring)."""
 
@@ -436,42 +499,41 @@ class Saturation(Claim):
     title: ClassVar[str] = "Saturation m*(n), synthetic"
     source: ClassVar[str] = "[A] Sec. 5; balancing Thm 4.5/4.6"
     evidence: ClassVar[str] = (
-        "[A]'s balance of its bounds read as a prediction: SSCRL's m* grows faster with n than SCRL's "
-        "(exact excess risk of ball-constrained ERM on a synthetic truth)"
+        "[A]'s balance of its bounds read as a prediction: SSCRL's m* grows faster with n than SCRL's, beyond "
+        "what a null setting shows (exact excess risk of ball-constrained ERM on a synthetic truth)"
     )
     parts: ClassVar[int] = 1
     statement: ClassVar[str] = (
         "The number of negatives m*(n) beyond which the excess risk of the ERM stops improving grows faster "
         "with n when the negatives are shared (SSCRL, m* ~ n by balancing the bounds) than when each anchor "
-        "has its own (SCRL, m* ~ n^(1/2))."
+        "has its own (SCRL, m* ~ n^(1/2)), by more than in a setting where [A]'s mechanism is absent."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C6 (contract v2): slope(SSCRL) - slope(SCRL) of log m*(n) on log n is > 0. "
-        "Fixed by crl: AsymmetricSphere(2, kappa=4, anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> "
-        "in the ball |theta| <= 6 (contains s*), s_hat = argmin of the gcl L_hat over the ball (projected "
-        "Newton, KKT residual <= 1e-7), metric L(s_hat) - L* (exact). Every arm at n runs on m = 2, 4, ..., "
-        "m_max(n) = 16 n (full: max(32 n, 4096); the same m_max(n) for both regimes). m*(n) = smallest grid "
-        "m from which the mean metric stays "
-        "within tol = max(per-part-level Student-t half-width of the plateau, 1% of it) of the plateau (mean "
-        "at the two largest m); right-censored when that is one of the two largest m or none, left-censored at "
-        "the smallest m. Censored points enter the least-squares slope through their bounds (slope intervals, "
-        "never dropped). CI of the difference: bootstrap over >= 30 seeds (2000 resamples), lower end from the "
-        "lower bounds, upper end from the upper bounds. PASS if the CI's lower end is > 0, FAIL if its upper "
-        "end is < 0, INCONCLUSIVE otherwise. Both slopes are reported against 1/2 and 1. Null control: uniform "
-        "anchors (VMFUniform(2, kappa=4)) and the class s = c <x, y>, |c| <= 6/sqrt(2), same grids, rule and "
-        "level: the shared negatives' fluctuation averages out, both regimes' m* grow alike, and the rule must "
-        "not PASS."
+        "docs/theory.md section 7, C6 (revision 5): DD = [slope(SSCRL) - slope(SCRL)] - [slope(null-SSCRL) - "
+        "slope(null-SCRL)] of log m_q(n) on log n is > 0. Fixed by crl: AsymmetricSphere(2, kappa=4, "
+        "anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> in the ball |theta| <= 6 (contains s*), "
+        "s_hat = argmin of the gcl L_hat over the ball (projected Newton, KKT residual <= 1e-7), metric "
+        "L(s_hat) - L* (exact); null arms: uniform anchors (VMFUniform(2, kappa=4)) and the class s = c <x, y>, "
+        "|c| <= 6/sqrt(2). Every arm at n runs on m = 2, 4, ..., 16 n. m_q(n) = the smallest m at which the "
+        "seed-mean curve comes within q of its plateau (mean at the two largest m) relative to it, interpolated "
+        "log-log between grid points; left-censored at m_1, right-censored at m_(K-1) when no m up to it comes "
+        "within q. Censored points enter the least-squares slopes as half-lines (interval arithmetic, never "
+        "dropped). CI: delete-one-seed jackknife Student-t on S - 1 degrees of freedom, lower end from the "
+        "lower bounds, upper end from the upper bounds, an end infinite when the data or any delete-one row "
+        "leaves it unbounded. PASS if the CI's lower end is > 0, FAIL if its upper end is < 0, INCONCLUSIVE "
+        "otherwise or when a fit did not converge. Each arm's slope is reported against 1/2 and 1. Control: "
+        "the same DD with a second, independent replicate of the null arms in the claim's place (true value "
+        "0), same grids, rule and level; it must not PASS."
     )
     control_description: ClassVar[str] = (
-        "Null control: a setting where [A]'s mechanism is absent. Uniform anchors (VMFUniform(2, kappa=4), "
-        "s* = tau kappa <x, y>) and the one-parameter class s = c <x, y>: the fluctuation of shared negatives "
-        "averages out over uniform anchors (C4's control), so SSCRL's and SCRL's m* grow alike and the true "
-        "slope difference is about 0. Same grids, fits, metric, m* rule, censoring, bootstrap and level; it "
-        "must not PASS."
+        "A second null replicate: uniform anchors (VMFUniform(2, kappa=4), s* = tau kappa <x, y>) and the "
+        "one-parameter class s = c <x, y>, on pairs and negatives independent of the first null arms, in the "
+        "claim's place: DD = [slope(null2-SSCRL) - slope(null2-SCRL)] - [slope(null-SSCRL) - slope(null-SCRL)], "
+        "whose true value is 0. Same grids, fits, metric, statistic, jackknife and level; it must not PASS."
     )
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
-        """Fit every (arm, n, seed, m), find m*(n) per arm, and judge the slope differences."""
+        """Fit every (arm, n, seed, m), find m_q(n) per arm, and judge the difference of slope differences."""
         plan = PLANS[ctx.fidelity]
         grid_n, n_seeds, grids = plan["n"], plan["seeds"], m_grids(ctx.fidelity)
         cells = [
@@ -484,63 +546,44 @@ class Saturation(Claim):
         records = ctx.run_cells(cells, saturation_cell)
         by_arm = {arm: _stack(records, arm, grid_n, n_seeds, "excess") for arm in ARMS}
         unconverged = sum(not ok for record in records for ok in record.result["converged"])
-        weights = seed_weights(n_seeds, ctx.rng("bootstrap"), N_BOOT)
-        sats, slopes = arm_slopes(by_arm, grid_n, grids, weights, ctx.level)
-        claim, control = claim_and_control(slopes, ctx.level)
-        verdict, reasons = _judge(claim, unconverged)
-        control_verdict, control_reasons = _judge(control, unconverged)
-        table = _table(grid_n, grids, by_arm, sats, records)
+        found = judge(by_arm, grid_n, grids, ctx.level, unconverged=unconverged)
         return self.result(
             ctx,
-            verdict=verdict,
+            verdict=found.verdict,
             statistics=[
-                _difference_statistic("slope(SSCRL) - slope(SCRL) of log m* on log n", claim, ctx.level),
-                *(_slope_statistic(arm, slopes[arm], ctx.level) for arm in ("sscrl", "scrl")),
+                _difference_statistic(
+                    "DD = [slope(SSCRL) - slope(SCRL)] - [slope(null-SSCRL) - slope(null-SCRL)] of log m_q on "
+                    "log n",
+                    found.claim,
+                ),
+                *(_slope_statistic(arm, found.slopes[arm], ctx.level) for arm in ("sscrl", "scrl")),
+                *(_slope_statistic(arm, found.slopes[arm], ctx.level) for arm in ("null-sscrl", "null-scrl")),
             ],
-            control_verdict=control_verdict,
+            control_verdict=found.control_verdict,
             control_statistics=[
                 _difference_statistic(
-                    "null control: slope(SSCRL) - slope(SCRL), uniform anchors, s = c <x, y>",
-                    control,
-                    ctx.level,
+                    "control: DD with a second null replicate in the claim's place (true value 0)",
+                    found.control,
                 ),
-                *(_slope_statistic(arm, slopes[arm], ctx.level) for arm in ("null-sscrl", "null-scrl")),
+                *(
+                    _slope_statistic(arm, found.slopes[arm], ctx.level)
+                    for arm in ("null2-sscrl", "null2-scrl")
+                ),
             ],
-            figures=[_figure(grid_n, sats)],
-            table=table,
-            notes=_notes(grid_n, grids, n_seeds, sats, slopes, records, unconverged),
-            reasons=reasons,
-            control_reasons=control_reasons,
+            figures=[_figure(grid_n, found.passages)],
+            table=_table(grid_n, grids, by_arm, found.passages, records),
+            notes=_notes(grid_n, grids, n_seeds, found, records, unconverged, ctx.level),
+            reasons=found.reasons,
+            control_reasons=found.control_reasons,
         )
-
-
-def arm_slopes(
-    by_arm: dict[str, list[np.ndarray]],
-    grid_n: Sequence[int],
-    grids: Sequence[Sequence[int]],
-    weights: np.ndarray,
-    level: float,
-) -> tuple[dict[str, Saturations], dict[str, SlopeBounds]]:
-    """Per arm, m*(n) for every weight row (``by_arm[arm][i]`` is the (S, M_i) metric at the i-th n on its grid)
-    and the slope of log m* on log n with its censoring interval."""
-    log_n = np.log(np.asarray(grid_n, dtype=np.float64))
-    sats = {arm: saturations_by_n(grids, values, weights, level) for arm, values in by_arm.items()}
-    return sats, {arm: slope_bounds(log_n, sat) for arm, sat in sats.items()}
-
-
-def claim_and_control(slopes: dict[str, SlopeBounds], level: float) -> tuple[Difference, Difference]:
-    """The claim's slope(SSCRL) - slope(SCRL) and the null control's, the same difference on its arms."""
-    claim = slope_difference(slopes["sscrl"], slopes["scrl"], level)
-    control = slope_difference(slopes["null-sscrl"], slopes["null-scrl"], level)
-    return claim, control
 
 
 def _cell_params(
     ctx: ClaimContext, arm: str, n: int, replicate: int, grid_m: Sequence[int]
 ) -> dict[str, Any]:
     """A cell's parameters; the two regimes of the claim share the pairs of (n, replicate), and so do the two
-    regimes of the null control (drawn from its own truth)."""
-    pair_key = "null" if arm.startswith("null") else "claim"
+    regimes of each null replicate (null, null2: drawn from the null truth, each from its own pair seeds)."""
+    pair_key = arm.split("-")[0] if arm.startswith("null") else "claim"
     return {
         "arm": arm,
         "regime": REGIME[arm],
@@ -561,43 +604,48 @@ def _stack(records: list[Any], arm: str, grid_n: Sequence[int], n_seeds: int, ke
     return [np.asarray([rows[(r, n)] for r in range(n_seeds)], dtype=np.float64) for n in grid_n]
 
 
-def _judge(difference: Difference, unconverged: int) -> tuple[Verdict, list[str]]:
+def _judge(statistic: JackknifeBounds, unconverged: int) -> tuple[Verdict, list[str]]:
     """PASS if the CI is above 0, FAIL if below, else INCONCLUSIVE; INCONCLUSIVE whenever a fit did not converge."""
     if unconverged:
         return Verdict.INCONCLUSIVE, [f"{unconverged} fits did not reach the KKT tolerance"]
-    statistic = Statistic("difference", difference.point, difference.ci_low, difference.ci_high)
-    verdict = verdict_above(statistic, 0.0)
+    verdict = verdict_above(Statistic("DD", statistic.point, statistic.ci_low, statistic.ci_high), 0.0)
     if verdict is Verdict.INCONCLUSIVE:
-        return verdict, [
-            f"CI [{difference.ci_low:.3g}, {difference.ci_high:.3g}] of the slope difference contains 0"
-        ]
+        return verdict, [f"CI [{statistic.ci_low:.3g}, {statistic.ci_high:.3g}] of DD contains 0"]
     return verdict, []
 
 
-def _difference_statistic(name: str, difference: Difference, level: float) -> Statistic:
-    """The difference with its bootstrap CI; the detail gives its censoring bounds on the data."""
+def _difference_statistic(name: str, statistic: JackknifeBounds) -> Statistic:
+    """DD with its jackknife CI; the detail gives its censoring bounds on the data."""
     detail = (
-        f"censored points at their bounds; bounds on the data [{difference.bound_low:.3g}, "
-        f"{difference.bound_high:.3g}]; bootstrap over seeds, {N_BOOT} resamples; an infinite end is one that "
-        "censoring leaves unbounded"
+        f"m_q at q = {Q:g}; censored points as half-lines, bounds on the data [{statistic.bound_low:.3g}, "
+        f"{statistic.bound_high:.3g}]; delete-one-seed jackknife Student-t over {statistic.seeds} seeds "
+        f"(se {statistic.se:.3g}); an infinite end is one that censoring leaves unbounded"
     )
-    return Statistic(name, difference.point, difference.ci_low, difference.ci_high, level, detail)
+    return Statistic(name, statistic.point, statistic.ci_low, statistic.ci_high, statistic.level, detail)
+
+
+ARM_LABELS = {
+    "scrl": "SCRL",
+    "sscrl": "SSCRL",
+    "null-scrl": "null SCRL (uniform anchors, s = c<x, y>)",
+    "null-sscrl": "null SSCRL (uniform anchors, s = c<x, y>)",
+    "null2-scrl": "control: second null SCRL",
+    "null2-sscrl": "control: second null SSCRL",
+}
 
 
 def _slope_statistic(arm: str, slope: SlopeBounds, level: float) -> Statistic:
-    """One arm's slope (reported against 1/2 and 1, not judged)."""
-    name = {
-        "sscrl": "slope of log m* on log n, SSCRL",
-        "scrl": "slope of log m* on log n, SCRL",
-        "null-sscrl": "null control: slope of log m* on log n, SSCRL",
-        "null-scrl": "null control: slope of log m* on log n, SCRL",
-    }[arm]
-    detail = f"bounds on the data [{slope.low[0]:.3g}, {slope.high[0]:.3g}]; reported against 1/2 and 1, not judged"
+    """One arm's slope of log m_q on log n with its jackknife interval (reported against 1/2 and 1, not judged)."""
+    found = jackknife_bounds(slope, level)
+    detail = (
+        f"bounds on the data [{found.bound_low:.3g}, {found.bound_high:.3g}]; jackknife Student-t; reported "
+        "against 1/2 and 1, not judged"
+    )
     return Statistic(
-        name,
-        float(slope.point[0]),
-        lower_quantile(slope.low[1:], level),
-        upper_quantile(slope.high[1:], level),
+        f"slope of log m_q on log n, {ARM_LABELS[arm]}",
+        found.point,
+        found.ci_low,
+        found.ci_high,
         level,
         detail,
     )
@@ -607,15 +655,15 @@ def _table(
     grid_n: Sequence[int],
     grids: Sequence[Sequence[int]],
     by_arm: dict[str, list[np.ndarray]],
-    sats: dict[str, Saturations],
+    passages: dict[str, Passages],
     records: list[Any],
 ) -> list[dict[str, Any]]:
-    """One row per (arm, n, m): mean metric with its se, the plateau, tol, m*(n) and its censoring, and the
-    fraction of seeds whose ball constraint binds."""
+    """One row per (arm, n, m): mean metric with its se, the plateau, m_q(n) and its censoring, and the fraction
+    of seeds whose ball constraint binds."""
     constrained = {arm: _stack(records, arm, grid_n, by_arm[arm][0].shape[0], "constrained") for arm in ARMS}
     rows = []
     for arm in ARMS:
-        values, sat = by_arm[arm], sats[arm]
+        values, found = by_arm[arm], passages[arm]
         for i, n in enumerate(grid_n):
             for j, m in enumerate(grids[i]):
                 column = values[i][:, j]
@@ -627,10 +675,9 @@ def _table(
                         "excess_risk": float(column.mean()),
                         "excess_risk_se": float(column.std(ddof=1) / math.sqrt(column.size)),
                         "ball_active_fraction": float(constrained[arm][i][:, j].mean()),
-                        "plateau": float(sat.plateau[0, i]),
-                        "tol": float(sat.tol[0, i]),
-                        "m_star": float(math.exp(sat.log_m[0, i])),
-                        "m_star_censoring": CENSOR_NAMES[int(sat.censor[0, i])],
+                        "plateau": float(found.plateau[0, i]),
+                        "m_q": float(math.exp(found.log_m[0, i])),
+                        "m_q_censoring": CENSOR_NAMES[int(found.censor[0, i])],
                     }
                 )
     return rows
@@ -640,51 +687,55 @@ def _notes(
     grid_n: Sequence[int],
     grids: Sequence[Sequence[int]],
     n_seeds: int,
-    sats: dict[str, Saturations],
-    slopes: dict[str, SlopeBounds],
+    found: Judgement,
     records: list[Any],
     unconverged: int,
+    level: float,
 ) -> str:
-    """m*(n) per arm with its bootstrap interval, the slopes beside 1/2 and 1, and the fits' KKT residuals."""
+    """m_q(n) per arm with its jackknife interval, the slopes beside 1/2 and 1, and the fits' KKT residuals."""
     parts = []
     for arm in ARMS:
-        sat = sats[arm]
+        passages = found.passages[arm]
         stars = []
         for i, n in enumerate(grid_n):
-            low = math.exp(lower_quantile(sat.log_m[1:, i], 0.995))
-            high = math.exp(upper_quantile(sat.log_m[1:, i], 0.995))
-            mark = {1: ">=", 2: "<="}.get(int(sat.censor[0, i]), "")
-            stars.append(f"n={n}: m* {mark}{math.exp(sat.log_m[0, i]):.0f} [{low:.0f}, {high:.0f}]")
-        parts.append(f"{arm}: " + "; ".join(stars) + f"; slope {slopes[arm].point[0]:.3g} (vs 1/2 and 1)")
+            column = SlopeBounds(
+                passages.log_m[:, i],
+                np.where(passages.censor[:, i] == LEFT, -np.inf, passages.log_m[:, i]),
+                np.where(passages.censor[:, i] == RIGHT, np.inf, passages.log_m[:, i]),
+            )
+            interval = jackknife_bounds(column, level)
+            mark = {RIGHT: ">=", LEFT: "<="}.get(int(passages.censor[0, i]), "")
+            stars.append(
+                f"n={n}: m_q {mark}{math.exp(interval.point):.1f} "
+                f"[{math.exp(interval.ci_low):.1f}, {math.exp(interval.ci_high):.1f}]"
+            )
+        parts.append(
+            f"{arm}: " + "; ".join(stars) + f"; slope {found.slopes[arm].point[0]:.3g} (vs 1/2 and 1)"
+        )
     worst = max(max(record.result["kkt"]) for record in records)
+    null_difference = found.slopes["null-sscrl"].point[0] - found.slopes["null-scrl"].point[0]
     return (
         f"{n_seeds} seeds, n in {list(grid_n)}, m = 2, 4, ..., m_max(n) = "
         + ", ".join(f"{grid[-1]}" for grid in grids)
-        + " (every arm). "
+        + f" (every arm); q = {Q:g}. The null arms' own slope difference: {null_difference:.3g}. "
         + " | ".join(parts)
         + f". Largest KKT residual {worst:.2g}; fits not converged: {unconverged}."
     )
 
 
-def _figure(grid_n: Sequence[int], sats: dict[str, Saturations]) -> FigureSpec:
-    """m*(n) per arm on log-log axes (censored points at their bounds), with slopes 1/2 and 1 for reference."""
-    labels = {
-        "scrl": "SCRL",
-        "sscrl": "SSCRL",
-        "null-scrl": "null control SCRL (uniform anchors, s = c<x, y>)",
-        "null-sscrl": "null control SSCRL (uniform anchors, s = c<x, y>)",
-    }
+def _figure(grid_n: Sequence[int], passages: dict[str, Passages]) -> FigureSpec:
+    """m_q(n) per arm on log-log axes (censored points at their bounds), with slopes 1/2 and 1 for reference."""
     series = [
         points(
-            labels[arm],
+            ARM_LABELS[arm],
             list(grid_n),
-            np.exp(sats[arm].log_m[0]).tolist(),
-            control=arm.startswith("null"),
+            np.exp(passages[arm].log_m[0]).tolist(),
+            control=arm.startswith("null2"),
         )
         for arm in ARMS
     ]
     return loglog_figure(
-        "m_star", "C6: m*(n) per regime", "n (pairs)", "m* (grid m)", *series, theory_slope=1.0
+        "m_star", "C6: m_q(n) per arm", "n (pairs)", f"m_q (q = {Q:g})", *series, theory_slope=1.0
     )
 
 
