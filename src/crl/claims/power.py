@@ -21,13 +21,10 @@ truth the mirror image of the shrunk effect, ``-|shrunk|`` (delta = |shrunk|/2).
 repeats seeds, which narrows a delete-one-seed jackknife a little: P(decide) errs on the optimistic side by that
 much, stated beside the figures.
 
-C6 (:func:`saturation_power`) is the exception: its m* lives on the m grid, so its effect cannot be moved; its
-power is taken as measured, its FAIL side with the two regimes swapped (the measured effect mirrored below 0),
-and its null control as measured.
-
-Usage: ``python -m crl.claims.power RUN_DIR --claim C5 [--resamples 200] [--seeds S] [--control-seeds S]``.
-``--claim C6 --judge-run-seed SEED`` prints instead the verdicts of the stored cells themselves under this
-checkout's rule (:func:`saturation_verdicts`), for a run made with ``crl verify --seed SEED``.
+C6's gate, its tolerance choice and its re-judging from per-seed tables live in
+:mod:`crl.claims.saturation_gate` (its statistic is continuous, so its truth is moved by a shift of DD); this
+command line reaches them with ``--claim C6`` and ``--choose-q``, ``--gate``, ``--export-table PATH`` or
+``--judge-table PATH``.
 """
 
 import argparse
@@ -40,13 +37,12 @@ from typing import Any
 import numpy as np
 
 from crl.claims import c05_trained_gap as c5
-from crl.claims import c06_saturation as c6
 from crl.claims import c10_generalisation as c10
+from crl.claims import saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
-from crl.stats.saturation import Difference, seed_weights, slope_difference
-from crl.sweep import CellRecord, SweepStore, derive_seed
+from crl.sweep import CellRecord, SweepStore
 
 RESAMPLES = 200
 """The contract's minimum number of resamples."""
@@ -377,92 +373,6 @@ class C10Power:
         return c10._secant_part(name, plan.n_grid, self._matrix(keys, index), c10.N_BOUND, self.level).verdict
 
 
-@dataclass(frozen=True)
-class SaturationPower:
-    """C6's power over resamples of whole seeds (its m* lives on the m grid, so its effect cannot be moved):
-
-    Attributes:
-        p_pass, p_decide: shares of resamples, as measured, whose verdict is PASS, and PASS or FAIL.
-        p_fail_mirrored: share that FAIL with the regimes swapped (slope(SCRL) - slope(SSCRL): the measured effect
-            mirrored below 0).
-        p_control_pass, p_control_fail: the null control's shares.
-        allowed: 1 - level.
-        seeds, resamples: S and R.
-    """
-
-    p_pass: float
-    p_decide: float
-    p_fail_mirrored: float
-    p_control_pass: float
-    p_control_fail: float
-    allowed: float
-    seeds: int
-    resamples: int
-
-
-def saturation_power(
-    records: list[CellRecord],
-    fidelity: Fidelity,
-    *,
-    resamples: int = RESAMPLES,
-    seeds: int | None = None,
-    seed: int = 0,
-) -> SaturationPower:
-    """C6's shares over seed resamples, judged by :mod:`crl.claims.c06_saturation`'s own m* rule and bootstrap."""
-    grid_n, grids = c6.PLANS[fidelity]["n"], c6.m_grids(fidelity)
-    measured = 1 + max(int(r.cell.params["replicate"]) for r in records)
-    stacked = {arm: c6._stack(records, arm, grid_n, measured, "excess") for arm in c6.ARMS}
-    level = part_level(c6.CLAIM.parts)
-    rng = np.random.default_rng(seed)
-    size = seeds or measured
-    claim, mirrored, control = [], [], []
-    for _ in range(resamples):
-        index = rng.integers(0, measured, size)
-        weights = seed_weights(size, rng, c6.N_BOOT)
-        resampled = {arm: [values[index] for values in stacked[arm]] for arm in c6.ARMS}
-        _, slopes = c6.arm_slopes(resampled, grid_n, grids, weights, level)
-        forward, null = c6.claim_and_control(slopes, level)
-        claim.append(c6._judge(forward, 0)[0])
-        mirrored.append(c6._judge(slope_difference(slopes["scrl"], slopes["sscrl"], level), 0)[0])
-        control.append(c6._judge(null, 0)[0])
-    return SaturationPower(
-        p_pass=_share(claim, Verdict.PASS),
-        p_decide=_share(claim, Verdict.PASS) + _share(claim, Verdict.FAIL),
-        p_fail_mirrored=_share(mirrored, Verdict.FAIL),
-        p_control_pass=_share(control, Verdict.PASS),
-        p_control_fail=_share(control, Verdict.FAIL),
-        allowed=1.0 - level,
-        seeds=size,
-        resamples=resamples,
-    )
-
-
-def saturation_verdicts(
-    records: list[CellRecord], fidelity: Fidelity, run_seed: int
-) -> tuple[tuple[Verdict, Difference], tuple[Verdict, Difference]]:
-    """C6's verdict and slope difference, then its control's, on stored cells, judged by this checkout's m* rule
-    and bootstrap exactly as :meth:`crl.claims.c06_saturation.Saturation.run` judges them in a run of
-    ``crl verify --seed run_seed`` (the same bootstrap stream, ``derive_seed(run_seed, "C6", "bootstrap")``):
-    a rule's implementation fixed after a run re-judges that run's cells without recomputing them."""
-    grid_n, n_seeds, grids = c6.PLANS[fidelity]["n"], c6.PLANS[fidelity]["seeds"], c6.m_grids(fidelity)
-    level = part_level(c6.CLAIM.parts)
-    by_arm = {arm: c6._stack(records, arm, grid_n, n_seeds, "excess") for arm in c6.ARMS}
-    unconverged = sum(not ok for record in records for ok in record.result["converged"])
-    rng = np.random.default_rng(derive_seed(run_seed, c6.CLAIM.id, "bootstrap"))
-    weights = seed_weights(n_seeds, rng, c6.N_BOOT)
-    _, slopes = c6.arm_slopes(by_arm, grid_n, grids, weights, level)
-    claim, control = c6.claim_and_control(slopes, level)
-    return (c6._judge(claim, unconverged)[0], claim), (c6._judge(control, unconverged)[0], control)
-
-
-def verdicts_markdown(verdicts: tuple[tuple[Verdict, Difference], tuple[Verdict, Difference]]) -> str:
-    """C6's re-judged verdicts as a Markdown table (CI ends printed in full, so a rounding residue shows)."""
-    lines = ["| C6 | verdict | slope difference | CI |", "|---|---|---|---|"]
-    for name, (verdict, diff) in zip(("claim", "null control"), verdicts, strict=True):
-        lines.append(f"| {name} | {verdict} | {diff.point:.4g} | [{diff.ci_low!r}, {diff.ci_high!r}] |")
-    return "\n".join(lines)
-
-
 CLAIMS: dict[str, type[C5Power] | type[C10Power]] = {"C5": C5Power, "C10": C10Power}
 """The claims whose power this module computes."""
 
@@ -525,23 +435,11 @@ def markdown(claim: str, parts: list[PartPower], control: ControlPower) -> str:
     return "\n".join(lines)
 
 
-def saturation_markdown(power: SaturationPower) -> str:
-    """C6's power as a Markdown table."""
-    return "\n".join(
-        [
-            "| C6 | P(PASS) | P(decide) | P(FAIL), arms swapped | null control P(PASS) (allowed) | P(FAIL) | seeds |",
-            "|---|---|---|---|---|---|---|",
-            f"| as measured | {power.p_pass:.3f} | {power.p_decide:.3f} | {power.p_fail_mirrored:.3f} | "
-            f"{power.p_control_pass:.3f} ({power.allowed:.4f}) | {power.p_control_fail:.3f} | {power.seeds} |",
-            f"\n{power.resamples} resamples of whole seeds.",
-        ]
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m crl.claims.power RUN_DIR --claim C5``: print the power table (Markdown)."""
+    """``python -m crl.claims.power RUN_DIR --claim C5``: print the power table (Markdown); for C6 the tolerance
+    choice, the gate, a per-seed table or a re-judged table (:mod:`crl.claims.saturation_gate`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=Path, help="a `crl verify --out` folder (unused with --judge-table)")
     parser.add_argument("--claim", required=True, choices=[*sorted(CLAIMS), "C6"])
     parser.add_argument("--fidelity", default="standard", choices=[f.value for f in Fidelity])
     parser.add_argument("--resamples", type=int, default=RESAMPLES)
@@ -550,29 +448,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--control-seeds", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
-    parser.add_argument(
-        "--judge-run-seed",
-        type=int,
-        default=None,
-        help="C6 only: instead of the power, the verdicts of the stored cells themselves under this checkout's "
-        "rule, for the run made with `crl verify --seed` this value",
+    c6_actions = parser.add_mutually_exclusive_group()
+    c6_actions.add_argument("--choose-q", action="store_true", help="C6: the pilot's tolerance choice")
+    c6_actions.add_argument(
+        "--gate", action="store_true", help="C6: the power gate on two halves of the seeds"
     )
+    c6_actions.add_argument("--export-table", type=Path, default=None, help="C6: write the per-seed CSV here")
+    c6_actions.add_argument("--judge-table", type=Path, default=None, help="C6: re-judge from a per-seed CSV")
+    parser.add_argument("--q", type=float, default=None, help="C6: the tolerance (default: the registered Q)")
     args = parser.parse_args(argv)
-    if args.judge_run_seed is not None:
-        if args.claim != "C6":
-            parser.error(f"--judge-run-seed is for --claim C6, not {args.claim}")
-        records = stored_records(args.run_dir, "C6")
-        print(verdicts_markdown(saturation_verdicts(records, Fidelity(args.fidelity), args.judge_run_seed)))
-        return
     if args.claim == "C6":
-        power = saturation_power(
-            stored_records(args.run_dir, "C6"),
-            Fidelity(args.fidelity),
-            resamples=args.resamples,
-            seeds=args.seeds,
-            seed=args.seed,
-        )
-        print(saturation_markdown(power))
+        print(_c6_action(args))
         return
     parts, control = power_table(
         args.run_dir,
@@ -584,6 +470,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         seed=args.seed,
     )
     print(markdown(args.claim, parts, control))
+
+
+def _c6_action(args: argparse.Namespace) -> str:
+    """C6's command: re-judge a table, or read the run's store for the tolerance choice, the gate or a table."""
+    q = saturation_gate.c6.Q if args.q is None else args.q
+    if args.judge_table is not None:
+        return saturation_gate.judgement_markdown(
+            saturation_gate.judge_table(saturation_gate.read_table(args.judge_table), q)
+        )
+    records = stored_records(args.run_dir, "C6")
+    curves = saturation_gate.curves_from_records(records, Fidelity(args.fidelity))
+    if args.choose_q:
+        return saturation_gate.tolerance_markdown(*saturation_gate.choose_q(curves))
+    if args.export_table is not None:
+        saturation_gate.write_table(curves, args.export_table, saturation_gate.converged_flags(records))
+        return f"wrote {args.export_table}"
+    if args.gate:
+        seeds = args.seeds or 3 * curves.seeds // 8
+        halves = saturation_gate.power_gate(curves, q=q, seeds=seeds, resamples=args.resamples)
+        return saturation_gate.gate_markdown(halves, q, seeds)
+    return saturation_gate.judgement_markdown(saturation_gate.judge_table(curves, q))
 
 
 if __name__ == "__main__":

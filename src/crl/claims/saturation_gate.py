@@ -1,0 +1,306 @@
+"""C6's tolerance choice, power gate and re-judging from per-seed tables (docs/claims/C6.md, revision 5).
+
+- :func:`choose_q`: the pilot's criterion for the tolerance q of m_q. Among the candidates for which no m_q of
+  any arm at any n is censored, on the data and in every delete-one row, the one with the smallest jackknife
+  standard error of DD; ties to the smaller q; with none free of censoring, the fewest censored entries first.
+  The sign and size of DD play no part.
+- :func:`power_gate`: on each of two independent halves of the pilot's seeds, R subsamples of S seeds drawn
+  without replacement from the half (S below the half's size; a resample with repeated seeds would make the
+  delete-one jackknife too narrow), each judged by :func:`crl.claims.c06_saturation.judge`:
+  P(decide) with DD's truth shrunk to the lower end of the half's own CI (the end nearest the bound 0),
+  P(FAIL) with its truth at -2 delta = -0.2, and P(control PASS) as measured, each with its Clopper-Pearson 95%
+  interval. A truth is set by shifting DD by a constant, which moves every jackknife row, hence the CI, by it.
+- :func:`write_table` / :func:`read_table`: a run's per-seed excess-risk curves as CSV (one row per arm, n,
+  replicate, m), committed with a confirmatory run; :func:`judge_table` re-judges C6 from it with the checkout's
+  rule (the jackknife is deterministic: no random stream enters).
+"""
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from crl.claims import c06_saturation as c6
+from crl.claims.budget import part_level
+from crl.claims.context import Fidelity
+from crl.claims.verdict import Verdict
+from crl.stats.saturation import jackknife_weights, passages_by_n
+from crl.sweep import CellRecord
+
+DELTA = 0.1
+"""docs/theory.md section 7's default margin: the FAIL truth sits at the bound - 2 delta = -0.2."""
+DECIDE_TARGET = 0.8
+RESAMPLES = 200
+TABLE_FIELDS = ("arm", "n", "replicate", "m", "excess", "converged")
+
+
+@dataclass(frozen=True)
+class Share:
+    """A share of resamples with its Clopper-Pearson 95% interval."""
+
+    hits: int
+    total: int
+    low: float
+    high: float
+
+    @property
+    def value(self) -> float:
+        """hits / total."""
+        return self.hits / self.total
+
+
+def share(hits: int, total: int) -> Share:
+    """``hits`` of ``total`` with the exact (Clopper-Pearson) 95% binomial interval."""
+    interval = scipy_stats.binomtest(hits, total).proportion_ci(confidence_level=0.95, method="exact")
+    return Share(hits, total, float(interval.low), float(interval.high))
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Per arm, per n, the (S, M_n) per-seed excess-risk curves, with the grid and the unconverged fits."""
+
+    by_arm: dict[str, list[np.ndarray]]
+    grid_n: tuple[int, ...]
+    grids: list[tuple[int, ...]]
+    unconverged: int
+
+    def select(self, seeds: np.ndarray) -> dict[str, list[np.ndarray]]:
+        """The curves of the seed indices ``seeds`` (repeats allowed), for every arm and n."""
+        return {arm: [values[seeds] for values in blocks] for arm, blocks in self.by_arm.items()}
+
+    @property
+    def seeds(self) -> int:
+        """S, the number of seeds."""
+        return int(next(iter(self.by_arm.values()))[0].shape[0])
+
+
+def curves_from_records(records: list[CellRecord], fidelity: Fidelity) -> Curves:
+    """The stored cells of a C6 run as :class:`Curves` on ``fidelity``'s grids."""
+    unconverged = sum(not ok for record in records for ok in record.result["converged"])
+    return Curves(
+        c6.stack_arms(records, fidelity), tuple(c6.PLANS[fidelity]["n"]), c6.m_grids(fidelity), unconverged
+    )
+
+
+@dataclass(frozen=True)
+class ToleranceRow:
+    """One candidate q on the pilot: censored (arm, n, row) entries, DD and its jackknife standard error."""
+
+    q: float
+    censored: int
+    dd: float
+    se: float
+
+
+def choose_q(
+    curves: Curves, candidates: Sequence[float] = c6.Q_CANDIDATES
+) -> tuple[float, list[ToleranceRow]]:
+    """The pilot's q (module docstring) and the table it was chosen from."""
+    level = part_level(c6.CLAIM.parts)
+    rows = jackknife_weights(curves.seeds)
+    table = []
+    for q in candidates:
+        censored = sum(
+            int(np.count_nonzero(passages_by_n(curves.grids, values, rows, q).censor))
+            for values in curves.by_arm.values()
+        )
+        found = c6.judge(curves.by_arm, curves.grid_n, curves.grids, level, q=q)
+        table.append(ToleranceRow(q, censored, found.claim.point, found.claim.se))
+    best = min(table, key=lambda row: (row.censored, row.se, row.q))
+    return best.q, table
+
+
+@dataclass(frozen=True)
+class HalfPower:
+    """The gate's three figures on one half of the pilot's seeds."""
+
+    half: int
+    seeds_in_half: int
+    estimate: float
+    ci_low: float
+    ci_high: float
+    p_decide: Share
+    p_fail: Share
+    p_control_pass: Share
+    allowed: float
+
+    @property
+    def passes(self) -> bool:
+        """P(decide) >= 0.8, P(FAIL) >= 0.8 and P(control PASS) <= the part's alpha."""
+        return (
+            self.p_decide.value >= DECIDE_TARGET
+            and self.p_fail.value >= DECIDE_TARGET
+            and self.p_control_pass.value <= self.allowed
+        )
+
+
+def power_gate(
+    curves: Curves, *, q: float, seeds: int, resamples: int = RESAMPLES, seed: int = 6121
+) -> list[HalfPower]:
+    """The gate on the two halves of ``curves``' seeds (module docstring); the half h draws its subsamples of
+    ``seeds`` seeds (fewer than the half holds) from ``numpy.random.default_rng(seed + h)``."""
+    level = part_level(c6.CLAIM.parts)
+    half_size = curves.seeds // 2
+    if not 3 <= seeds < half_size:
+        raise ValueError(
+            f"seeds = {seeds}; subsamples without replacement need 3 <= seeds < {half_size} (half the seeds)."
+        )
+    results = []
+    for half in (0, 1):
+        members = np.arange(half * half_size, (half + 1) * half_size)
+        observed = c6.judge(curves.select(members), curves.grid_n, curves.grids, level, q=q).claim
+        rng = np.random.default_rng(seed + half)
+        decide = fail = control = 0
+        for _ in range(resamples):
+            picked = curves.select(rng.choice(members, size=seeds, replace=False))
+            found = c6.judge(picked, curves.grid_n, curves.grids, level, q=q)
+            point = found.claim.point
+            shrunk = _moved(found.claim.ci_low, found.claim.ci_high, observed.ci_low - observed.point)
+            failing = _moved(found.claim.ci_low, found.claim.ci_high, -2 * DELTA - point)
+            decide += shrunk is not Verdict.INCONCLUSIVE
+            fail += failing is Verdict.FAIL
+            control += found.control_verdict is Verdict.PASS
+        results.append(
+            HalfPower(
+                half=half,
+                seeds_in_half=half_size,
+                estimate=observed.point,
+                ci_low=observed.ci_low,
+                ci_high=observed.ci_high,
+                p_decide=share(decide, resamples),
+                p_fail=share(fail, resamples),
+                p_control_pass=share(control, resamples),
+                allowed=1.0 - level,
+            )
+        )
+    return results
+
+
+def _moved(ci_low: float, ci_high: float, shift: float) -> Verdict:
+    """The verdict of a DD interval moved by ``shift`` (PASS above 0, FAIL below 0)."""
+    if ci_low + shift > 0.0:
+        return Verdict.PASS
+    if ci_high + shift < 0.0:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+def gate_markdown(halves: list[HalfPower], q: float, seeds: int) -> str:
+    """The gate as a Markdown table, one row per half."""
+    lines = [
+        f"| half (seeds) | DD at q = {q:g} [CI] | P(decide) at the CI's lower end | P(FAIL) at DD = -0.2 | "
+        "P(control PASS) (allowed) | gate |",
+        "|---|---|---|---|---|---|",
+    ]
+    for h in halves:
+        lines.append(
+            f"| {h.half} ({h.seeds_in_half}) | {h.estimate:.3g} [{h.ci_low:.3g}, {h.ci_high:.3g}] | "
+            f"{_share_text(h.p_decide)} | {_share_text(h.p_fail)} | {_share_text(h.p_control_pass)} "
+            f"({h.allowed:.4f}) | {'passes' if h.passes else 'fails'} |"
+        )
+    total = halves[0].p_decide.total if halves else 0
+    lines.append(
+        f"\n{total} subsamples of {seeds} seeds drawn without replacement from each half; Clopper-Pearson 95% "
+        "intervals in brackets."
+    )
+    return "\n".join(lines)
+
+
+def _share_text(value: Share) -> str:
+    return f"{value.value:.3f} [{value.low:.3f}, {value.high:.3f}]"
+
+
+def tolerance_markdown(chosen: float, table: list[ToleranceRow]) -> str:
+    """The pilot's tolerance table as Markdown."""
+    lines = ["| q | censored (arm, n, row) | DD | jackknife se of DD |", "|---|---|---|---|"]
+    lines += [f"| {r.q:g} | {r.censored} | {r.dd:.3g} | {r.se:.3g} |" for r in table]
+    lines.append(f"\nChosen: q = {chosen:g}.")
+    return "\n".join(lines)
+
+
+def write_table(curves: Curves, path: Path, converged: dict[tuple[str, int, int], list[bool]]) -> None:
+    """The per-seed curves as CSV (:data:`TABLE_FIELDS`), one row per (arm, n, replicate, m)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(TABLE_FIELDS)
+        for arm, blocks in curves.by_arm.items():
+            for n, grid, values in zip(curves.grid_n, curves.grids, blocks, strict=True):
+                for replicate, row in enumerate(values):
+                    flags = converged[(arm, n, replicate)]
+                    for m, value, ok in zip(grid, row, flags, strict=True):
+                        writer.writerow([arm, n, replicate, m, repr(float(value)), int(ok)])
+
+
+def converged_flags(records: list[CellRecord]) -> dict[tuple[str, int, int], list[bool]]:
+    """Per (arm, n, replicate), the stored fits' convergence flags."""
+    return {
+        (str(r.cell.params["arm"]), int(r.cell.params["n"]), int(r.cell.params["replicate"])): [
+            bool(ok) for ok in r.result["converged"]
+        ]
+        for r in records
+    }
+
+
+def read_table(path: Path) -> Curves:
+    """:class:`Curves` from a CSV written by :func:`write_table`.
+
+    Raises:
+        ValueError: naming the file when a column is missing, an arm is unknown, or a (arm, n) block is not a
+            full seeds x grid table.
+    """
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = set(TABLE_FIELDS) - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path} lacks the columns {sorted(missing)}; write it with `--export-table`.")
+        rows = list(reader)
+    cells: dict[tuple[str, int], dict[tuple[int, int], float]] = {}
+    unconverged = 0
+    for row in rows:
+        if row["arm"] not in c6.ARMS:
+            raise ValueError(f"{path}: arm {row['arm']!r} is not one of {list(c6.ARMS)}.")
+        cells.setdefault((row["arm"], int(row["n"])), {})[(int(row["replicate"]), int(row["m"]))] = float(
+            row["excess"]
+        )
+        unconverged += row["converged"] != "1"
+    grid_n = tuple(sorted({n for _, n in cells}))
+    by_arm: dict[str, list[np.ndarray]] = {arm: [] for arm in c6.ARMS}
+    grids: list[tuple[int, ...]] = []
+    for n in grid_n:
+        grid = tuple(sorted({m for _, m in cells[(c6.ARMS[0], n)]}))
+        grids.append(grid)
+        for arm in c6.ARMS:
+            block = cells.get((arm, n), {})
+            replicates = sorted({r for r, _ in block})
+            if len(block) != len(replicates) * len(grid):
+                raise ValueError(f"{path}: arm {arm} at n = {n} is not a full seeds x m table.")
+            by_arm[arm].append(np.array([[block[(r, m)] for m in grid] for r in replicates]))
+    return Curves(by_arm, grid_n, grids, unconverged)
+
+
+def judge_table(curves: Curves, q: float = c6.Q) -> c6.Judgement:
+    """C6 re-judged from per-seed curves by this checkout's rule."""
+    return c6.judge(
+        curves.by_arm,
+        curves.grid_n,
+        curves.grids,
+        part_level(c6.CLAIM.parts),
+        q=q,
+        unconverged=curves.unconverged,
+    )
+
+
+def judgement_markdown(found: c6.Judgement) -> str:
+    """The re-judged verdicts as Markdown (CI ends printed in full)."""
+    lines = ["| C6 | verdict | DD | CI |", "|---|---|---|---|"]
+    for name, verdict, stat in (
+        ("claim", found.verdict, found.claim),
+        ("control", found.control_verdict, found.control),
+    ):
+        lines.append(f"| {name} | {verdict} | {stat.point:.4g} | [{stat.ci_low!r}, {stat.ci_high!r}] |")
+    slopes = ", ".join(f"{arm} {found.slopes[arm].point[0]:.3g}" for arm in c6.ARMS)
+    lines.append(f"\nSlopes of log m_q on log n: {slopes}.")
+    return "\n".join(lines)
