@@ -3,12 +3,15 @@
 import json
 import subprocess
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+
+if TYPE_CHECKING:
+    from crl.experiments.mstar_design import DataName, Grid
 
 EXPERIMENTS = ("mstar",)
 REPLACED = {"fashion-mstar": "crl experiment mstar --data fashion"}
@@ -72,6 +75,13 @@ def experiment(
             "interim report; each curve uses the seeds finished at all its m)."
         ),
     ] = False,
+    mq_tables: Annotated[
+        bool,
+        typer.Option(
+            help="Compute nothing, load no data: write OUT/mq.md, the m_q tables at q = 1, 2, 5% and [A]'s "
+            "shape, from the cells OUT/results.sqlite holds (docs/claims/C6_real.md)."
+        ),
+    ] = False,
 ) -> None:
     """Run an experiment's cells that OUT/results.sqlite lacks (resuming a stopped run), then write its report."""
     status = experiment_command(
@@ -88,6 +98,7 @@ def experiment(
         threads=threads,
         advice=advice or [],
         report_only=report_only,
+        mq_tables=mq_tables,
     )
     raise typer.Exit(status)
 
@@ -101,6 +112,19 @@ def _commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return done.stdout.strip()
+
+
+def _write_mq_tables(database: Path, data: "DataName", grid: "Grid", out: Path) -> int:
+    """Write OUT/mq.md from the store alone (``--mq-tables``)."""
+    # Deferred: the store reader and scipy's statistics are this option's own, and `crl --help` does not need them.
+    from crl.experiments.mstar_experiment import stored_records
+    from crl.experiments.mstar_passage import passage_markdown
+
+    records = stored_records(database, data, grid)
+    source = f"the {len(records)} cells of {database} (commit {_commit()})"
+    (out / "mq.md").write_text(passage_markdown(records, data, grid, source=source), encoding="utf-8")
+    Console(soft_wrap=True).print(f"written {out / 'mq.md'}", markup=False, highlight=False)
+    return EXIT_OK
 
 
 def _check_name(name: str) -> None:
@@ -126,13 +150,14 @@ def experiment_command(
     threads: int = 1,
     advice: list[Path] | None = None,
     report_only: bool = False,
+    mq_tables: bool = False,
 ) -> int:
     """Run ``crl experiment``: compute the grid's missing locked features, then its missing cells (progress
     printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
     the commit checked out when it started; with ``advice``, each advisor session checked against the grid
     (OUT/advisor_check.json and a report section); with ``report_only``, no cell is computed and the report covers
-    the cells the store holds. Bad arguments are one line naming the option and the fix
-    (exit 2)."""
+    the cells the store holds; with ``mq_tables``, only OUT/mq.md from the store (no features, no cells). Bad
+    arguments are one line naming the option and the fix (exit 2)."""
 
     def body() -> int:
         _check_name(name)
@@ -143,10 +168,11 @@ def experiment_command(
 
         named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
         database = out / "results.sqlite"
-        if report_only and not database.is_file():
-            raise ValueError(
-                f"--report-only: no results store at {database}; run without --report-only first"
-            )
+        if (report_only or mq_tables) and not database.is_file():
+            flag = "--mq-tables" if mq_tables else "--report-only"
+            raise ValueError(f"{flag}: no results store at {database}; run without {flag} first")
+        if mq_tables:
+            return _write_mq_tables(database, named, grid, out)
 
         # Deferred: `crl --help` does not need the sweep engine and its executors (ray's among them).
         from crl.sweep.run import executor_named

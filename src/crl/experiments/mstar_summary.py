@@ -61,6 +61,10 @@ __all__ = [
     "Curve",
     "SlopeFit",
     "Summary",
+    "Table",
+    "complete_seeds",
+    "metric_table",
+    "seed_matrix",
     "seeds_needed",
     "summarise",
 ]
@@ -73,7 +77,7 @@ METRICS: dict[DataName, tuple[str, ...]] = {
 """The metrics summarised per data set, the primary one first."""
 
 _Key = tuple[str, Regime, int]
-_Table = dict[_Key, dict[int, dict[int, float]]]
+Table = dict[_Key, dict[int, dict[int, float]]]
 """(arm, regime, n) -> m -> seed index -> metric value."""
 
 
@@ -227,11 +231,11 @@ def _seed_indices(data: DataName, grid: Grid, n: int) -> dict[int, int]:
     return {derive_seed(index, "mstar", data, n): index for index in range(grid.seeds)}
 
 
-def _table(
+def metric_table(
     records: Sequence[CellRecord], data: DataName, grid: Grid, metric: str
-) -> tuple[_Table, dict[_Key, int]]:
+) -> tuple[Table, dict[_Key, int]]:
     """The finished values by (arm, regime, n), m and seed index, and the diverged cells by (arm, regime, n)."""
-    table: _Table = {}
+    table: Table = {}
     failed: dict[_Key, int] = {}
     for record in records:
         params = record.cell.params
@@ -247,12 +251,12 @@ def _table(
     return table, failed
 
 
-def _complete(by_m: dict[int, dict[int, float]]) -> list[int]:
+def complete_seeds(by_m: dict[int, dict[int, float]]) -> list[int]:
     """Seed indices with a value at every m."""
     return sorted(set.intersection(*(set(row) for row in by_m.values()))) if by_m else []
 
 
-def _matrix(by_m: dict[int, dict[int, float]], seeds: Sequence[int]) -> tuple[list[int], np.ndarray]:
+def seed_matrix(by_m: dict[int, dict[int, float]], seeds: Sequence[int]) -> tuple[list[int], np.ndarray]:
     ms = sorted(by_m)
     return ms, np.array([[by_m[m][s] for m in ms] for s in seeds], dtype=float).reshape(len(seeds), len(ms))
 
@@ -265,7 +269,7 @@ def _curve(
     rng: np.random.Generator,
     resamples: int,
 ) -> Curve:
-    ms, values = _matrix(by_m, _complete(by_m))
+    ms, values = seed_matrix(by_m, complete_seeds(by_m))
     intervals = [_t_interval(values[:, j]) for j in range(len(ms))] if values.shape[0] else []
     saturation, rise, sd, needed = None, None, None, None
     if len(ms) >= 3 and values.shape[0] >= 2:
@@ -294,7 +298,7 @@ _CENSORING = {0: "none", 1: "right", 2: "left"}
 
 
 def _arm_slopes(
-    arm: str, metric: str, table: _Table, rng: np.random.Generator, resamples: int
+    arm: str, metric: str, table: Table, rng: np.random.Generator, resamples: int
 ) -> tuple[list[SlopeFit], Difference | None]:
     """Both regimes' slopes of one arm over its n, on the seeds finished at every cell of the arm."""
     regimes = sorted({key[1] for key in table if key[0] == arm}, reverse=True)
@@ -302,14 +306,14 @@ def _arm_slopes(
     keys = [(arm, regime, n) for regime in regimes for n in ns]
     if len(ns) < 2 or any(key not in table or len(table[key]) < 3 for key in keys):
         return [], None
-    common = sorted(set.intersection(*(set(_complete(table[key])) for key in keys)))
+    common = sorted(set.intersection(*(set(complete_seeds(table[key])) for key in keys)))
     if len(common) < 2:
         return [], None
     weights = seed_weights(len(common), rng, resamples)
     log_n = np.log(np.asarray(ns, dtype=np.float64))
     fits, bounds = [], {}
     for regime in regimes:
-        matrices = [_matrix(table[(arm, regime, n)], common) for n in ns]
+        matrices = [seed_matrix(table[(arm, regime, n)], common) for n in ns]
         found = saturations_by_n([ms for ms, _ in matrices], [v for _, v in matrices], weights, LEVEL)
         bounds[regime] = slope_bounds(log_n, found)
         fits.append(
@@ -336,7 +340,7 @@ def _arm_slopes(
     return fits, difference
 
 
-def _contrasts(table: _Table, metric: str) -> list[Contrast]:
+def _contrasts(table: Table, metric: str) -> list[Contrast]:
     """:class:`Contrast` of each pair of :data:`CONTRASTS` at every (regime, n, m) both arms hold."""
     found = []
     for first, second in CONTRASTS:
@@ -425,7 +429,7 @@ def summarise(
     differences: dict[tuple[str, str], Difference] = {}
     contrasts: list[Contrast] = []
     for metric in METRICS[data]:
-        table, failed = _table(records, data, grid, metric)
+        table, failed = metric_table(records, data, grid, metric)
         contrasts += _contrasts(table, metric)
         keys = sorted(set(table) | set(failed))
         curves += [
