@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from crl.claims.budget import FAMILY, FAMILY_ALPHA, claim_alpha
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec
+from crl.claims.gates import shortfalls
 from crl.claims.verdict import Statistic, Verdict
 
 
@@ -87,6 +88,8 @@ class ClaimResult:
         wall_s: seconds the claim took (set by `crl verify`).
         role: a verdict, or a reconstruction check that does not fail the run (module docstring); a stored
             result without the field (written before it existed) is a verdict.
+        unshown_fail: for a PASS, the parts whose power gate failed at this fidelity (each with its P(FAIL) at
+            bound + 2 delta, :mod:`crl.claims.gates`): the PASS was not shown able to FAIL there.
     """
 
     claim_id: str
@@ -110,6 +113,7 @@ class ClaimResult:
     cell_runs: Mapping[str, int] = field(default_factory=dict)
     wall_s: float | None = None
     role: Role = Role.VERDICT
+    unshown_fail: tuple[str, ...] = ()
 
     @property
     def is_verdict(self) -> bool:
@@ -242,6 +246,9 @@ class Claim(ABC):
             run_id=ctx.run_id,
             cell_runs=dict(ctx.cell_runs),
             role=self.role,
+            unshown_fail=tuple(
+                gap.describe() for gap in shortfalls(self.id, ctx.fidelity) if verdict is Verdict.PASS
+            ),
         )
 
 

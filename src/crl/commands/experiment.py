@@ -116,8 +116,10 @@ def _commit() -> str:
 
 def _write_mq_tables(database: Path, data: "DataName", grid: "Grid", out: Path) -> int:
     """Write OUT/mq.md from the store alone (``--mq-tables``)."""
-    # Deferred: the store reader and scipy's statistics are this option's own, and `crl --help` does not need them.
+    # Deferred: the store reader loads torch and faiss (through crl.train), which `crl --help` does not need.
     from crl.experiments.mstar_experiment import stored_records
+
+    # Deferred: the tables load scipy, which `crl --help` does not need.
     from crl.experiments.mstar_passage import passage_markdown
 
     records = stored_records(database, data, grid)

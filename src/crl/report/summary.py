@@ -162,7 +162,12 @@ def slack_cell(result: ClaimResult) -> SummaryCell:
 
 def verdict_cell(result: ClaimResult, *, reasons: bool = True) -> SummaryCell:
     """The claim's verdict: PASS good, FAIL/ERROR bad, INCONCLUSIVE unsure with its reasons (unless
-    ``reasons=False``)."""
+    ``reasons=False``); a PASS with parts whose power gate failed is unsure: "PASS; this rule was not shown able
+    to FAIL here" with those parts and their P(FAIL)."""
+    if result.verdict is Verdict.PASS and result.unshown_fail:
+        return SummaryCell(
+            f"PASS; this rule was not shown able to FAIL here ({'; '.join(result.unshown_fail)})", Tone.UNSURE
+        )
     return _verdict_cell(result.verdict, result.reasons if reasons else None, good=Verdict.PASS)
 
 
