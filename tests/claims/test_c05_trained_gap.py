@@ -202,3 +202,59 @@ def test_the_control_is_a_heavy_tailed_class_containing_s_star() -> None:
     )
     result = erm_cell(cell)
     assert result["status"] == "ok" and result["gap_cv"] is not None and math.isfinite(result["gap_cv"])
+
+
+def test_the_n_parts_control_reads_its_own_cells_and_fails_on_a_floor() -> None:
+    """If this fails, the n-parts' control (SSCRL, one shared set of 16 negatives) does not judge its own cells
+    by parts 4-5's rule: a gap with a floor that does not fall with n (here 0.3 + n^-1) must FAIL, while the
+    claim's falling series in the same records still PASSes."""
+    rng = np.random.default_rng(4)
+    grid = (256, 512, 1024, 2048, 4096)
+    series = {("claim", "independent", n, 256): n**-1.0 * (1 + 0.02 * rng.standard_normal(12)) for n in grid}
+    series |= {
+        ("shared-control", "shared", n, c5.SHARED_CONTROL_M): (0.3 + n**-1.0)
+        * (1 + 0.02 * rng.standard_normal(12))
+        for n in grid
+    }
+    data = c5._Series(_records(series), 12)
+    claim, _, _ = c5._n_parts(data, grid, 256, LEVEL)
+    control, stats, _ = c5._n_parts(data, grid, c5.SHARED_CONTROL_M, LEVEL, series=c5.SHARED_CONTROL)
+    assert claim == [Verdict.PASS, Verdict.PASS]
+    assert control == [Verdict.FAIL, Verdict.FAIL]
+    assert "control: SSCRL, one shared set" in stats[0].name
+
+
+@pytest.mark.parametrize(
+    ("heavy", "shared", "expected"),
+    [
+        (Verdict.FAIL, Verdict.FAIL, Verdict.FAIL),
+        (Verdict.FAIL, Verdict.PASS, Verdict.PASS),
+        (Verdict.PASS, Verdict.FAIL, Verdict.PASS),
+        (Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE),
+    ],
+)
+def test_either_control_passing_makes_the_control_pass(
+    heavy: Verdict, shared: Verdict, expected: Verdict
+) -> None:
+    """If this fails, a passing control of one family of parts is hidden by the other control's FAIL."""
+    assert c5.controls_verdict(heavy, shared) is expected
+
+
+def test_the_n_parts_control_has_cells_at_every_n_on_the_claims_truth() -> None:
+    """If this fails, the n-parts' control lacks a cell of the claim's n grid, uses another truth or ball, or
+    draws the claim's own pairs."""
+
+    class Seeds:
+        fidelity = c5.Fidelity.QUICK
+
+        def seed_for(self, *key: object) -> int:
+            return hash(key) % 2**31
+
+    cells = c5._cells(Seeds())  # type: ignore[arg-type]
+    shared = [c for c in cells if c.params["arm"] == "shared-control"]
+    assert sorted({c.params["n"] for c in shared}) == list(c5.N_GRIDS[c5.Fidelity.QUICK])
+    assert {c.params["m"] for c in shared} == {c5.SHARED_CONTROL_M}
+    assert len(shared) == len(c5.N_GRIDS[c5.Fidelity.QUICK]) * c5.SEEDS[c5.Fidelity.QUICK]
+    assert c5.radius_of("shared-control") == c5.radius_of("claim")
+    claim_seeds = {c.seed for c in cells if c.params["arm"] == "claim"}
+    assert not claim_seeds & {c.seed for c in shared}

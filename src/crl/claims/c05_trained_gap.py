@@ -91,16 +91,17 @@ control's heavy tail needs more room (its pilot, docs/claims/C5.md)."""
 
 def truth_of(arm: str) -> GroundTruth:
     """The claim's bounded truth (VMFUniform(3, kappa = 4)) or the control's heavy-tailed one (wide Gaussian)."""
-    if arm == "claim":
+    if arm in ("claim", "shared-control"):
         return VMFUniform(DIM, KAPPA)
     if arm == "control":
         return GaussianTwoTower(DIM, CONTROL_RHO, variance=CONTROL_VARIANCE)
-    raise ValueError(f"arm={arm!r} is not known; use 'claim' or 'control'.")
+    raise ValueError(f"arm={arm!r} is not known; use 'claim', 'control' or 'shared-control'.")
 
 
 def radius_of(arm: str) -> float:
-    """R = RADIUS_FACTORS[arm] |theta*| for the arm's truth."""
-    return RADIUS_FACTORS[arm] * float(ideal_parameters(truth_of(arm), TAU).norm())
+    """R = factor |theta*| for the arm's truth (the n-parts' control uses the claim's ball)."""
+    factor = RADIUS_FACTORS["control" if arm == "control" else "claim"]
+    return factor * float(ideal_parameters(truth_of(arm), TAU).norm())
 
 
 def erm_cell(cell: Cell) -> dict[str, Any]:
@@ -203,6 +204,8 @@ N_GRIDS = {
 }
 M_FOR_N = {Fidelity.QUICK: 64, Fidelity.STANDARD: 256, Fidelity.FULL: 256}
 """m of the n series (SCRL)."""
+SHARED_CONTROL_M = 16
+"""m of the n-parts' control: one set of 16 negatives shared by all anchors (docs/claims/C5.md)."""
 SEEDS = {Fidelity.QUICK: 4, Fidelity.STANDARD: 12, Fidelity.FULL: 64}
 CONTROL_SEEDS = {Fidelity.QUICK: 8, Fidelity.STANDARD: 48, Fidelity.FULL: 64}
 """The control's seeds: its heavy-tailed gaps are noisier, and its r sits 0.3-0.4 from the bound (pilot)."""
@@ -260,7 +263,9 @@ class TrainedGap(Claim):
         "(negatives N(0, I), positives y = rho x + sqrt(3) eps), class x^T W y + b^T y + e*|y|^2 with e* = tau/3 "
         "fixed (contains s*; exp(s/tau) has tail index 1.5 under p- for every member, so the SCRL bias falls like "
         "m^-0.5), ball 3 |theta*|, 48 seeds (quick 8, full 64); same grid, estimator and level; parts 1-3 (the m "
-        "series). It must not PASS."
+        "series). And for parts 4-5 (the n series): the claim's truth, class and ball in SSCRL with one set of 16 "
+        "negatives shared by all anchors, whose excess risk and floor-free gap keep a term that does not fall "
+        "with n; same n grid, seeds, rule and level. Neither may PASS."
     )
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
@@ -275,14 +280,19 @@ class TrainedGap(Claim):
         control_parts, control_stats, control_reasons = _m_parts(
             data, "control", n_m, M_GRIDS[fid], ctx.level
         )
+        shared_parts, shared_stats, shared_reasons = _n_parts(
+            data, N_GRIDS[fid], SHARED_CONTROL_M, ctx.level, series=SHARED_CONTROL
+        )
         table = data.table()
         failed = sum(row["failed"] for row in table)
         return self.result(
             ctx,
             verdict=combine_verdicts(*claim_parts, *n_parts),
             statistics=claim_stats + n_stats,
-            control_verdict=combine_verdicts(*control_parts),
-            control_statistics=control_stats,
+            control_verdict=controls_verdict(
+                combine_verdicts(*control_parts), combine_verdicts(*shared_parts)
+            ),
+            control_statistics=control_stats + shared_stats,
             figures=[_figure(data, n_m, M_GRIDS[fid]), _n_figure(data, N_GRIDS[fid], M_FOR_N[fid])],
             table=table,
             notes=(
@@ -296,12 +306,23 @@ class TrainedGap(Claim):
                 f"{max(row['kkt_max'] for row in table):.2g}. Plain G and E* - E(s_hat) are in the table."
             ),
             reasons=claim_reasons + n_reasons,
-            control_reasons=control_reasons,
+            control_reasons=control_reasons + shared_reasons,
         )
 
 
+def controls_verdict(heavy_tailed: Verdict, shared: Verdict) -> Verdict:
+    """The two controls as one: PASS if either PASSes (a control that passes fails the run), FAIL if both
+    FAIL, INCONCLUSIVE otherwise (docs/claims/C5.md, "A control for the n-parts")."""
+    if Verdict.PASS in (heavy_tailed, shared):
+        return Verdict.PASS
+    if heavy_tailed is Verdict.FAIL and shared is Verdict.FAIL:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
 def _cells(ctx: ClaimContext) -> list[Cell]:
-    """Every (arm, regime, n, m, seed index) of the m series (both arms) and the n series (claim, SCRL), once."""
+    """Every (arm, regime, n, m, seed index) of the m series (both arms) and the n series (claim, SCRL; the
+    n-parts' control, SSCRL at m = 16), once."""
     fid = ctx.fidelity
     sizes = {"n_eval": N_EVAL[fid], "n_bias": N_BIAS[fid]}
     specs = [
@@ -310,9 +331,10 @@ def _cells(ctx: ClaimContext) -> list[Cell]:
         for regime in ("independent", "shared")
         for m in M_GRIDS[fid]
     ] + [("claim", "independent", n, M_FOR_N[fid]) for n in N_GRIDS[fid]]
+    specs += [("shared-control", "shared", n, SHARED_CONTROL_M) for n in N_GRIDS[fid]]
     unique: dict[tuple[str, int], Cell] = {}
     for arm, regime, n, m in specs:
-        for index in range(SEEDS[fid] if arm == "claim" else CONTROL_SEEDS[fid]):
+        for index in range(CONTROL_SEEDS[fid] if arm == "control" else SEEDS[fid]):
             params = {"arm": arm, "regime": regime, "n": n, "m": m, "index": index, **sizes}
             cell = Cell(params, ctx.seed_for("pairs", arm, n, index))
             unique[(cell.key, cell.seed)] = cell
@@ -482,32 +504,47 @@ N_QUANTITIES = (("G - b*_m", floor_free_gap), ("L(s_hat) - L*", excess_risk))
 """Parts 4 and 5: the floor-free gap and the excess risk, each judged end to end in n."""
 
 
+@dataclass(frozen=True)
+class NSeries:
+    """Which cells an n series reads: the arm and regime, and the label its statistics carry."""
+
+    arm: str
+    regime: str
+    label: str
+
+
+CLAIM_N_SERIES = NSeries("claim", "independent", "SCRL")
+SHARED_CONTROL = NSeries("shared-control", "shared", "control: SSCRL, one shared set")
+
+
 def _n_parts(
-    data: _Series, grid: tuple[int, ...], m: int, level: float
+    data: _Series, grid: tuple[int, ...], m: int, level: float, *, series: NSeries = CLAIM_N_SERIES
 ) -> tuple[list[Verdict], list[Statistic], list[str]]:
-    """Parts 4 and 5: secant slopes in n of the floor-free gap and of the excess risk (SCRL, fixed m)."""
-    usable = [
-        n for n in grid if all(r["status"] == "ok" for r in data.groups[("claim", "independent", n, m)])
-    ]
+    """Parts 4 and 5: secant slopes in n of the floor-free gap and of the excess risk (SCRL, fixed m); with
+    ``series=SHARED_CONTROL`` the same rule on the n-parts' control."""
+    arm, regime = series.arm, series.regime
+    usable = [n for n in grid if all(r["status"] == "ok" for r in data.groups[(arm, regime, n, m)])]
     verdicts, stats, reasons = [], [], []
     for label, quantity in N_QUANTITIES:
         if len(usable) < 2 or usable[0] != grid[0] or usable[-1] != grid[-1]:
             verdicts.append(Verdict.INCONCLUSIVE)
-            reasons.append(f"rate of {label} in n: a window end has failed fits (usable n = {usable})")
+            reasons.append(
+                f"{series.label}: rate of {label} in n: a window end has failed fits (usable n = {usable})"
+            )
             continue
-        seeds = np.column_stack([quantity(data, ("claim", "independent", n, m)) for n in usable])
+        seeds = np.column_stack([quantity(data, (arm, regime, n, m)) for n in usable])
         try:
             rate = secant_rate(usable, seeds, level)
         except NonPositiveMeanError as error:
             verdicts.append(Verdict.INCONCLUSIVE)
-            reasons.append(f"rate of {label} in n: {error}")
+            reasons.append(f"{series.label}: rate of {label} in n: {error}")
             continue
         detail = rate.describe()
         if quantity is floor_free_gap:
-            floor, floor_se = leftover_floor(data, ("claim", "independent", usable[-1], m))
+            floor, floor_se = leftover_floor(data, (arm, regime, usable[-1], m))
             detail += f"; leftover floor b*_m at n = {usable[-1]}: {floor:.3g} (se {floor_se:.2g})"
         stat = Statistic(
-            f"secant slope of {label} in n (SCRL, m = {m}), n = {usable[0]}..{usable[-1]}",
+            f"secant slope of {label} in n ({series.label}, m = {m}), n = {usable[0]}..{usable[-1]}",
             rate.exponent,
             rate.ci_low,
             rate.ci_high,
@@ -518,7 +555,7 @@ def _n_parts(
         verdicts.append(verdict)
         stats.append(stat)
         if verdict is Verdict.INCONCLUSIVE:
-            reasons.append(f"rate of {label} in n: CI straddles {N_BOUND}")
+            reasons.append(f"{series.label}: rate of {label} in n: CI straddles {N_BOUND}")
     return verdicts, stats, reasons
 
 
