@@ -78,8 +78,8 @@ def experiment(
     mq_tables: Annotated[
         bool,
         typer.Option(
-            help="Compute nothing, load no data: write OUT/mq.md, the m_q tables at q = 1, 2, 5% and [A]'s "
-            "shape, from the cells OUT/results.sqlite holds (docs/claims/C6_real.md)."
+            help="Compute nothing, load no data: write OUT/mq.md (the m_q tables at q = 1, 2, 5% and [A]'s "
+            "shape) and OUT/mq.png, from the cells OUT/results.sqlite holds (docs/claims/C6_real.md)."
         ),
     ] = False,
 ) -> None:
@@ -120,12 +120,13 @@ def _write_mq_tables(database: Path, data: "DataName", grid: "Grid", out: Path) 
     from crl.experiments.mstar_experiment import stored_records
 
     # Deferred: the tables load scipy, which `crl --help` does not need.
-    from crl.experiments.mstar_passage import passage_markdown
+    from crl.experiments.mstar_passage import passage_markdown, render_passage_figure
 
     records = stored_records(database, data, grid)
     source = f"the {len(records)} cells of {database} (commit {_commit()})"
     (out / "mq.md").write_text(passage_markdown(records, data, grid, source=source), encoding="utf-8")
-    Console(soft_wrap=True).print(f"written {out / 'mq.md'}", markup=False, highlight=False)
+    figure = render_passage_figure(records, data, grid, out / "mq.png", title=f"m_q(n) {data}: {source}")
+    Console(soft_wrap=True).print(f"written {out / 'mq.md'}, {figure}", markup=False, highlight=False)
     return EXIT_OK
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -55,6 +56,7 @@ __all__ = [
     "passage_markdown",
     "passage_points",
     "passage_slopes_of",
+    "render_passage_figure",
     "shapes",
 ]
 
@@ -272,3 +274,50 @@ def _shape_section(table: Table, metric: str) -> list[str]:
         flag = "yes" if shape.steep_then_flat else "no"
         lines.append(f"| {shape.arm} | {REGIME_LABELS[shape.regime]} | {shape.n} | {shares} | {flag} |")
     return lines
+
+
+def render_passage_figure(
+    records: Sequence[CellRecord], data: DataName, grid: Grid, path: Path, *, title: str
+) -> Path:
+    """``path``: m_q(n)/n of the in-sample arm's primary metric against n, one panel per q of
+    :data:`TOLERANCES`, SSCRL solid and SCRL dashed, with the jackknife intervals as bars and censored points as
+    triangles; [A]'s 0.4 as a horizontal line."""
+    # matplotlib is slow to import: loaded only when a figure is drawn, not when the commands start
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # pyplot only after choosing the non-interactive Agg backend, so that no display is needed
+    import matplotlib.pyplot as plt
+
+    metric = METRICS[data][0]
+    table, _ = metric_table(records, data, grid, metric)
+    figure, axes = plt.subplots(1, len(TOLERANCES), figsize=(5.0 * len(TOLERANCES), 4.0), squeeze=False)
+    for axis, q in zip(axes[0], TOLERANCES, strict=True):
+        points = [p for p in passage_points(table, metric, q) if p.arm == "in_sample"]
+        for regime, style in (("shared", "-o"), ("independent", "--s")):
+            mine = [p for p in points if p.regime == regime]
+            if not mine:
+                continue
+            ns = [p.n for p in mine]
+            ratios = [p.m_q / p.n for p in mine]
+            below = [(p.m_q - p.low) / p.n if math.isfinite(p.low) else 0.0 for p in mine]
+            above = [(p.high - p.m_q) / p.n if math.isfinite(p.high) else 0.0 for p in mine]
+            line = axis.errorbar(
+                ns, ratios, yerr=[below, above], fmt=style, capsize=2, label=REGIME_LABELS[regime]
+            )
+            for p, ratio in zip(mine, ratios, strict=True):
+                if p.censoring:
+                    marker = "^" if p.censoring == "right-censored" else "v"
+                    axis.plot([p.n], [ratio], marker, color=line.lines[0].get_color(), markersize=9)
+        axis.axhline(0.4, color="grey", linewidth=0.8, label="[A]: 0.4")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("n")
+        axis.set_ylabel(f"m_q / n ({metric})")
+        axis.set_title(f"q = {q:g}" + (" (primary)" if q == PRIMARY_Q else ""), fontsize=9)
+        axis.legend(fontsize=7)
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
