@@ -89,6 +89,7 @@ from crl.stats.saturation import (
     combine_slopes,
     jackknife_bounds,
     jackknife_weights,
+    passage_interval,
     passage_slopes,
     passages_by_n,
 )
@@ -699,12 +700,7 @@ def _notes(
         passages = found.passages[arm]
         stars = []
         for i, n in enumerate(grid_n):
-            column = SlopeBounds(
-                passages.log_m[:, i],
-                np.where(passages.censor[:, i] == LEFT, -np.inf, passages.log_m[:, i]),
-                np.where(passages.censor[:, i] == RIGHT, np.inf, passages.log_m[:, i]),
-            )
-            interval = jackknife_bounds(column, level)
+            interval = passage_interval(passages, i, level)
             mark = {RIGHT: ">=", LEFT: "<="}.get(int(passages.censor[0, i]), "")
             stars.append(
                 f"n={n}: m_q {mark}{math.exp(interval.point):.1f} "

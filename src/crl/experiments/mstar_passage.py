@@ -30,15 +30,12 @@ from crl.experiments.mstar_design import DataName, Grid
 from crl.experiments.mstar_summary import METRICS, Table, complete_seeds, metric_table, seed_matrix
 from crl.stats.saturation import (
     CENSOR_NAMES,
-    LEFT,
-    RIGHT,
     JackknifeBounds,
-    Passages,
     SlopeBounds,
     combine_slopes,
-    first_passage,
     jackknife_bounds,
     jackknife_weights,
+    passage_interval,
     passage_slopes,
     passages_by_n,
 )
@@ -114,15 +111,6 @@ class Shape:
         return self.shares[2] >= 0.95 and self.shares[1] <= 0.80
 
 
-def _column_bounds(passages: Passages, column: int) -> SlopeBounds:
-    """log m_q of one n over the jackknife rows, censored rows open on the side their censoring allows."""
-    log_m = passages.log_m[:, column]
-    censor = passages.censor[:, column]
-    return SlopeBounds(
-        log_m, np.where(censor == LEFT, -np.inf, log_m), np.where(censor == RIGHT, np.inf, log_m)
-    )
-
-
 def passage_points(table: Table, metric: str, q: float) -> list[PassagePoint]:
     """m_q with its jackknife interval for every curve of ``table`` with at least 3 grid m and 3 seeds."""
     found = []
@@ -130,11 +118,8 @@ def passage_points(table: Table, metric: str, q: float) -> list[PassagePoint]:
         ms, values = seed_matrix(by_m, complete_seeds(by_m))
         if len(ms) < 3 or values.shape[0] < 3:
             continue
-        passages = first_passage(
-            np.asarray(ms, dtype=np.float64), jackknife_weights(values.shape[0]) @ values, q
-        )
-        one = Passages(passages.log_m[:, None], passages.censor[:, None], passages.plateau[:, None])
-        interval = jackknife_bounds(_column_bounds(one, 0), LEVEL)
+        passages = passages_by_n([ms], [values], jackknife_weights(values.shape[0]), q)
+        interval = passage_interval(passages, 0, LEVEL)
         found.append(
             PassagePoint(
                 arm,
@@ -145,7 +130,7 @@ def passage_points(table: Table, metric: str, q: float) -> list[PassagePoint]:
                 math.exp(interval.point),
                 math.exp(interval.ci_low),
                 math.exp(interval.ci_high),
-                CENSOR_NAMES[int(passages.censor[0])],
+                CENSOR_NAMES[int(passages.censor[0, 0])],
                 int(values.shape[0]),
             )
         )

@@ -118,16 +118,28 @@ def saturations_by_n(
 
 
 def slope_bounds(log_n: FloatArray, sat: Saturations) -> SlopeBounds:
-    """The least-squares slope of log m* on log n with censored points at their bounds, and its interval."""
+    """The least-squares slope of log m* on log n with censored points at their bounds, and its interval, with
+    lattice rounding snapped to 0 (:func:`snap_zero`)."""
+    found = censored_slope(log_n, sat.log_m, sat.censor)
+    return SlopeBounds(snap_zero(found.point), snap_zero(found.low), snap_zero(found.high))
+
+
+def censored_slope(log_n: FloatArray, log_m: FloatArray, censor: NDArray[np.int64]) -> SlopeBounds:
+    """The least-squares slope ``b = sum_i w_i log m_i`` per row, ``w_i = (u_i - mean u)/sum (u - mean u)^2``,
+    u = log n, with censored points at their bounds (the point) and as half-lines (the interval): a
+    right-censored point with w < 0, or a left-censored one with w > 0, leaves the lower end at -inf, and
+    symmetrically for the upper end."""
     centred = log_n - log_n.mean()
     w = centred / np.sum(centred**2)
-    contribution = w * sat.log_m
-    right, left = sat.censor == RIGHT, sat.censor == LEFT
+    contribution = w * log_m
+    right, left = censor == RIGHT, censor == LEFT
     unbounded_low = (right & (w < 0)) | (left & (w > 0))
     unbounded_high = (right & (w > 0)) | (left & (w < 0))
-    low = np.where(unbounded_low, -np.inf, contribution).sum(axis=1)
-    high = np.where(unbounded_high, np.inf, contribution).sum(axis=1)
-    return SlopeBounds(snap_zero(contribution.sum(axis=1)), snap_zero(low), snap_zero(high))
+    return SlopeBounds(
+        contribution.sum(axis=1),
+        np.where(unbounded_low, -np.inf, contribution).sum(axis=1),
+        np.where(unbounded_high, np.inf, contribution).sum(axis=1),
+    )
 
 
 def snap_zero(values: FloatArray) -> FloatArray:
@@ -253,18 +265,19 @@ def passages_by_n(
 
 def passage_slopes(log_n: FloatArray, passages: Passages) -> SlopeBounds:
     """The least-squares slope of log m_q on log n per row, censored points entering through their bounds
-    (:func:`slope_bounds`; no rounding snap: m_q is continuous, so its slopes are not lattice values)."""
-    centred = log_n - log_n.mean()
-    w = centred / np.sum(centred**2)
-    contribution = w * passages.log_m
-    right, left = passages.censor == RIGHT, passages.censor == LEFT
-    unbounded_low = (right & (w < 0)) | (left & (w > 0))
-    unbounded_high = (right & (w > 0)) | (left & (w < 0))
-    return SlopeBounds(
-        contribution.sum(axis=1),
-        np.where(unbounded_low, -np.inf, contribution).sum(axis=1),
-        np.where(unbounded_high, np.inf, contribution).sum(axis=1),
+    (:func:`censored_slope`; no rounding snap: m_q is continuous, so its slopes are not lattice values)."""
+    return censored_slope(log_n, passages.log_m, passages.censor)
+
+
+def passage_interval(passages: Passages, column: int, level: float) -> "JackknifeBounds":
+    """The jackknife Student-t interval of log m_q at the n of ``column`` (rows: the data, then one per deleted
+    seed); a censored row leaves open the side its censoring allows (left: no lower end, right: no upper end)."""
+    log_m = passages.log_m[:, column]
+    censor = passages.censor[:, column]
+    rows = SlopeBounds(
+        log_m, np.where(censor == LEFT, -np.inf, log_m), np.where(censor == RIGHT, np.inf, log_m)
     )
+    return jackknife_bounds(rows, level)
 
 
 def combine_slopes(terms: Sequence[tuple[float, SlopeBounds]]) -> SlopeBounds:
