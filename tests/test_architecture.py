@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "search",
         "negatives",
         "objectives",
-        "models",
+        "models risk",
         "metrics",
         "train",
         "erm",

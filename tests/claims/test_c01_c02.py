@@ -27,7 +27,7 @@ from crl.claims.c01_fisher import CLAIM as C1
 from crl.claims.c01_fisher import FAMILY_GRID, RHO, TAU, family_score, family_violations
 from crl.claims.c02_calibration import CLAIM as C2
 from crl.claims.c02_calibration import _sweep_point, sqrt_bound
-from crl.metrics.risk import finite_auc, finite_optimal_auc, ideal_feature_score
+from crl.risk import finite_auc, finite_optimal_auc, ideal_feature_score
 from crl.synthetic import GaussianTwoTower, VMFUniform
 
 

@@ -15,7 +15,7 @@ from crl.claims.budget import part_level
 from crl.claims.c04_sscrl_fluctuation import block_sd, block_values, c4_factor
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.verdict import Verdict, verdict_rate
-from crl.metrics.risk import FeatureScore, IsotropicGaussian, feature_log_partition, inner_gap_draws
+from crl.risk import FeatureScore, IsotropicGaussian, feature_log_partition, inner_gap_draws
 from crl.stats import rate_fit
 from crl.sweep import SweepStore
 from crl.synthetic import GaussianTwoTower, VMFUniform

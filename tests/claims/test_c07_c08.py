@@ -107,8 +107,8 @@ def test_c8_cell_reduced_chunk_by_chunk_equals_the_whole_draw_matrices() -> None
     """If this fails, C8's cell (reduced per chunk of draws so that a full-fidelity worker holds O(2^18) scores, not
     the ~13 GB of its whole (R, k) matrices) no longer equals the same statistics of the whole matrices."""
     from crl.claims._sphere_kernel import joined_draws, kernel_score_chunks
-    from crl.metrics.risk import ideal_search_cross_entropy, ideal_search_gap
-    from crl.metrics.risk.kernel import counting_search_gap
+    from crl.risk import ideal_search_cross_entropy, ideal_search_gap
+    from crl.risk.kernel import counting_search_gap
 
     params = {"dim": 3, "kappa": 4.0, "phi": "linear", "phi_seed": 1, "tau": 0.5, "n_draws": 10, "k": 1 << 16}
     cell = Cell(params, 7)

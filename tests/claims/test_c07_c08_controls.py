@@ -15,7 +15,7 @@ from crl.claims._sphere_kernel import DrawSummary
 from crl.claims.budget import part_level
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.verdict import Verdict
-from crl.metrics.risk import cross_entropy_gap_bounds, ideal_search_gap, integrated_cross_entropy_gap
+from crl.risk import cross_entropy_gap_bounds, ideal_search_gap, integrated_cross_entropy_gap
 from crl.stats import loglog_slope
 from crl.sweep import SweepStore
 

@@ -18,7 +18,7 @@ from crl.claims._temperature_parts import (
 )
 from crl.claims.base import ClaimContext, ClaimResult, Fidelity, Verdict
 from crl.claims.budget import part_level
-from crl.metrics.risk import kernel_divergences, learned_log_density_ratio, uniform_sphere_quadrature
+from crl.risk import kernel_divergences, learned_log_density_ratio, uniform_sphere_quadrature
 from crl.sweep import Cell, SweepStore
 from crl.synthetic.vmf import VMFUniform
 

@@ -9,7 +9,7 @@ from scipy import optimize
 
 from crl.erm import EmpiricalRisk, LiftedFamily, fit_ball, gradient_mapping_norm
 from crl.erm.trained import erm_record, family_for, ideal_parameters, sample_risk
-from crl.metrics.risk import excess_risk
+from crl.risk import excess_risk
 from crl.synthetic import GaussianTwoTower, VMFUniform
 
 TAU = 0.5

@@ -3,7 +3,7 @@
 Three errors, all "lower is better" and positive:
 
 - ``excess_risk`` (synthetic truths): [A]'s ``L(s_hat) - L* = tau E_x KL(p+_x || q_{s_hat,x})`` of the trained
-  score ``s_hat(x, y) = <f(x), g(y)>`` at the model's tau, by :func:`crl.metrics.risk.excess_risk` with a sampled
+  score ``s_hat(x, y) = <f(x), g(y)>`` at the model's tau, by :func:`crl.risk.excess_risk` with a sampled
   inner expectation; the truth is known, so this is the exact target up to Monte-Carlo error.
 - ``knn_error`` (labelled data): ``1 -`` weighted kNN accuracy of the anchor embeddings f(x), a fixed labelled
   memory (the first ``memory`` training items) queried by the first ``queries`` test items.
@@ -28,8 +28,8 @@ from torch import Tensor
 
 from crl.metrics.classification import knn_accuracy
 from crl.metrics.retrieval import retrieval_metrics
-from crl.metrics.risk import excess_risk
 from crl.models import DualEncoder, embed
+from crl.risk import excess_risk
 from crl.train.config import LockedData, TrainConfig
 from crl.train.data import data_kind, heldout_pairs, labelled_inputs
 from crl.train.locked_heldout import load_heldout, score

@@ -1,7 +1,7 @@
 """The models and scores of C1 and C2: models with exact answers, random, structured and adversarial scores.
 
 Models: ``VMFUniform(3, kappa=4)``, ``GaussianTwoTower(4, rho=0.6)`` and ``DiscreteLatent([3, 4, 5])`` (C1 and
-C2), and C2's K = 4 ring (:func:`ring_law`). Scores: random :class:`~crl.metrics.risk.FeatureScore` objects for
+C2), and C2's K = 4 ring (:func:`ring_law`). Scores: random :class:`~crl.risk.FeatureScore` objects for
 the continuous models (closed-form log Z_s and score laws) and random score tables for the discrete one
 (everything exact by enumeration); C2's structured scores (rotations, rank swaps, trained two-towers); and C2's
 adversarial tables, one-anchor finite laws and scores searched to maximise the ratio
@@ -17,7 +17,8 @@ import torch
 from scipy import optimize
 
 from crl.claims._gradient_fit import descend
-from crl.metrics.risk import (
+from crl.objectives import contrastive_loss
+from crl.risk import (
     FeatureScore,
     FiniteLaw,
     auc_gap,
@@ -30,8 +31,7 @@ from crl.metrics.risk import (
     ideal_feature_score,
     negative_law_of,
 )
-from crl.metrics.risk.finite import TIE_ATOL, TIE_RTOL
-from crl.objectives import contrastive_loss
+from crl.risk.finite import TIE_ATOL, TIE_RTOL
 from crl.synthetic import DiscreteLatent, GaussianTwoTower, VMFUniform
 from crl.synthetic.base import GroundTruth
 
@@ -61,8 +61,8 @@ def make_model(name: str) -> GroundTruth:
 def feature_point(
     truth: GroundTruth, score: FeatureScore, tau: float, n: int, generator: torch.Generator
 ) -> dict[str, float]:
-    """``x = L(s) - L*`` by :func:`crl.metrics.risk.excess_risk_terms` and ``y = E* - E(s)`` by
-    :func:`crl.metrics.risk.auc_gap`, with standard errors: exact inner expectations, each paired with s*,
+    """``x = L(s) - L*`` by :func:`crl.risk.excess_risk_terms` and ``y = E* - E(s)`` by
+    :func:`crl.risk.auc_gap`, with standard errors: exact inner expectations, each paired with s*,
     on independent draws of n anchors."""
     law = negative_law_of(truth)
     assert law is not None
@@ -188,7 +188,7 @@ ADVERSARIAL_EVALS_PER_PARAMETER = 400
 ADVERSARIAL_TIE = 1e-6
 """In the search, scores t = s/tau closer than this tie (and are made equal at the end): E is discontinuous where
 two scores cross, and without a margin the search would end on an inversion by a rounding error, which
-:func:`crl.metrics.risk.finite_auc` rightly counts as a tie."""
+:func:`crl.risk.finite_auc` rightly counts as a tie."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def calibration_ratio(params: np.ndarray, n_items: int) -> float:
     ``params = (a, b, t)``, each of length n: ``p+ = softmax(a)``, ``p- = softmax(b)``, ``s/tau = t``. With one
     anchor ``(L - L*)/tau = KL(p+ || q_t)``, ``q_t = p- e^t / sum(p- e^t)``, and
     ``E(s) = sum_{j,j'} p+_j p-_j' w(t_j, t_j')`` with ties (``|t_j - t_j'| <= ADVERSARIAL_TIE``) counting 1/2;
-    E* is E of ``log p+/p-`` (ties within :func:`crl.metrics.risk.finite_auc`'s tolerance; E* is continuous in
+    E* is E of ``log p+/p-`` (ties within :func:`crl.risk.finite_auc`'s tolerance; E* is continuous in
     p+ and p-, so its ties do not matter). The ratio depends on s and tau only through t. Returns 0 where
     ``KL < ADVERSARIAL_KL_MIN`` (the search stays where L - L* is exact).
     """

@@ -21,14 +21,14 @@ import torch
 from torch import Tensor
 
 from crl._vocab import KernelForm
-from crl.metrics.risk import (
+from crl.risk import (
     GapDraws,
     asymptotic_gap_coefficients,
     learned_log_density_ratio,
     learned_log_partition,
     uniform_sphere_quadrature,
 )
-from crl.metrics.risk.kernel import GapCoefficients
+from crl.risk.kernel import GapCoefficients
 from crl.synthetic.vmf import VMFUniform
 
 Embedding = Callable[[Tensor], Tensor]
@@ -144,7 +144,7 @@ def joined_draws(chunks: Iterable[KernelDraws]) -> KernelDraws:
 
 
 def gap_coefficients_by_quadrature(model: VMFUniform, embed: Embedding, tau: float) -> GapCoefficients:
-    """Leading-order constants a (gap ~ a/k) of :func:`crl.metrics.risk.asymptotic_gap_coefficients` for phi.
+    """Leading-order constants a (gap ~ a/k) of :func:`crl.risk.asymptotic_gap_coefficients` for phi.
 
     Anchors and support both on product Gauss rules of S^2; dM/dpi from the model.
     """
@@ -209,7 +209,7 @@ class FormGap:
 
     @classmethod
     def of(cls, draws: GapDraws) -> "FormGap":
-        """The summaries of a :class:`crl.metrics.risk.GapDraws`."""
+        """The summaries of a :class:`crl.risk.GapDraws`."""
         return cls(estimate=DrawSummary.of(draws.estimate), naive=DrawSummary.of(draws.naive))
 
     def to_dict(self, form: KernelForm) -> dict[str, float]:

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from crl.claims._gradient_fit import descend
 from crl.claims._sphere_kernel import DIM
-from crl.metrics.risk import kernel_divergences, learned_log_density_ratio, uniform_sphere_quadrature
+from crl.risk import kernel_divergences, learned_log_density_ratio, uniform_sphere_quadrature
 from crl.synthetic import log_vmf_normaliser, vmf_mean_resultant_length
 from crl.synthetic.vmf import VMFUniform
 

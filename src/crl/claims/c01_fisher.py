@@ -4,11 +4,11 @@ Part (a), random scores. For many scores s (random linear maps and random MLP fe
 scores, random score tables, and small perturbations of s*), in three models:
 
 - ``VMFUniform(3, kappa=4)`` and ``GaussianTwoTower(4, rho=0.6)``: s is a FeatureScore, so log Z_s(x) and the law
-  of s(x, y') under p- are closed forms; ``L(s) - L*`` (:func:`crl.metrics.risk.excess_risk`, paired with
-  ``tau log r`` so that its variance vanishes at s*) and ``E* - E(s)`` (:func:`crl.metrics.risk.auc_gap`,
+  of s(x, y') under p- are closed forms; ``L(s) - L*`` (:func:`crl.risk.excess_risk`, paired with
+  ``tau log r`` so that its variance vanishes at s*) and ``E* - E(s)`` (:func:`crl.risk.auc_gap`,
   paired with s*) are unbiased Monte-Carlo estimates with standard errors;
 - ``DiscreteLatent([3, 4, 5], weights [0.5, 0.3, 0.2])``: random tables, everything exact by enumeration
-  (:mod:`crl.metrics.risk.finite`; se = 0, rounding tolerance 1e-12).
+  (:mod:`crl.risk.finite`; se = 0, rounding tolerance 1e-12).
 
 Part (b), a family. Gaussian two-tower model, tau = 0.5, and the family
 ``s_c(x, y) = tau (rho <x, y> - c |y|^2/2)/(1 - rho^2)`` for c in {0, 0.12, ..., 0.96}; c = rho^2 = 0.36 is s*.
@@ -26,7 +26,7 @@ Its population minimiser is ``tau log(p+/q) + g(x)``, which ranks y by p+/q = (p
 family it is c_q = 1 - (1 - rho^2)/2.25 ~ 0.72, where E is clearly below E*. [A]'s Thm 3.1 does not cover it
 (its negatives are not the law that defines E), so it is a genuine alternative that is *not* Fisher
 consistent for E, and the family part of the rule must FAIL on it. (L_q(s_c) is integrated exactly under q by
-passing ``negative_law`` to :func:`crl.metrics.risk.excess_risk`; the excess is taken relative to p-'s L*, a
+passing ``negative_law`` to :func:`crl.risk.excess_risk`; the excess is taken relative to p-'s L*, a
 constant that does not move the argmin.) Its part (b) count must be non-zero.
 """
 
@@ -61,7 +61,7 @@ from crl.claims.base import (
     points,
     verdict_no_violations,
 )
-from crl.metrics.risk import (
+from crl.risk import (
     FeatureScore,
     IsotropicGaussian,
     excess_risk_terms,
@@ -69,7 +69,7 @@ from crl.metrics.risk import (
     feature_score_cdf,
     finite_law_of,
 )
-from crl.metrics.risk.exact import NegativeLaw
+from crl.risk.exact import NegativeLaw
 from crl.stats import ViolationCount, bound_violations
 from crl.sweep import Cell
 from crl.synthetic import DiscreteLatent, GaussianTwoTower

@@ -27,7 +27,7 @@ Series whose ratio moves with tau:
   (Monte Carlo) and the rank-swapped ring table at kappa = 1 built at tau = 1 (exact). y is fixed; x/tau is
   smallest, and the ratio largest, near the temperature that calibrates s.
 
-Continuous models: x by :func:`crl.metrics.risk.excess_risk_terms`, y by :func:`crl.metrics.risk.auc_gap` (exact
+Continuous models: x by :func:`crl.risk.excess_risk_terms`, y by :func:`crl.risk.auc_gap` (exact
 inner expectations, paired with s*, independent draws); finite models: exact enumeration.
 
 Rule, one part at the per-part level ``ctx.level`` (docs/theory.md section 7): zero points with
@@ -83,7 +83,7 @@ from crl.claims.base import (
     verdict_no_violations,
 )
 from crl.erm import fit_ball, ideal_parameters, sample_risk
-from crl.metrics.risk import (
+from crl.risk import (
     finite_law_of,
 )
 from crl.stats import SlopeFit, bound_violations, loglog_slope

@@ -4,7 +4,7 @@ Pre-registered in docs/claims/C3.md (docs/theory.md section 7, C3).
 
 Experiment. Model ``VMFUniform(d=3, kappa=4)``, tau = 0.5, and the fixed bounded score ``s(x, y) = <W x, y>`` with
 ``W = 0.25 diag(1, 0.75, 0.5)`` (|s| <= B = 0.25, ``B/tau = 1/2``; not rotation invariant). ``Z_s(x) =
-C_3(|W x|/tau)`` is exact, so :func:`crl.metrics.risk.inner_gap_draws` estimates the gap draw by draw without
+C_3(|W x|/tau)`` is exact, so :func:`crl.risk.inner_gap_draws` estimates the gap draw by draw without
 bias: with z = Wbar/Z_s(x), ``tau (z - 1 - log z)`` (the plain gap ``-tau log z`` plus the control variate
 ``tau (z - 1)``, of mean 0), relative sd about sqrt(2) at every m. m runs over 4, 8, ..., 1024 (full: 16, ...,
 4096); a cell is one (arm, m, chunk) with its own seed and holds its per-draw values.
@@ -36,7 +36,7 @@ from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, curve, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
 from crl.claims.verdict import Statistic, slack_label, verdict_rate
-from crl.metrics.risk import FeatureScore, inner_gap_draws
+from crl.risk import FeatureScore, inner_gap_draws
 from crl.stats import RateFit, bound_violations, mean_se, rate_fit
 from crl.sweep import Cell
 from crl.synthetic import GaussianTwoTower, VMFUniform

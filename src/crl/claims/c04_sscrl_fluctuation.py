@@ -49,8 +49,8 @@ from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_rate
-from crl.metrics.risk import FeatureScore
 from crl.objectives import contrastive_loss_from_scores
+from crl.risk import FeatureScore
 from crl.stats import RateFit, rate_fit
 from crl.sweep import Cell
 from crl.synthetic import AsymmetricSphere, VMFUniform

@@ -3,7 +3,7 @@
 Model and embeddings: :mod:`crl.claims._sphere_kernel` (VMFUniform(d = 3, kappa = 2); phi = identity or a fixed
 random linear map, not rotation-invariant). For each (phi, tau) series and each k on a doubling grid
 (:mod:`crl.claims._kernel_series`), draws of (z ~ pi, y ~ M(z,.), k negatives ~ pi) give the variance-reduced
-per-draw estimates of :func:`crl.metrics.risk.integrated_cross_entropy_gap` for InfoNCE (R) and DCL (R~);
+per-draw estimates of :func:`crl.risk.integrated_cross_entropy_gap` for InfoNCE (R) and DCL (R~);
 ``log N(z) = log ∫ exp(s(z, z')/tau) pi(dz')`` comes from a product Gauss rule on S^2 (exact to ~1e-14 here).
 Each (series, form) is judged by its rate's equivalence to -1 and Prop. 1's bounds with their slack
 (docs/claims/C7.md); the negative control is :func:`run_control`.
@@ -61,8 +61,8 @@ from crl.claims.base import (
 )
 from crl.claims.context import Fidelity
 from crl.claims.verdict import slack_label
-from crl.metrics.risk import cross_entropy_gap_bounds, integrated_cross_entropy_gap
-from crl.metrics.risk.kernel import GapCoefficients
+from crl.risk import cross_entropy_gap_bounds, integrated_cross_entropy_gap
+from crl.risk.kernel import GapCoefficients
 from crl.stats import ViolationCount, bound_violations
 from crl.sweep import Cell
 from crl.synthetic.vmf import VMFUniform

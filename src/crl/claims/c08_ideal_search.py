@@ -4,19 +4,19 @@ Same model, embeddings, k grids and draws as C7 (:mod:`crl.claims._sphere_kernel
 :mod:`crl.claims._kernel_series`). The ideal search weights k unseen
 points xi_i ~ pi by ``w_i = dM(z,.)/dpi (xi_i)``; crl's choice of its normalisation (``M_hat_k = (1/k) sum_i w_i
 delta_{xi_i}``, the cross-entropy relative to the empirical law of the k points) is explained in
-:mod:`crl.metrics.risk.kernel`. Per draw, the variance-reduced estimate of
-``E CE[M_hat_k||Q_hat_k] - R`` is :func:`crl.metrics.risk.ideal_search_gap` (unseen points = the draw's negatives).
+:mod:`crl.risk.kernel`. Per draw, the variance-reduced estimate of
+``E CE[M_hat_k||Q_hat_k] - R`` is :func:`crl.risk.ideal_search_gap` (unseen points = the draw's negatives).
 
 Under this choice the DCL gap is exactly ``Cov(wbar, log Wbar)``, O(1/k) for any integrable weights with bounded
 scores, so the claim tests crl's reconstruction, not [B]'s own normalisation: the report says so, and shows the
-counting-measure variant (no importance weights, :mod:`crl.metrics.risk.kernel.counting`) beside it, with its
+counting-measure variant (no importance weights, :mod:`crl.risk.kernel.counting`) beside it, with its
 own rate and its limit D. Since it cannot fail on the sphere, C8 is a reconstruction check
 (:attr:`crl.claims.Role.RECONSTRUCTION`), not a verdict: the report shows it, with its control, outside the
 verdict table, its outcome does not fail the run, and its alpha share stays unspent.
 
 The counting-measure variant (:func:`counting_statistics`), reported beside crl's reconstruction and not
 judged: ``M_hat_k^# = (1/k) sum_i delta_{xi_i}`` (no importance weights;
-:mod:`crl.metrics.risk.kernel.counting`): its gap tends to ``D = ∫ (E_{M(z,.)} s - E_pi s)/tau dpi(z)`` (DCL:
+:mod:`crl.risk.kernel.counting`): its gap tends to ``D = ∫ (E_{M(z,.)} s - E_pi s)/tau dpi(z)`` (DCL:
 equal to D at every k; InfoNCE: D - O(1/k)), not to 0. Each (series, form) gets its own rate, fitted like the
 claim's, and D by quadrature.
 
@@ -24,7 +24,7 @@ Negative control (:func:`run_control`): heavy-tailed scores that leave the spher
 E_M exp(s/tau) infinite. The model is :mod:`crl.claims._kernel_heavy_tail` with C8's positives, M = N(0,
 alpha/(alpha - gamma) I), so that ``dM/dpi = exp(gamma s/tau) / E_pi exp(gamma s/tau)`` (exact),
 ``E|dM/dpi|^2`` is finite but ``E_M exp(s/tau)`` is not, and crl's DCL gap ``Cov(wbar, log Wbar)`` decays like
-k^-(alpha - gamma) = k^-0.75. The estimator is C8's, :func:`crl.metrics.risk.ideal_search_gap`
+k^-(alpha - gamma) = k^-0.75. The estimator is C8's, :func:`crl.risk.ideal_search_gap`
 (variance-reduced; finite variance since 2 gamma < alpha), the rule C8's (rates of both forms in [-1.1, -0.9],
 Prop. 2's bound with this model's ``E|dM/dpi|^2``) at the claim's per-part level: it must FAIL
 (docs/claims/C8.md). Heavy-tailed negatives alone would not do: with positives of finite ``E_M exp(s/tau)``
@@ -83,13 +83,13 @@ from crl.claims.base import (
 )
 from crl.claims.context import Fidelity
 from crl.claims.verdict import slack_label
-from crl.metrics.risk import (
+from crl.risk import (
     ideal_search_bound,
     ideal_search_cross_entropy,
     ideal_search_gap,
     uniform_sphere_quadrature,
 )
-from crl.metrics.risk.kernel import GapCoefficients, counting_gap_limit, counting_search_gap
+from crl.risk.kernel import GapCoefficients, counting_gap_limit, counting_search_gap
 from crl.stats import ViolationCount, bound_violations
 from crl.sweep import Cell
 from crl.synthetic.vmf import VMFUniform

@@ -13,7 +13,7 @@ heavy-tailed control, ``e0`` = the wide Gaussian truth's own e*); a learned e co
 risks (``e >= tau/2``), a fixed one cannot. The offset adds ``e0 (|y'|^2 - |y|^2)/tau`` to every logit and nothing
 to the derivatives.
 
-Every member is a :class:`crl.metrics.risk.FeatureScore` (``f(x) = W^T x + b``, curvature ``-2e``), so L, L* and
+Every member is a :class:`crl.risk.FeatureScore` (``f(x) = W^T x + b``, curvature ``-2e``), so L, L* and
 E have exact inner expectations under the sphere and Gaussian negative laws.
 
 On a fixed sample (n pairs and a fixed negative set: SCRL, each anchor its own m; SSCRL, one set of m shared)
@@ -32,7 +32,7 @@ from torch import Tensor
 
 from crl._validate import check_choice, check_tau
 from crl._vocab import REGIMES, Regime
-from crl.metrics.risk import FeatureScore
+from crl.risk import FeatureScore
 
 _CHUNK_ELEMENTS = 1 << 19
 """Anchors are processed in chunks of about this many (anchor, negative) pairs (bounded memory)."""

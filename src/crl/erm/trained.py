@@ -6,13 +6,13 @@ For a truth with a closed-form negative law (``VMFUniform``: uniform sphere; ``G
 - the sample: n pairs (x_i, y_i) and a fixed negative set, SCRL (n x m, each anchor its own) or SSCRL (m shared);
 - the fit: :func:`crl.erm.convex.fit_ball` over the ball ``|theta| <= radius``;
 - G = L(s_hat) - L_hat(s_hat) = (L(s_hat) - L*) + L* - L_hat(s_hat), with ``L(s_hat) - L*`` from
-  :func:`crl.metrics.risk.excess_risk` (exact inner expectation, outer mean over ``n_eval`` fresh pairs, paired so
+  :func:`crl.risk.excess_risk` (exact inner expectation, outer mean over ``n_eval`` fresh pairs, paired so
   its variance vanishes at s*) and L* from the truth's closed form;
-- E* - E(s_hat) from :func:`crl.metrics.risk.auc_gap` (exact inner probability, paired with s*);
+- E* - E(s_hat) from :func:`crl.risk.auc_gap` (exact inner probability, paired with s*);
 - the variance-reduced gap ``G_cv = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) + bias*_m``: G minus the fixed-s*
   gap of the same sample, ``L* - L_hat(s*)``, plus that gap's expectation ``bias*_m = L* - E L_hat_m(s*)`` (the same
   in both regimes: each anchor's m negatives are iid p- either way), estimated without bias from ``n_bias`` fresh
-  draws by :func:`crl.metrics.risk.inner_gap_draws`. ``E G_cv = E G``; the fixed-s* fluctuation (O(1/sqrt n), and
+  draws by :func:`crl.risk.inner_gap_draws`. ``E G_cv = E G``; the fixed-s* fluctuation (O(1/sqrt n), and
   O(1/sqrt m) shared in SSCRL) is gone, so the seed mean resolves E G at a few seeds.
 """
 
@@ -26,7 +26,7 @@ from crl._validate import check_count
 from crl._vocab import Regime
 from crl.erm.convex import KKT_TOLERANCE, BallFit, fit_ball
 from crl.erm.lifted import EmpiricalRisk, LiftedFamily
-from crl.metrics.risk import auc_gap, excess_risk, inner_gap_draws
+from crl.risk import auc_gap, excess_risk, inner_gap_draws
 from crl.synthetic import GaussianTwoTower, VMFUniform
 from crl.synthetic.base import GroundTruth
 

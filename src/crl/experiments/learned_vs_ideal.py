@@ -13,7 +13,7 @@ and its score s(x, y) = <f(x), g(y)> is compared with the ideal similarity s*(x,
   the exact E* (quadrature, :meth:`VMFUniform.optimal_auc`) is reported beside it;
 - **search**: [B]'s softmax search ``Q_hat_k(x, xi_i) = softmax_i(s(x, xi_i)/tau)`` over k unseen points
   xi_i ~ pi against the ideal search ``M_hat_k(x, .) = (1/k) sum_i w_i delta_{xi_i}``, w_i = dM(x, .)/dpi (xi_i):
-  the cross-entropy ``CE[M_hat_k || Q_hat_k]`` as :func:`crl.metrics.risk.kernel.ideal_search_cross_entropy`
+  the cross-entropy ``CE[M_hat_k || Q_hat_k]`` as :func:`crl.risk.kernel.ideal_search_cross_entropy`
   defines it (crl's reconstruction of [B]'s normalisation), KL(M_hat_k / wbar || Q_hat_k) and the total variation
   between the two search distributions, averaged over queries.
 
@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from crl.metrics.risk.kernel import ideal_search_cross_entropy
 from crl.models import DualEncoder
+from crl.risk.kernel import ideal_search_cross_entropy
 from crl.sweep import Cell as SweepCell
 from crl.synthetic.vmf import VMFUniform
 from crl.train.build import Streams

@@ -6,7 +6,7 @@ the model's ``log_ratio`` itself (``truth.optimal_auc()`` gives it exactly).
 
 Inner probability over y' (``inner="auto"`` picks the first that applies):
 
-- ``"exact"``: for a :class:`~crl.metrics.risk.exact.FeatureScore` under the uniform-sphere or Gaussian negative
+- ``"exact"``: for a :class:`~crl.risk.exact.FeatureScore` under the uniform-sphere or Gaussian negative
   law, ``P[s(x, y') < t]`` is a Beta or (non-central) chi-square CDF, so ``E(s) = E_{x,y} F_x(s(x, y))`` with
   only the outer expectation sampled (unbiased);
 - ``"sampled"``: ``n_negatives`` fresh negatives per anchor, ``mean_j (1 + sign(s(x,y) - s(x,y'_j)))/2``
@@ -21,13 +21,13 @@ from torch import Tensor
 
 from crl._validate import check_count, check_generator
 from crl._vocab import Estimate
-from crl.metrics.risk.estimate import (
+from crl.risk.estimate import (
     ScoreFn,
     anchor_chunks,
     estimate_from_draws,
     evaluate_scores,
 )
-from crl.metrics.risk.exact import (
+from crl.risk.exact import (
     FeatureScore,
     Inner,
     NegativeLaw,

@@ -19,15 +19,15 @@ from torch import Tensor
 
 from crl._validate import check_choice, check_count, check_generator, check_tau
 from crl._vocab import FORMS, REGIMES, Estimate, Form, Regime
-from crl.metrics.risk.estimate import (
+from crl.objectives import contrastive_loss_from_scores
+from crl.risk.estimate import (
     ScoreFn,
     anchor_chunks,
     estimate_from_draws,
     evaluate_scores,
 )
-from crl.metrics.risk.exact import FeatureScore, NegativeLaw, feature_log_partition, resolve_negative_law
-from crl.metrics.risk.kernel import GapDraws, integrated_cross_entropy_gap
-from crl.objectives import contrastive_loss_from_scores
+from crl.risk.exact import FeatureScore, NegativeLaw, feature_log_partition, resolve_negative_law
+from crl.risk.kernel import GapDraws, integrated_cross_entropy_gap
 from crl.synthetic.base import GroundTruth
 
 
@@ -161,7 +161,7 @@ def inner_gap_draws(
     and whose relative sd is about sqrt(2) for every m (the plain one grows like sqrt(m)).
 
     Because GCL = tau (DCL - log m) and ``L = tau ∫ CE dpi``, this is tau times [B]'s DCL gap of Prop. 1, and is
-    computed by :func:`crl.metrics.risk.kernel.integrated_cross_entropy_gap` (form "dcl") scaled by tau.
+    computed by :func:`crl.risk.kernel.integrated_cross_entropy_gap` (form "dcl") scaled by tau.
 
     Raises:
         ValueError: if log Z_s has no closed form for this score and model (a sampled log Z would bias the

@@ -16,7 +16,7 @@ to Monte Carlo:
   ``<v, y'> ~ N(0, sigma^2 |v|^2)``.
 
 The models whose p- has no such closed form (the asymmetric sphere) fall back to sampled negatives in
-:mod:`crl.metrics.risk.contrastive`; finite supports are enumerated exactly in :mod:`crl.metrics.risk.finite`.
+:mod:`crl.risk.contrastive`; finite supports are enumerated exactly in :mod:`crl.risk.finite`.
 """
 
 import math

@@ -5,7 +5,7 @@ A :class:`FiniteLaw` is three tables: the anchor law ``pi_i`` over n_x anchors, 
 is a table ``s_ij = s(x_i, y_j)`` (:func:`score_table`). Then, exactly,
 
 - ``L(s) = sum_i pi_i sum_j p+_ij [tau log sum_j' p-_j' exp(s_ij'/tau) - s_ij]`` (the per-pair value through
-  :func:`crl.objectives.contrastive_form`, as in :mod:`crl.metrics.risk.contrastive`);
+  :func:`crl.objectives.contrastive_form`, as in :mod:`crl.risk.contrastive`);
 - ``L* = -tau sum_i pi_i KL(p+_i || p-)``; ``KL(p+_i || q_i)`` with ``q_ij = p-_j exp(s_ij/tau) / Z_i``;
 - ``E(s) = sum_i pi_i sum_{j, j'} p+_ij p-_j' [1(s_ij > s_ij') + 1/2 1(s_ij = s_ij')]``, and E* the same with
   the log-ratio table (``-inf`` off the support of p+_i is allowed there). "Equal" means equal up to rounding:
@@ -25,8 +25,8 @@ from torch import Tensor
 
 from crl._validate import check_choice, check_tau
 from crl._vocab import FORMS, Form
-from crl.metrics.risk.estimate import ScoreFn, evaluate_scores, limit_form
 from crl.objectives import contrastive_form
+from crl.risk.estimate import ScoreFn, evaluate_scores, limit_form
 from crl.synthetic.discrete import DiscreteLatent
 
 _PROB_TOL = 1e-9

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from crl._validate import check_tau
-from crl.metrics.risk.kernel._checks import check_ratio_pair, pair_scores, support_log_weights
+from crl.risk.kernel._checks import check_ratio_pair, pair_scores, support_log_weights
 
 
 @dataclass(frozen=True)

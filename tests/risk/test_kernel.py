@@ -1,4 +1,4 @@
-"""Tests of crl.metrics.risk.kernel against closed forms, quadrature, float64 loops and exact enumeration.
+"""Tests of crl.risk.kernel against closed forms, quadrature, float64 loops and exact enumeration.
 
 References: the vMF normaliser on S^2 written out (C_3(x) = sinh(x)/x, A_3(x) = coth(x) - 1/x); brute-force
 loops over a finite Z (every anchor, positive and k-tuple of negatives enumerated with its probability), which
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from crl._vocab import KernelForm
-from crl.metrics.risk import (
+from crl.risk import (
     asymptotic_gap_coefficients,
     contrastive_risk_draws,
     cross_entropy_gap_bounds,
@@ -33,7 +33,7 @@ from crl.metrics.risk import (
     vmf_identity_cross_entropy,
     vmf_kl,
 )
-from crl.metrics.risk.kernel import counting_gap_limit, counting_search_cross_entropy, counting_search_gap
+from crl.risk.kernel import counting_gap_limit, counting_search_cross_entropy, counting_search_gap
 from crl.synthetic.vmf import VMFUniform
 
 

@@ -1,6 +1,6 @@
 """The counting-measure variant of the ideal search (reported beside crl's reconstruction of [B] Prop. 2).
 
-crl's ideal search (:mod:`crl.metrics.risk.kernel`) weights the k unseen points xi_i ~ pi by
+crl's ideal search (:mod:`crl.risk.kernel`) weights the k unseen points xi_i ~ pi by
 ``w_i = dM(z,.)/dpi (xi_i)``. The variant here drops the weights: ``M_hat_k^# = (1/k) sum_i delta_{xi_i}``, the
 empirical measure of the k points, against the same learned search ``Q_hat_k = softmax_i(s(z, xi_i)/tau)`` and
 the same reference law (the empirical law pi_k of the points):
@@ -22,8 +22,8 @@ from torch import Tensor
 
 from crl._validate import check_tau
 from crl._vocab import KernelForm
-from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, support_log_weights
-from crl.metrics.risk.kernel.gaps import contrastive_risk_draws
+from crl.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, support_log_weights
+from crl.risk.kernel.gaps import contrastive_risk_draws
 
 
 def counting_search_cross_entropy(search_scores: Tensor, *, tau: float) -> Tensor:

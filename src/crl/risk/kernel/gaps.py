@@ -1,7 +1,7 @@
 """Per-draw estimators of [B]'s risk and of the O(1/k) gaps of Props. 1-2, plain and variance-reduced.
 
 The normalisation of the ideal search (crl's choice) and the variance reduction are explained in
-:mod:`crl.metrics.risk.kernel`.
+:mod:`crl.risk.kernel`.
 """
 
 import math
@@ -12,8 +12,8 @@ from torch import Tensor
 
 from crl._validate import check_choice, check_tau
 from crl._vocab import KERNEL_FORMS, KernelForm
-from crl.metrics.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, check_vector
 from crl.objectives import contrastive_loss_from_scores
+from crl.risk.kernel._checks import check_draws, check_matrix, check_matrix_pair, check_vector
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def ideal_search_cross_entropy(search_scores: Tensor, log_kernel_ratio: Tensor, 
     """``CE[M_hat_k || Q_hat_k] = -(1/k) sum_i w_i log(k softmax_i(s(z, xi_.)/tau))`` per draw (crl's M_hat_k).
 
     ``w_i = dM(z, .)/dpi (xi_i)``; the cross-entropy is relative to the empirical law pi_k of the k points,
-    ``-∫ log(dQ_hat_k/dpi_k) dM_hat_k``. See :mod:`crl.metrics.risk.kernel` for this normalisation (crl's choice).
+    ``-∫ log(dQ_hat_k/dpi_k) dM_hat_k``. See :mod:`crl.risk.kernel` for this normalisation (crl's choice).
 
     Args:
         search_scores: (R, k) s(z_r, xi_ri) of the k unseen points.

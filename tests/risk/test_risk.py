@@ -1,4 +1,4 @@
-"""Tests of crl.metrics.risk's [A] estimators against closed forms, quadrature, enumeration and brute force.
+"""Tests of crl.risk's [A] estimators against closed forms, quadrature, enumeration and brute force.
 
 Identities of docs/theory.md section 2 checked here: L - L* = tau E KL(p+ || q_s) (two independent computations),
 L* = -tau E KL(p+ || p-), s* attains L*, invariance to adding g(x); the AUC against brute force and E*.
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import integrate
 
 from crl._vocab import Estimate
-from crl.metrics.risk import (
+from crl.risk import (
     FeatureScore,
     FiniteLaw,
     IsotropicGaussian,

@@ -5,8 +5,8 @@ Every estimate of an expectation returns a value with its Monte-Carlo standard e
 """
 
 from crl._vocab import Estimate
-from crl.metrics.risk.auc import auc, auc_gap
-from crl.metrics.risk.contrastive import (
+from crl.risk.auc import auc, auc_gap
+from crl.risk.contrastive import (
     excess_risk,
     excess_risk_terms,
     kl_to_ideal,
@@ -15,15 +15,15 @@ from crl.metrics.risk.contrastive import (
     population_risk_terms,
     sampled_log_partition,
 )
-from crl.metrics.risk.empirical import (
+from crl.risk.empirical import (
     empirical_risk_draws,
     empirical_risk_per_anchor,
     expected_empirical_risk,
     inner_gap,
     inner_gap_draws,
 )
-from crl.metrics.risk.estimate import ScoreFn, estimate_from_draws
-from crl.metrics.risk.exact import (
+from crl.risk.estimate import ScoreFn, estimate_from_draws
+from crl.risk.exact import (
     FeatureScore,
     IsotropicGaussian,
     NegativeLaw,
@@ -34,7 +34,7 @@ from crl.metrics.risk.exact import (
     negative_law_of,
     resolve_negative_law,
 )
-from crl.metrics.risk.finite import (
+from crl.risk.finite import (
     FiniteLaw,
     finite_auc,
     finite_kl_to_ideal,
@@ -45,7 +45,7 @@ from crl.metrics.risk.finite import (
     finite_population_risk,
     score_table,
 )
-from crl.metrics.risk.kernel import (
+from crl.risk.kernel import (
     GapCoefficients,
     GapDraws,
     KernelDivergences,

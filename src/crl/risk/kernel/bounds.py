@@ -8,7 +8,7 @@ from torch import Tensor
 
 from crl._validate import check_choice, check_count, check_tau
 from crl._vocab import KERNEL_FORMS, KernelForm
-from crl.metrics.risk.kernel._checks import check_ratio_pair, support_log_weights
+from crl.risk.kernel._checks import check_ratio_pair, support_log_weights
 
 
 def cross_entropy_gap_bounds(n_negatives: int, tau: float, form: KernelForm) -> tuple[float, float]:

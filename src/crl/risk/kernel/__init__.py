@@ -38,33 +38,33 @@ and crl's leading-order constants), :mod:`.vmf` (closed forms for vMF kernels), 
 search's counting-measure variant, without importance weights, reported beside crl's choice).
 """
 
-from crl.metrics.risk.kernel.bounds import (
+from crl.risk.kernel.bounds import (
     GapCoefficients,
     asymptotic_gap_coefficients,
     cross_entropy_gap_bounds,
     ideal_search_bound,
 )
-from crl.metrics.risk.kernel.counting import (
+from crl.risk.kernel.counting import (
     counting_gap_limit,
     counting_search_cross_entropy,
     counting_search_gap,
 )
-from crl.metrics.risk.kernel.gaps import (
+from crl.risk.kernel.gaps import (
     GapDraws,
     contrastive_risk_draws,
     ideal_search_cross_entropy,
     ideal_search_gap,
     integrated_cross_entropy_gap,
 )
-from crl.metrics.risk.kernel.learned import (
+from crl.risk.kernel.learned import (
     KernelDivergences,
     kernel_divergences,
     learned_log_density_ratio,
     learned_log_partition,
     temperature_bound,
 )
-from crl.metrics.risk.kernel.quadrature import uniform_sphere_quadrature
-from crl.metrics.risk.kernel.vmf import vmf_identity_cross_entropy, vmf_kl
+from crl.risk.kernel.quadrature import uniform_sphere_quadrature
+from crl.risk.kernel.vmf import vmf_identity_cross_entropy, vmf_kl
 
 __all__ = [
     "GapCoefficients",

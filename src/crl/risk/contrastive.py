@@ -5,7 +5,7 @@ Definitions (docs/theory.md sections 2 and 4), x ~ pi, y ~ p+_x, y' ~ p-:
 - population risk (m -> infinity): ``L(s) = E_{x,y}[tau log E_{y'} exp((s(x,y') - s(x,y))/tau)]
   = E_{x,y}[tau log Z_s(x) - s(x, y)]`` with ``Z_s(x) = E_{y'} exp(s(x, y')/tau)``;
 - with m negatives per anchor (``m=...`` in :func:`population_risk`), the expected empirical risk
-  ``E L_hat_m`` of :mod:`crl.metrics.risk.empirical`;
+  ``E L_hat_m`` of :mod:`crl.risk.empirical`;
 - ``L(s) - L* = tau E_x KL(p+_x || q_{s,x})``, ``q_{s,x} ∝ p- exp(s(x, .)/tau)``, ``L* = -tau E_x KL(p+_x || p-)``.
 
 Every loss value comes from :mod:`crl.objectives`: the m -> infinity limit through ``contrastive_form`` with
@@ -15,8 +15,8 @@ Forms: ``"gcl"`` is [A]'s risk (above). ``"infonce"`` and ``"dcl"`` are [B]'s ri
 
 Inner expectation ``log Z_s(x)`` (``inner="auto"`` picks the first that applies):
 
-- ``"exact"``: closed form for a :class:`~crl.metrics.risk.exact.FeatureScore` under the uniform-sphere or
-  Gaussian negative law (VMFUniform, GaussianTwoTower; :mod:`crl.metrics.risk.exact`): no inner error.
+- ``"exact"``: closed form for a :class:`~crl.risk.exact.FeatureScore` under the uniform-sphere or
+  Gaussian negative law (VMFUniform, GaussianTwoTower; :mod:`crl.risk.exact`): no inner error.
 - ``"sampled"``: ``n_negatives`` fresh negatives per anchor, ``log Wbar + v_hat/(2M)`` with ``Wbar`` the mean of
   ``W_j = exp(s(x, y'_j)/tau)`` and ``v_hat`` the sample variance of ``W_j/Wbar`` (delta-method correction of
   ``E log Wbar = log Z - Var(W/Z)/(2M) + O(M^-2)``): residual bias O(1/M^2) per anchor, i.e. negligible against
@@ -32,22 +32,22 @@ from torch import Tensor
 
 from crl._validate import check_choice, check_count, check_generator, check_tau
 from crl._vocab import FORMS, Estimate, Form, Regime
-from crl.metrics.risk.empirical import expected_empirical_risk
-from crl.metrics.risk.estimate import (
+from crl.objectives import contrastive_form
+from crl.risk.empirical import expected_empirical_risk
+from crl.risk.estimate import (
     ScoreFn,
     anchor_chunks,
     estimate_from_draws,
     evaluate_scores,
     limit_form,
 )
-from crl.metrics.risk.exact import (
+from crl.risk.exact import (
     FeatureScore,
     Inner,
     NegativeLaw,
     feature_log_partition,
     resolve_negative_law,
 )
-from crl.objectives import contrastive_form
 from crl.synthetic.base import GroundTruth
 
 
@@ -180,7 +180,7 @@ def population_risk(
         inner: "auto", "exact" or "sampled" (m=None).
 
     Returns:
-        The :class:`~crl.metrics.risk.estimate.Estimate`.
+        The :class:`~crl.risk.estimate.Estimate`.
 
     Examples:
         >>> from crl.synthetic.vmf import VMFUniform
