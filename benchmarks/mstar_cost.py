@@ -1,7 +1,7 @@
 """The cost of the m*(n) experiment's grids, extrapolated from ms/step measured at small sizes on this machine.
 
 Measured (one thread, a few steps after one warm-up step, through crl.train.loop.TrainingLoop on each recipe's
-config from crl.experiments.mstar_design.train_config): the locked heads on random unit features of the
+config from crl.experiments.mstar.design.train_config): the locked heads on random unit features of the
 recipe's width, SSCRL at m = 400 and 4000 of C = 4000 candidates and SCRL at m = C / 10 for C = 2000 and 8000;
 the ablation's MLP on fresh Fashion-MNIST views at n = 2000, SSCRL at m = 64 and 2000. Fitted: SSCRL
 t = a + b m (a step embeds the m pool items), SCRL t = a + b C (the union of b sets of m covers about all C
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from crl.data import LockedFeaturePairs
-from crl.experiments.mstar_design import (
+from crl.experiments.mstar.design import (
     ABLATION,
     FIDELITIES,
     RECIPES,

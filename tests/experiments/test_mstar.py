@@ -1,5 +1,5 @@
-"""The C6 saturation rule m*(n) of crl.experiments.mstar against hand-computed cases, censoring included, and
-against the vectorised rule it wraps (crl.stats.saturation)."""
+"""The tolerance-band saturation rule m*(n) of one curve (crl.stats.saturation.saturation_m) against
+hand-computed cases, censoring included, and against the vectorised rule it wraps (saturations)."""
 
 import math
 
@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crl.experiments.mstar import saturation_interval, saturation_m
-from crl.stats.saturation import LEFT, RIGHT, UNCENSORED, saturations, seed_weights
+from crl.stats.saturation import (
+    LEFT,
+    RIGHT,
+    UNCENSORED,
+    saturation_interval,
+    saturation_m,
+    saturations,
+    seed_weights,
+)
 
 GRID = [1, 2, 4, 8, 16]
 

@@ -1,4 +1,4 @@
-"""The real-data m_q tables and [A]'s shape (crl.experiments.mstar_passage) on constructed tables."""
+"""The real-data m_q tables and [A]'s shape (crl.experiments.mstar.passage) on constructed tables."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from crl.experiments.mstar_passage import passage_points, passage_slopes_of, shapes
+from crl.experiments.mstar.passage import passage_points, passage_slopes_of, shapes
 
 FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0)
 

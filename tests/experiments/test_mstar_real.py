@@ -11,11 +11,11 @@ import pytest
 import torch
 from scipy import stats
 
-import crl.experiments.mstar_cell as cell_module
+import crl.experiments.mstar.cell as cell_module
 import crl.train.estimator as estimator_module
 from crl.data import LockedFeaturePairs, PairedArrays, PairSource
-from crl.experiments.mstar_cell import compute_cell, epoch_losses, run_cell
-from crl.experiments.mstar_design import (
+from crl.experiments.mstar.cell import compute_cell, epoch_losses, run_cell
+from crl.experiments.mstar.design import (
     ABLATION_CAP,
     FIDELITIES,
     batch_for,
@@ -24,15 +24,15 @@ from crl.experiments.mstar_design import (
     grid_of,
     train_config,
 )
-from crl.experiments.mstar_experiment import (
+from crl.experiments.mstar.experiment import (
     FASHION_ITEMS,
     check_cnn_backbone,
     run_experiment,
     scrl_overlaps,
     stored_records,
 )
-from crl.experiments.mstar_report import markdown_report, render_figures
-from crl.experiments.mstar_summary import seeds_needed, summarise
+from crl.experiments.mstar.report import markdown_report, render_figures
+from crl.experiments.mstar.summary import seeds_needed, summarise
 from crl.objectives import MovingAverageState, cosine_gamma
 from crl.sweep import Cell, SweepStore
 from crl.train.build import Streams

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from crl.advise.validate import direction_agreement, heldout_coverage, load_session
-from crl.experiments.mstar_design import DataName
-from crl.experiments.mstar_summary import METRICS
+from crl.experiments.mstar.design import DataName
+from crl.experiments.mstar.summary import METRICS
 from crl.sweep import CellRecord
 
 __all__ = ["advisor_check", "advisor_section", "measured_errors"]

@@ -11,7 +11,7 @@ from rich.console import Console
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
-    from crl.experiments.mstar_design import DataName, Grid
+    from crl.experiments.mstar.design import DataName, Grid
 
 EXPERIMENTS = ("mstar",)
 REPLACED = {"fashion-mstar": "crl experiment mstar --data fashion"}
@@ -117,10 +117,10 @@ def _commit() -> str:
 def _write_mq_tables(database: Path, data: "DataName", grid: "Grid", out: Path) -> int:
     """Write OUT/mq.md from the store alone (``--mq-tables``)."""
     # Deferred: the store reader loads torch and faiss (through crl.train), which `crl --help` does not need.
-    from crl.experiments.mstar_experiment import stored_records
+    from crl.experiments.mstar.experiment import stored_records
 
     # Deferred: the tables load scipy, which `crl --help` does not need.
-    from crl.experiments.mstar_passage import passage_markdown, render_passage_figure
+    from crl.experiments.mstar.passage import passage_markdown, render_passage_figure
 
     records = stored_records(database, data, grid)
     source = f"the {len(records)} cells of {database} (commit {_commit()})"
@@ -167,7 +167,7 @@ def experiment_command(
         if threads < 1:
             raise ValueError(f"--threads {threads} must be >= 1")
         # Deferred: it loads torch and faiss (through crl.train), which `crl --help` does not need.
-        from crl.experiments.mstar_design import claim_of, grid_cells, grid_of
+        from crl.experiments.mstar.design import claim_of, grid_cells, grid_of
 
         named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
         database = out / "results.sqlite"
@@ -188,7 +188,7 @@ def experiment_command(
         torch.set_num_threads(threads)
 
         # Deferred: the cells load torch and faiss, which `crl --help` does not need.
-        from crl.experiments.mstar_experiment import (
+        from crl.experiments.mstar.experiment import (
             prepare_features,
             run_experiment,
             scrl_overlaps,
@@ -223,12 +223,12 @@ def experiment_command(
             runner.close()
 
         # Deferred: the summary loads scipy, which `crl --help` does not need.
-        from crl.experiments.mstar_summary import summarise
+        from crl.experiments.mstar.summary import summarise
 
         summary = summarise(records, named, grid)
 
         # Deferred: the report draws with matplotlib, which `crl --help` does not need.
-        from crl.experiments.mstar_report import markdown_report, render_figures
+        from crl.experiments.mstar.report import markdown_report, render_figures
 
         figures = render_figures(
             summary, named, out, title=f"m*(n) {named} {fidelity}: run {run_id}, commit {commit}"

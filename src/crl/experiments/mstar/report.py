@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crl._vocab import REGIME_LABELS
-from crl.experiments.mstar import SaturationInterval
-from crl.experiments.mstar_design import DataName, Grid, grid_cells
-from crl.experiments.mstar_experiment import ArmOverlap
-from crl.experiments.mstar_summary import LEVEL, METRICS, Curve, Summary
+from crl.experiments.mstar.design import DataName, Grid, grid_cells
+from crl.experiments.mstar.experiment import ArmOverlap
+from crl.experiments.mstar.summary import LEVEL, METRICS, Curve, Summary
+from crl.stats.saturation import SaturationInterval
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -37,12 +37,14 @@ import numpy as np
 from scipy import stats
 
 from crl._vocab import Regime
-from crl.experiments.mstar import SaturationInterval, grid_values, saturation_interval
-from crl.experiments.mstar_design import DataName, Grid
+from crl.experiments.mstar.design import DataName, Grid
 from crl.stats.saturation import (
     RELATIVE_FLOOR,
     Difference,
+    SaturationInterval,
+    grid_values,
     lower_quantile,
+    saturation_interval,
     saturations_by_n,
     seed_weights,
     slope_bounds,
@@ -227,7 +229,7 @@ def _t_interval(values: np.ndarray) -> tuple[float, float, float]:
 
 
 def _seed_indices(data: DataName, grid: Grid, n: int) -> dict[int, int]:
-    """Cell seed -> seed index at n (the inverse of :func:`crl.experiments.mstar_design.grid_cells`' seeds)."""
+    """Cell seed -> seed index at n (the inverse of :func:`crl.experiments.mstar.design.grid_cells`' seeds)."""
     return {derive_seed(index, "mstar", data, n): index for index in range(grid.seeds)}
 
 

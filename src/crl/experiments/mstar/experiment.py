@@ -3,7 +3,7 @@
 :func:`prepare_features` computes (or finds in the feature cache) the features every cell of a grid reads: the
 training split's first max(n + P) items and the whole test split, in this process, before any worker starts, so
 that parallel workers only ever read the cache. :func:`run_experiment` computes the cells the store lacks under
-the data set's claim name (:func:`crl.experiments.mstar_design.claim_of`), each committed the moment it finishes:
+the data set's claim name (:func:`crl.experiments.mstar.design.claim_of`), each committed the moment it finishes:
 a stopped run continues where it stopped, and a grid with more seeds or n reuses every stored cell.
 :func:`stored_records` reads the cells a store holds without computing any (an interim report of a long run), and
 :func:`scrl_overlaps` measures the pairwise overlap of SCRL's sets at every (arm, n, m) of the grid (the first
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from crl.experiments.mstar_cell import cell_set_overlap, compute_cell
-from crl.experiments.mstar_design import DataName, Grid, claim_of, grid_cells, locked_data
+from crl.experiments.mstar.cell import cell_set_overlap, compute_cell
+from crl.experiments.mstar.design import DataName, Grid, claim_of, grid_cells, locked_data
 from crl.negatives.fixed import SetOverlap
 from crl.sweep import (
     CellFn,
@@ -151,7 +151,7 @@ class ArmOverlap:
 
 
 def scrl_overlaps(data: DataName, grid: Grid) -> list[ArmOverlap]:
-    """:func:`crl.experiments.mstar_cell.cell_set_overlap` of every SCRL cell of the first seed in the in-sample
+    """:func:`crl.experiments.mstar.cell.cell_set_overlap` of every SCRL cell of the first seed in the in-sample
     and disjoint arms (the budget arm's sets are the in-sample arm's at the same n and seed)."""
     found = []
     for cell in grid_cells(data, grid):

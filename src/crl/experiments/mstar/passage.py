@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from crl._vocab import REGIME_LABELS, Regime
-from crl.experiments.mstar_design import DataName, Grid
-from crl.experiments.mstar_summary import METRICS, Table, complete_seeds, metric_table, seed_matrix
+from crl.experiments.mstar.design import DataName, Grid
+from crl.experiments.mstar.summary import METRICS, Table, complete_seeds, metric_table, seed_matrix
 from crl.stats.saturation import (
     CENSOR_NAMES,
     JackknifeBounds,

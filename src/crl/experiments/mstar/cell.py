@@ -1,6 +1,6 @@
 """One cell of the m*(n) experiment: a training run through ``crl.train.loop.train``, then the held-out score.
 
-The cell's config comes from :func:`crl.experiments.mstar_design.train_config`; its training pairs from
+The cell's config comes from :func:`crl.experiments.mstar.design.train_config`; its training pairs from
 :func:`crl.train.data.build_source` (locked features through the feature cache, or fresh views of images), and it
 is scored on the fixed test split of its data set's locked features by :mod:`crl.train.locked_heldout` (WordNet:
 nDCG@10 primary, MRR@10, recall@k and accuracy@1 beside; Fashion-MNIST: two-view recall@1 primary, class retrieval
@@ -31,7 +31,7 @@ from torch import Tensor
 
 from crl.data import PairSource
 from crl.data.source import Batch
-from crl.experiments.mstar_design import train_config
+from crl.experiments.mstar.design import train_config
 from crl.negatives.fixed import FixedPool, FixedSets, SetOverlap, set_overlap
 from crl.sweep import Cell
 from crl.train.build import NEGATIVE_KINDS, Streams
