@@ -80,24 +80,24 @@ def test_m_parts_reach_every_verdict(
 ) -> None:
     """If this fails, parts 1-3 cannot PASS on fast decay, FAIL on slow decay, or stay INCONCLUSIVE on noise
     around the bounds (60% seed noise: not a misfit under contract v2, but intervals that straddle)."""
-    data = c5._Series(_records(_m_series(r_scrl, r_sscrl, noise, scale=scale)), 12)
-    verdicts, stats, _ = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
+    data = c5.Series(_records(_m_series(r_scrl, r_sscrl, noise, scale=scale)), 12)
+    verdicts, stats, _ = c5.m_parts(data, "claim", 1024, GRID, LEVEL)
     assert verdicts == expected
     assert stats, "every part reports its statistic as measured"
 
 
 def test_ratio_part_fails_when_sscrl_is_below_scrl() -> None:
     """If this fails, SSCRL's |G| clearly below SCRL's does not FAIL part 3."""
-    data = c5._Series(_records(_m_series(-1.0, -1.0, 0.01, scale=0.1)), 12)
-    verdicts, _, _ = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
+    data = c5.Series(_records(_m_series(-1.0, -1.0, 0.01, scale=0.1)), 12)
+    verdicts, _, _ = c5.m_parts(data, "claim", 1024, GRID, LEVEL)
     assert verdicts[2] is Verdict.FAIL
 
 
 def test_binding_ball_shrinks_the_window_to_too_few_points() -> None:
     """If this fails, m where the ball binds in some seed enter the fit (the rule's window excludes them)."""
     active = {("claim", "independent", m) for m in GRID[:5]}
-    data = c5._Series(_records(_m_series(-1.1, -0.8, 0.01), active), 12)
-    verdicts, _, reasons = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
+    data = c5.Series(_records(_m_series(-1.1, -0.8, 0.01), active), 12)
+    verdicts, _, reasons = c5.m_parts(data, "claim", 1024, GRID, LEVEL)
     assert verdicts[0] is Verdict.INCONCLUSIVE and "too few points" in reasons[0]
 
 
@@ -112,8 +112,8 @@ def test_n_parts_judge_the_secants_of_the_floor_free_gap_against_minus_045(
     series = {
         ("claim", "independent", n, 256): n**slope * (1.0 + 0.02 * rng.standard_normal(12)) for n in grid
     }
-    data = c5._Series(_records(series, floor=2.0 / 4096), 12)
-    verdicts, stats, _ = c5._n_parts(data, grid, 256, LEVEL)
+    data = c5.Series(_records(series, floor=2.0 / 4096), 12)
+    verdicts, stats, _ = c5.n_parts(data, grid, 256, LEVEL)
     assert verdicts == [expected, expected]
     assert stats[0].value == pytest.approx(slope, abs=0.02)
     assert "leftover floor b*_m at n = 4096: 0.000488" in stats[0].detail
@@ -121,8 +121,8 @@ def test_n_parts_judge_the_secants_of_the_floor_free_gap_against_minus_045(
 
 def test_the_ratio_is_judged_only_where_m_is_at_most_n_over_4() -> None:
     """If this fails, m above n/4 (where both regimes share the n-floor) enter the SSCRL/SCRL ratio part."""
-    data = c5._Series(_records(_m_series(-1.1, -0.8, 0.01)), 12)
-    _, stats, _ = c5._m_parts(data, "claim", 1024, GRID, LEVEL)
+    data = c5.Series(_records(_m_series(-1.1, -0.8, 0.01)), 12)
+    _, stats, _ = c5.m_parts(data, "claim", 1024, GRID, LEVEL)
     ratio_m = [int(s.name.split("m = ")[1].split(",")[0]) for s in stats if s.name.startswith("claim: log(")]
     assert ratio_m and max(ratio_m) <= 256
 
@@ -136,7 +136,7 @@ def test_a_material_significant_misfit_of_the_m_series_is_inconclusive() -> None
             series[("claim", "independent", 1024, m)] = series[("claim", "independent", 1024, m)] * (
                 3.0 if j % 2 else 1.0
             )
-    verdicts, _, reasons = c5._m_parts(c5._Series(_records(series), 12), "claim", 1024, GRID, LEVEL)
+    verdicts, _, reasons = c5.m_parts(c5.Series(_records(series), 12), "claim", 1024, GRID, LEVEL)
     assert verdicts[0] is Verdict.INCONCLUSIVE and "misfit, material and significant" in reasons[0]
 
 
@@ -172,7 +172,7 @@ def test_gap_figure_draws_the_m_series_at_its_own_n() -> None:
     """If this fails, the |G|-vs-m figure mixes in the n series' points (cells at other n)."""
     series = _m_series(-1.1, -0.8, 0.01)
     series[("claim", "independent", 256, 256)] = np.full(12, 0.05)
-    figure = c5._figure(c5._Series(_records(series), 12), 1024, GRID)
+    figure = c5._figure(c5.Series(_records(series), 12), 1024, GRID)
     scrl = next(p for p in figure.points if "SCRL" in p.label and "SSCRL" not in p.label)
     assert scrl.x == tuple(float(m) for m in GRID)
 
@@ -216,9 +216,9 @@ def test_the_n_parts_control_reads_its_own_cells_and_fails_on_a_floor() -> None:
         * (1 + 0.02 * rng.standard_normal(12))
         for n in grid
     }
-    data = c5._Series(_records(series), 12)
-    claim, _, _ = c5._n_parts(data, grid, 256, LEVEL)
-    control, stats, _ = c5._n_parts(data, grid, c5.SHARED_CONTROL_M, LEVEL, series=c5.SHARED_CONTROL)
+    data = c5.Series(_records(series), 12)
+    claim, _, _ = c5.n_parts(data, grid, 256, LEVEL)
+    control, stats, _ = c5.n_parts(data, grid, c5.SHARED_CONTROL_M, LEVEL, series=c5.SHARED_CONTROL)
     assert claim == [Verdict.PASS, Verdict.PASS]
     assert control == [Verdict.FAIL, Verdict.FAIL]
     assert "control: SSCRL, one shared set" in stats[0].name

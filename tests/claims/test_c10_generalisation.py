@@ -9,9 +9,6 @@ import torch
 from crl.claims.base import Verdict
 from crl.claims.c10_generalisation import (
     MODEL,
-    _rate_part,
-    _secant_part,
-    _tau_part,
     _unconverged,
     draw_tuples,
     embed,
@@ -19,6 +16,9 @@ from crl.claims.c10_generalisation import (
     fit_embedding,
     gap_terms,
     random_parameters,
+    rate_part,
+    secant_part,
+    tau_part,
     tuple_losses,
 )
 
@@ -34,22 +34,20 @@ def test_non_positive_means_make_the_rate_part_inconclusive() -> None:
     """If this fails, a negative mean gap reaches a logarithm (a silent NaN) instead of an INCONCLUSIVE part."""
     values = np.ones((4, 5))
     values[:, 2] = -1.0
-    assert _rate_part("rate", list(X), values, -0.45, 0.99).verdict is Verdict.INCONCLUSIVE
+    assert rate_part("rate", list(X), values, -0.45, 0.99).verdict is Verdict.INCONCLUSIVE
 
 
 def test_every_verdict_of_the_rate_parts_is_reachable() -> None:
     """If this fails, the n part (end to end) cannot PASS on a 1/n gap, FAIL on a flat one, or be INCONCLUSIVE
     when noisy; or the k part (a fitted rate) cannot reach all three."""
     rng = np.random.default_rng(2)
-    assert _secant_part("n", list(X), _seeds(-1.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.PASS
-    assert _secant_part("n", list(X), _seeds(0.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.FAIL
-    assert (
-        _secant_part("n", list(X), _seeds(-0.45, 4, 0.3, rng), -0.45, 0.998).verdict is Verdict.INCONCLUSIVE
-    )
-    assert _rate_part("k", list(X), _seeds(0.0, 30, 0.1, rng), 0.1, 0.998).verdict is Verdict.PASS
-    assert _rate_part("k", list(X), _seeds(0.5, 30, 0.1, rng), 0.1, 0.998).verdict is Verdict.FAIL
-    assert _rate_part("k", list(X), _seeds(0.1, 12, 0.3, rng), 0.1, 0.998).verdict is Verdict.INCONCLUSIVE
-    fewer_seeds_than_points = _rate_part("k", list(X), _seeds(0.0, 4, 0.1, rng), 0.1, 0.998)
+    assert secant_part("n", list(X), _seeds(-1.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.PASS
+    assert secant_part("n", list(X), _seeds(0.0, 30, 0.1, rng), -0.45, 0.998).verdict is Verdict.FAIL
+    assert secant_part("n", list(X), _seeds(-0.45, 4, 0.3, rng), -0.45, 0.998).verdict is Verdict.INCONCLUSIVE
+    assert rate_part("k", list(X), _seeds(0.0, 30, 0.1, rng), 0.1, 0.998).verdict is Verdict.PASS
+    assert rate_part("k", list(X), _seeds(0.5, 30, 0.1, rng), 0.1, 0.998).verdict is Verdict.FAIL
+    assert rate_part("k", list(X), _seeds(0.1, 12, 0.3, rng), 0.1, 0.998).verdict is Verdict.INCONCLUSIVE
+    fewer_seeds_than_points = rate_part("k", list(X), _seeds(0.0, 4, 0.1, rng), 0.1, 0.998)
     assert fewer_seeds_than_points.verdict is Verdict.INCONCLUSIVE
     assert "more seeds than" in fewer_seeds_than_points.reason
 
@@ -57,9 +55,9 @@ def test_every_verdict_of_the_rate_parts_is_reachable() -> None:
 def test_every_verdict_of_the_tau_part_is_reachable() -> None:
     """If this fails, the tau part (Student-t interval of per-seed differences) cannot reach all outcomes."""
     rng = np.random.default_rng(3)
-    assert _tau_part(1.0 + 0.1 * rng.standard_normal(20), 0.998).verdict is Verdict.PASS
-    assert _tau_part(-1.0 + 0.1 * rng.standard_normal(20), 0.998).verdict is Verdict.FAIL
-    assert _tau_part(rng.standard_normal(20), 0.998).verdict is Verdict.INCONCLUSIVE
+    assert tau_part(1.0 + 0.1 * rng.standard_normal(20), 0.998).verdict is Verdict.PASS
+    assert tau_part(-1.0 + 0.1 * rng.standard_normal(20), 0.998).verdict is Verdict.FAIL
+    assert tau_part(rng.standard_normal(20), 0.998).verdict is Verdict.INCONCLUSIVE
 
 
 def test_a_series_with_an_unconverged_fit_is_inconclusive() -> None:

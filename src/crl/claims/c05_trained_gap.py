@@ -273,21 +273,19 @@ class TrainedGap(Claim):
         fid = ctx.fidelity
         cells = _cells(ctx)
         records = {(r.cell.key, r.cell.seed): r for r in ctx.run_cells(cells, erm_cell)}
-        data = _Series(list(records.values()), SEEDS[fid])
+        data = Series(list(records.values()), SEEDS[fid])
         n_m = N_FOR_M[fid]
-        claim_parts, claim_stats, claim_reasons = _m_parts(data, "claim", n_m, M_GRIDS[fid], ctx.level)
-        n_parts, n_stats, n_reasons = _n_parts(data, N_GRIDS[fid], M_FOR_N[fid], ctx.level)
-        control_parts, control_stats, control_reasons = _m_parts(
-            data, "control", n_m, M_GRIDS[fid], ctx.level
-        )
-        shared_parts, shared_stats, shared_reasons = _n_parts(
+        claim_parts, claim_stats, claim_reasons = m_parts(data, "claim", n_m, M_GRIDS[fid], ctx.level)
+        n_verdicts, n_stats, n_reasons = n_parts(data, N_GRIDS[fid], M_FOR_N[fid], ctx.level)
+        control_parts, control_stats, control_reasons = m_parts(data, "control", n_m, M_GRIDS[fid], ctx.level)
+        shared_parts, shared_stats, shared_reasons = n_parts(
             data, N_GRIDS[fid], SHARED_CONTROL_M, ctx.level, series=SHARED_CONTROL
         )
         table = data.table()
         failed = sum(row["failed"] for row in table)
         return self.result(
             ctx,
-            verdict=combine_verdicts(*claim_parts, *n_parts),
+            verdict=combine_verdicts(*claim_parts, *n_verdicts),
             statistics=claim_stats + n_stats,
             control_verdict=controls_verdict(
                 combine_verdicts(*control_parts), combine_verdicts(*shared_parts)
@@ -341,7 +339,7 @@ def _cells(ctx: ClaimContext) -> list[Cell]:
     return list(unique.values())
 
 
-class _Series:
+class Series:
     """The records grouped by (arm, regime, n, m), seeds in index order."""
 
     def __init__(self, records: list[CellRecord], seeds: int) -> None:
@@ -387,8 +385,8 @@ class _Series:
         return rows
 
 
-def _m_parts(
-    data: _Series, arm: str, n: int, grid: tuple[int, ...], level: float
+def m_parts(
+    data: Series, arm: str, n: int, grid: tuple[int, ...], level: float
 ) -> tuple[list[Verdict], list[Statistic], list[str]]:
     """Parts 1-3 of one arm at n pairs: r in m per regime on its window, and the SSCRL/SCRL ratio."""
     verdicts, stats, reasons = [], [], []
@@ -397,17 +395,17 @@ def _m_parts(
         window = [m for m in grid if data.usable((arm, regime, n, m))]
         windows[regime] = window
         name = f"{arm}: r of |G| = a + b m^r, {REGIME_LABELS[regime]}, n = {n}, window m = {window}"
-        verdict, statistic, reason = _exponent_part(data, arm, regime, n, window, level, name)
+        verdict, statistic, reason = exponent_part(data, arm, regime, n, window, level, name)
         verdicts.append(verdict)
         stats.extend(statistic)
         reasons.extend(reason)
     both = [m for m in windows["independent"] if m in windows["shared"] and RATIO_SHARE * m <= n]
-    verdict, statistic, reason = _ratio_part(data, arm, n, both, level)
+    verdict, statistic, reason = ratio_part(data, arm, n, both, level)
     return [*verdicts, verdict], stats + statistic, reasons + reason
 
 
-def _exponent_part(
-    data: _Series, arm: str, regime: str, n: int, window: list[int], level: float, name: str
+def exponent_part(
+    data: Series, arm: str, regime: str, n: int, window: list[int], level: float, name: str
 ) -> tuple[Verdict, list[Statistic], list[str]]:
     """Part 1 or 2: the exponent r of a + b m^r fitted to |G| on the window, against its bound."""
     label = f"{arm} {REGIME_LABELS[regime]}"
@@ -444,8 +442,8 @@ def _exponent_part(
     return verdict, [stat], reason
 
 
-def _ratio_part(
-    data: _Series, arm: str, n: int, window: list[int], level: float
+def ratio_part(
+    data: Series, arm: str, n: int, window: list[int], level: float
 ) -> tuple[Verdict, list[Statistic], list[str]]:
     """Part 3: at each m of both windows the CI of log(|G| SSCRL / |G| SCRL) against 0 (Bonferroni over m)."""
     if not window:
@@ -482,20 +480,20 @@ def _log_ratio(means: np.ndarray) -> float:
     return math.log(abs(means[0])) - math.log(abs(means[1]))
 
 
-def floor_free_gap(data: "_Series", key: tuple[str, str, int, int]) -> np.ndarray:
+def floor_free_gap(data: "Series", key: tuple[str, str, int, int]) -> np.ndarray:
     """(seeds,) G - b*_m = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) = G - star_gap: the gap without the
     fixed-s* inner bias of the sample, >= 0 up to the Monte-Carlo error of L(s_hat) - L*."""
     return data.values(key, "gap") - data.values(key, "star_gap")
 
 
-def leftover_floor(data: "_Series", key: tuple[str, str, int, int]) -> tuple[float, float]:
+def leftover_floor(data: "Series", key: tuple[str, str, int, int]) -> tuple[float, float]:
     """b*_m = L* - E L_hat_m(s*) at one point, measured with fresh negatives (G_cv - G + star_gap), as a mean
     over seeds with its standard error."""
     floor = data.values(key, "gap_cv") - data.values(key, "gap") + data.values(key, "star_gap")
     return float(floor.mean()), float(floor.std(ddof=1) / math.sqrt(floor.size))
 
 
-def excess_risk(data: "_Series", key: tuple[str, str, int, int]) -> np.ndarray:
+def excess_risk(data: "Series", key: tuple[str, str, int, int]) -> np.ndarray:
     """(seeds,) L(s_hat) - L* at one point."""
     return data.values(key, "excess_risk")
 
@@ -517,8 +515,8 @@ CLAIM_N_SERIES = NSeries("claim", "independent", "SCRL")
 SHARED_CONTROL = NSeries("shared-control", "shared", "control: SSCRL, one shared set")
 
 
-def _n_parts(
-    data: _Series, grid: tuple[int, ...], m: int, level: float, *, series: NSeries = CLAIM_N_SERIES
+def n_parts(
+    data: Series, grid: tuple[int, ...], m: int, level: float, *, series: NSeries = CLAIM_N_SERIES
 ) -> tuple[list[Verdict], list[Statistic], list[str]]:
     """Parts 4 and 5: secant slopes in n of the floor-free gap and of the excess risk (SCRL, fixed m); with
     ``series=SHARED_CONTROL`` the same rule on the n-parts' control."""
@@ -559,7 +557,7 @@ def _n_parts(
     return verdicts, stats, reasons
 
 
-def _figure(data: _Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
+def _figure(data: Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
     """|G| (seed mean of G_cv, bars 1 se) against m at n pairs, both regimes, claim and control."""
     series = []
     for arm in ("claim", "control"):
@@ -581,7 +579,7 @@ def _figure(data: _Series, n: int, grid: tuple[int, ...]) -> FigureSpec:
     return loglog_figure("gap_vs_m", "C5: gap of the ERM vs m", "m (negatives)", "|G| = |L - L_hat|", *series)
 
 
-def _n_figure(data: _Series, grid: tuple[int, ...], m: int) -> FigureSpec:
+def _n_figure(data: Series, grid: tuple[int, ...], m: int) -> FigureSpec:
     """The floor-free gap G - b*_m and the excess risk against n (SCRL, fixed m), bars 1 se."""
     keys = [
         ("claim", "independent", n, m)

@@ -417,8 +417,8 @@ class GeneralisationInK(Claim):
             for params in [_cell_params(ctx, plan, arm, n, k, tau, r, references[(k, tau)])]
         ]
         records = ctx.run_cells(cells, gap_cell)
-        gaps = _collect(records, plan.seeds, "gap")
-        grads = _collect(records, plan.seeds, "grad_max")
+        gaps = collect(records, plan.seeds, "gap")
+        grads = collect(records, plan.seeds, "grad_max")
         k_keys = [("claim", plan.k_series_n, k, TAU) for k in plan.k_grid]
         n_keys = [("claim", n, plan.n_series_k, TAU) for n in plan.n_grid]
         tau_keys = [("claim", plan.tau_n, plan.tau_k, tau) for tau in TAU_PAIR]
@@ -426,21 +426,21 @@ class GeneralisationInK(Claim):
         n_values = np.column_stack([gaps[key] for key in n_keys])
         control_values = np.column_stack([gaps[("shared", n, plan.n_series_k, TAU)] for n in plan.n_grid])
         tau_difference = gaps[tau_keys[0]] - gaps[tau_keys[1]]
-        k_part = _unconverged(grads, k_keys) or _rate_part(
+        k_part = _unconverged(grads, k_keys) or rate_part(
             "rate of the gap in k", plan.k_grid, k_values, K_BOUND, ctx.level
         )
-        n_part = _unconverged(grads, n_keys) or _secant_part(
+        n_part = _unconverged(grads, n_keys) or secant_part(
             "rate of the gap in n", plan.n_grid, n_values, N_BOUND, ctx.level
         )
-        tau_part = _unconverged(grads, tau_keys) or _tau_part(tau_difference, ctx.level)
-        control = _secant_part(
+        temperature_part = _unconverged(grads, tau_keys) or tau_part(tau_difference, ctx.level)
+        control = secant_part(
             "control (shared negatives): rate of the gap in n",
             plan.n_grid,
             control_values,
             N_BOUND,
             ctx.level,
         )
-        parts = (k_part, n_part, tau_part)
+        parts = (k_part, n_part, temperature_part)
         return self.result(
             ctx,
             verdict=combine_verdicts(*(part.verdict for part in parts)),
@@ -504,7 +504,7 @@ def _cell_params(
     }
 
 
-def _collect(records: list[Any], n_seeds: int, field: str) -> dict[tuple[str, int, int, float], np.ndarray]:
+def collect(records: list[Any], n_seeds: int, field: str) -> dict[tuple[str, int, int, float], np.ndarray]:
     """Per (arm, n, k, tau), the per-seed values of ``field`` ("gap" or "grad_max") in replicate order."""
     found: dict[tuple[str, int, int, float], np.ndarray] = {}
     for record in records:
@@ -526,7 +526,7 @@ def _unconverged(grads: dict[tuple[str, int, int, float], np.ndarray], keys: lis
     )
 
 
-def _rate_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, level: float) -> Part:
+def rate_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, level: float) -> Part:
     """An upper-bound rule on the rate of the seed means (misfit protocol, jackknife Student-t)."""
     try:
         fit = seed_rate(list(x), values, level)
@@ -538,7 +538,7 @@ def _rate_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, le
     return _at_most(name, statistic, bound)
 
 
-def _secant_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, level: float) -> Part:
+def secant_part(name: str, x: Sequence[int], values: np.ndarray, bound: float, level: float) -> Part:
     """An upper-bound rule judged end to end: the secant slope of the seed means between the window's ends."""
     try:
         rate = secant_rate(list(x), values, level)
@@ -560,7 +560,7 @@ def _at_most(name: str, statistic: Statistic, bound: float) -> Part:
     return Part(verdict, statistic, reason)
 
 
-def _tau_part(difference: np.ndarray, level: float) -> Part:
+def tau_part(difference: np.ndarray, level: float) -> Part:
     """G(smallest tau) - G(largest tau) per seed: Student-t interval, PASS above 0, FAIL below."""
     estimate = Estimate(
         float(difference.mean()), float(difference.std(ddof=1) / math.sqrt(difference.size)), difference.size

@@ -22,12 +22,10 @@ repeats seeds, which narrows a delete-one-seed jackknife a little: P(decide) err
 much, stated beside the figures.
 
 C6's gate, its tolerance choice and its re-judging from per-seed tables live in
-:mod:`crl.claims.saturation_gate` (its statistic is continuous, so its truth is moved by a shift of DD); this
-command line reaches them with ``--claim C6`` and ``--choose-q``, ``--gate``, ``--export-table PATH`` or
-``--judge-table PATH``.
+:mod:`crl.claims.saturation_gate` (its statistic is continuous, so its truth is moved by a shift of DD);
+:func:`saturation_table` reaches them.
 """
 
-import argparse
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -204,7 +202,7 @@ class C5Power:
     def __init__(self, records: list[CellRecord], fidelity: Fidelity) -> None:
         self.fidelity = fidelity
         self.level = part_level(c5.CLAIM.parts)
-        self.data = c5._Series(records, c5.SEEDS[fidelity])
+        self.data = c5.Series(records, c5.SEEDS[fidelity])
         self.n = c5.N_FOR_M[fidelity]
         self.grid = c5.M_GRIDS[fidelity]
 
@@ -212,9 +210,9 @@ class C5Power:
         """The measured seeds of an arm."""
         return len(next(rows for key, rows in self.data.groups.items() if key[0] == arm))
 
-    def _resampled(self, arm: str, index: np.ndarray) -> "c5._Series":
+    def _resampled(self, arm: str, index: np.ndarray) -> "c5.Series":
         """The arm's groups with seed i replaced by seed ``index[i]`` (every grid point alike)."""
-        out = c5._Series([], len(index))
+        out = c5.Series([], len(index))
         out.groups = {
             key: [rows[int(i)] for i in index] for key, rows in self.data.groups.items() if key[0] == arm
         }
@@ -239,7 +237,7 @@ class C5Power:
                     _with(row, gap_cv=offset + (float(row["gap_cv"]) - offset) * factor)
                     for row in data.groups[key]
                 ]
-            verdict, stats, _ = c5._exponent_part(data, "claim", regime, self.n, window, self.level, regime)
+            verdict, stats, _ = c5.exponent_part(data, "claim", regime, self.n, window, self.level, regime)
             return verdict, stats[0] if stats else None
 
         return PartSpec(f"C5 r in m, {regime}", c5.BOUNDS[regime], 0.1, True, judge)
@@ -259,7 +257,7 @@ class C5Power:
                 data.groups[key] = [
                     _with(row, gap_cv=float(row["gap_cv"]) * math.exp(shift)) for row in data.groups[key]
                 ]
-            verdict, stats, _ = c5._ratio_part(data, "claim", self.n, both, self.level)
+            verdict, stats, _ = c5.ratio_part(data, "claim", self.n, both, self.level)
             return verdict, min(stats, key=lambda s: s.ci_low) if stats else None
 
         return PartSpec("C5 log ratio SSCRL/SCRL (weakest m)", 0.0, None, False, judge)
@@ -282,7 +280,7 @@ class C5Power:
                     )
                     for row in data.groups[key]
                 ]
-            verdicts, stats, _ = c5._n_parts(data, grid, m, self.level)
+            verdicts, stats, _ = c5.n_parts(data, grid, m, self.level)
             wanted = [s for s in stats if label in s.name]
             return verdicts[which], wanted[0] if wanted else None
 
@@ -301,7 +299,7 @@ class C5Power:
     def control(self, index: np.ndarray) -> Verdict:
         """The control's combined verdict (parts 1-3 on its arm) on resampled seeds."""
         data = self._resampled("control", index)
-        verdicts, _, _ = c5._m_parts(data, "control", self.n, self.grid, self.level)
+        verdicts, _, _ = c5.m_parts(data, "control", self.n, self.grid, self.level)
         return combine_verdicts(*verdicts)
 
 
@@ -313,7 +311,7 @@ class C10Power:
         self.level = part_level(c10.CLAIM.parts)
         training = [r for r in records if "replicate" in r.cell.params]
         self.measured = 1 + max(int(r.cell.params["replicate"]) for r in training)
-        self.gaps = c10._collect(training, self.measured, "gap")
+        self.gaps = c10.collect(training, self.measured, "gap")
 
     def seeds(self, arm: str) -> int:
         """The measured seeds (both arms have the same count)."""
@@ -331,7 +329,7 @@ class C10Power:
 
         def judge(index: np.ndarray, shift: float) -> tuple[Verdict, Statistic | None]:
             values = self._matrix(keys, index) * (x / x[0])[None, :] ** shift
-            part = c10._rate_part("rate of the gap in k", plan.k_grid, values, c10.K_BOUND, self.level)
+            part = c10.rate_part("rate of the gap in k", plan.k_grid, values, c10.K_BOUND, self.level)
             return part.verdict, part.statistic
 
         return PartSpec("C10 rate of the gap in k", c10.K_BOUND, 0.1, True, judge)
@@ -344,7 +342,7 @@ class C10Power:
 
         def judge(index: np.ndarray, shift: float) -> tuple[Verdict, Statistic | None]:
             values = self._matrix(keys, index) * (x / x[0])[None, :] ** shift
-            part = c10._secant_part("rate of the gap in n", plan.n_grid, values, c10.N_BOUND, self.level)
+            part = c10.secant_part("rate of the gap in n", plan.n_grid, values, c10.N_BOUND, self.level)
             return part.verdict, part.statistic
 
         return PartSpec("C10 secant slope of the gap in n", c10.N_BOUND, 0.05, True, judge)
@@ -356,7 +354,7 @@ class C10Power:
 
         def judge(index: np.ndarray, shift: float) -> tuple[Verdict, Statistic | None]:
             difference = self.gaps[small][index] - self.gaps[large][index] + shift
-            part = c10._tau_part(difference, self.level)
+            part = c10.tau_part(difference, self.level)
             return part.verdict, part.statistic
 
         return PartSpec("C10 G(small tau) - G(large tau)", 0.0, None, False, judge)
@@ -370,7 +368,7 @@ class C10Power:
         plan = self.plan
         keys = [("shared", n, plan.n_series_k, c10.TAU) for n in plan.n_grid]
         name = "control (shared negatives): rate of the gap in n"
-        return c10._secant_part(name, plan.n_grid, self._matrix(keys, index), c10.N_BOUND, self.level).verdict
+        return c10.secant_part(name, plan.n_grid, self._matrix(keys, index), c10.N_BOUND, self.level).verdict
 
 
 CLAIMS: dict[str, type[C5Power] | type[C10Power]] = {"C5": C5Power, "C10": C10Power}
@@ -435,63 +433,37 @@ def markdown(claim: str, parts: list[PartPower], control: ControlPower) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m crl.claims.power RUN_DIR --claim C5``: print the power table (Markdown); for C6 the tolerance
-    choice, the gate, a per-seed table or a re-judged table (:mod:`crl.claims.saturation_gate`)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("run_dir", type=Path, help="a `crl verify --out` folder (unused with --judge-table)")
-    parser.add_argument("--claim", required=True, choices=[*sorted(CLAIMS), "C6"])
-    parser.add_argument("--fidelity", default="standard", choices=[f.value for f in Fidelity])
-    parser.add_argument("--resamples", type=int, default=RESAMPLES)
-    parser.add_argument(
-        "--seeds", type=int, default=None, help="S of the confirmatory run (default: as measured)"
-    )
-    parser.add_argument("--control-seeds", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
-    c6_actions = parser.add_mutually_exclusive_group()
-    c6_actions.add_argument("--choose-q", action="store_true", help="C6: the pilot's tolerance choice")
-    c6_actions.add_argument(
-        "--gate", action="store_true", help="C6: the power gate on two halves of the seeds"
-    )
-    c6_actions.add_argument("--export-table", type=Path, default=None, help="C6: write the per-seed CSV here")
-    c6_actions.add_argument("--judge-table", type=Path, default=None, help="C6: re-judge from a per-seed CSV")
-    parser.add_argument("--q", type=float, default=None, help="C6: the tolerance (default: the registered Q)")
-    args = parser.parse_args(argv)
-    if args.claim == "C6":
-        print(_c6_action(args))
-        return
-    parts, control = power_table(
-        args.run_dir,
-        args.claim,
-        Fidelity(args.fidelity),
-        resamples=args.resamples,
-        seeds=args.seeds,
-        control_seeds=args.control_seeds,
-        seed=args.seed,
-    )
-    print(markdown(args.claim, parts, control))
-
-
-def _c6_action(args: argparse.Namespace) -> str:
-    """C6's command: re-judge a table, or read the run's store for the tolerance choice, the gate or a table."""
-    q = saturation_gate.c6.Q if args.q is None else args.q
-    if args.judge_table is not None:
+def saturation_table(
+    run_dir: Path | None,
+    fidelity: Fidelity,
+    *,
+    choose_q: bool = False,
+    gate: bool = False,
+    export_table: Path | None = None,
+    judge_table: Path | None = None,
+    q: float | None = None,
+    seeds: int | None = None,
+    resamples: int = RESAMPLES,
+) -> str:
+    """C6's answer as Markdown (:mod:`crl.claims.saturation_gate`): a per-seed table re-judged
+    (``judge_table``), or from a run's store the tolerance choice, the gate (``seeds`` per subsample, default
+    3/8 of the run's seeds), a per-seed table written (``export_table``), or the run re-judged."""
+    tolerance = saturation_gate.c6.Q if q is None else q
+    if judge_table is not None:
         return saturation_gate.judgement_markdown(
-            saturation_gate.judge_table(saturation_gate.read_table(args.judge_table), q)
+            saturation_gate.judge_table(saturation_gate.read_table(judge_table), tolerance)
         )
-    records = stored_records(args.run_dir, "C6")
-    curves = saturation_gate.curves_from_records(records, Fidelity(args.fidelity))
-    if args.choose_q:
+    if run_dir is None:
+        raise ValueError("run_dir is missing; pass a `crl verify --out` folder, or --judge-table FILE.")
+    records = stored_records(run_dir, "C6")
+    curves = saturation_gate.curves_from_records(records, fidelity)
+    if choose_q:
         return saturation_gate.tolerance_markdown(*saturation_gate.choose_q(curves))
-    if args.export_table is not None:
-        saturation_gate.write_table(curves, args.export_table, saturation_gate.converged_flags(records))
-        return f"wrote {args.export_table}"
-    if args.gate:
-        seeds = args.seeds or 3 * curves.seeds // 8
-        halves = saturation_gate.power_gate(curves, q=q, seeds=seeds, resamples=args.resamples)
-        return saturation_gate.gate_markdown(halves, q, seeds)
-    return saturation_gate.judgement_markdown(saturation_gate.judge_table(curves, q))
-
-
-if __name__ == "__main__":
-    main()
+    if export_table is not None:
+        saturation_gate.write_table(curves, export_table, saturation_gate.converged_flags(records))
+        return f"wrote {export_table}"
+    if gate:
+        size = seeds or 3 * curves.seeds // 8
+        halves = saturation_gate.power_gate(curves, q=tolerance, seeds=size, resamples=resamples)
+        return saturation_gate.gate_markdown(halves, tolerance, size)
+    return saturation_gate.judgement_markdown(saturation_gate.judge_table(curves, tolerance))

@@ -15,6 +15,7 @@ from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
 from crl.commands.experiment import experiment
 from crl.commands.index import index_app
+from crl.commands.power import power
 from crl.commands.search import search
 from crl.commands.serve import serve
 from crl.commands.train import train
@@ -36,6 +37,7 @@ def version() -> None:
 
 
 app.command(cls=FlagsCommand)(verify)
+app.command(cls=FlagsCommand)(power)
 app.command(cls=FlagsCommand)(train)
 app.command("eval", cls=FlagsCommand)(evaluate)
 app.command(cls=FlagsCommand)(config)

@@ -1,0 +1,85 @@
+"""``crl power``: the power of a trained claim's rule from an exploratory run, before its confirmatory run (a thin
+layer over :mod:`crl.claims.power`; docs/theory.md section 7, "Confirmatory seeds")."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from crl.commands._errors import EXIT_OK, run_reporting_errors
+
+POWER_CLAIMS = ("C5", "C6", "C10")
+
+
+def power(
+    run_dir: Annotated[
+        Path | None, typer.Argument(help="A `crl verify --out` folder (not needed with --judge-table).")
+    ] = None,
+    claim: Annotated[str, typer.Option(help="C5, C6 or C10.")] = "C5",
+    fidelity: Annotated[str, typer.Option(help="The run's fidelity: quick, standard or full.")] = "standard",
+    resamples: Annotated[
+        int, typer.Option(help="Resamples of whole seeds (the contract asks >= 200).")
+    ] = 200,
+    seeds: Annotated[
+        int | None,
+        typer.Option(help="Seeds per resample (C5, C10: default as measured; C6's gate: 3/8 of the run's)."),
+    ] = None,
+    control_seeds: Annotated[
+        int | None, typer.Option(help="C5, C10: seeds of the control's resamples.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the resampling (C5, C10).")] = 0,
+    choose_q: Annotated[bool, typer.Option(help="C6: the pilot's tolerance choice.")] = False,
+    gate: Annotated[bool, typer.Option(help="C6: the power gate on two halves of the seeds.")] = False,
+    export_table: Annotated[Path | None, typer.Option(help="C6: write the run's per-seed CSV here.")] = None,
+    judge_table: Annotated[Path | None, typer.Option(help="C6: re-judge from a per-seed CSV.")] = None,
+    q: Annotated[float | None, typer.Option(help="C6: the tolerance (default: the registered one).")] = None,
+) -> None:
+    """Print a trained claim's power table as Markdown (C5, C10), or C6's tolerance choice, gate, per-seed table or
+    re-judged verdict."""
+
+    def body() -> int:
+        if claim not in POWER_CLAIMS:
+            raise ValueError(
+                f"--claim {claim!r} has no power calculation; use one of {', '.join(POWER_CLAIMS)}."
+            )
+        if sum((choose_q, gate, export_table is not None, judge_table is not None)) > 1:
+            raise ValueError("pass at most one of --choose-q, --gate, --export-table, --judge-table.")
+        # Deferred: the claims load torch, which `crl --help` does not need.
+        from crl.claims.context import Fidelity
+
+        # Deferred: the power tool loads the claims and torch, which `crl --help` does not need.
+        from crl.claims.power import markdown, power_table, saturation_table
+
+        level = Fidelity(fidelity)
+        if claim == "C6":
+            text = saturation_table(
+                run_dir,
+                level,
+                choose_q=choose_q,
+                gate=gate,
+                export_table=export_table,
+                judge_table=judge_table,
+                q=q,
+                seeds=seeds,
+                resamples=resamples,
+            )
+        else:
+            if run_dir is None:
+                raise ValueError(
+                    "RUN_DIR is missing; pass the `crl verify --out` folder of an exploratory run."
+                )
+            parts, control = power_table(
+                run_dir,
+                claim,
+                level,
+                resamples=resamples,
+                seeds=seeds,
+                control_seeds=control_seeds,
+                seed=seed,
+            )
+            text = markdown(claim, parts, control)
+        Console(soft_wrap=True).print(text, markup=False, highlight=False)
+        return EXIT_OK
+
+    raise typer.Exit(run_reporting_errors(body))
