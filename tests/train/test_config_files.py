@@ -6,7 +6,7 @@ smuggle a wrongly typed value past the strict config.
 
 import pytest
 
-from crl.train.config_files import apply_overrides, parse_override
+from crl.train.config.files import apply_overrides, parse_override
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ position, optimiser groups with parameter names, the LR schedule, the config, th
 shapes, the open log window), the sha256 of the safetensors file, and the sha256 of the JSON state itself
 (``state_sha256``: of its canonical form, sorted keys and no whitespace, without that entry), so one changed
 value anywhere in the checkpoint is detected. :class:`TrainState` is that layout as one record (an older
-flat-layout config is migrated: :func:`crl.train.config_files.migrate_flat_sections`; an image ``[data]`` saved
+flat-layout config is migrated: :func:`crl.train.config.files.migrate_flat_sections`; an image ``[data]`` saved
 before ``validation`` existed reads as ``validation = 0``: :func:`crl.train.config.parse_saved_config`).
 
 Each file is written through a fsync'ed temporary moved into place with ``os.replace`` (:mod:`crl._lock`); the
