@@ -1,7 +1,8 @@
-"""Degenerate inputs that crl used to accept silently or answer with a torch traceback (issue 9 items 6, 7).
+"""Degenerate inputs that crl must refuse with an error naming the argument, never accept silently or answer with a
+torch traceback.
 
-Each test names the case as reproduced on main; each now raises an error naming the argument, its value and the
-fix, before anything is computed or allocated.
+Each test names the case; each must raise an error naming the argument, its value and the fix, before anything is
+computed or allocated.
 """
 
 import math

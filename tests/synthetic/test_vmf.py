@@ -210,7 +210,7 @@ def test_sample_vmf_refuses_non_unit_means() -> None:
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("kappa", [math.inf, math.nan])
 def test_sample_vmf_refuses_infinite_kappa_instead_of_looping(kappa: float) -> None:
-    """kappa = inf used to loop forever in Wood's sampler: now a ValueError naming kappa and the fix."""
+    """If this fails, kappa = inf loops forever in Wood's sampler instead of a ValueError naming kappa and the fix."""
     with pytest.raises(ValueError, match=r"kappa must be finite.*use mean itself"):
         sample_vmf(torch.eye(3, dtype=torch.float64), kappa, _generator(0))
 
@@ -219,7 +219,7 @@ def test_sample_vmf_refuses_infinite_kappa_instead_of_looping(kappa: float) -> N
 @pytest.mark.parametrize("dim", [2, 3, 10])
 @pytest.mark.parametrize("kappa", [1e10, 1e200, 1.7e308])
 def test_sample_vmf_is_exact_at_huge_kappa(dim: int, kappa: float) -> None:
-    """Every finite kappa samples (1 - 4 kappa^2 no longer overflows to a loop): 1 - <mu, y> ~ (d-1)/(2 kappa)."""
+    """If this fails, a large finite kappa overflows 1 - 4 kappa^2 into a loop instead of sampling 1 - <mu, y> ~ (d-1)/(2 kappa)."""
     y = sample_vmf(torch.eye(dim, dtype=torch.float64), kappa, _generator(1))
     assert torch.allclose(y.norm(dim=-1), torch.ones(dim, dtype=torch.float64))
     assert float((1.0 - y.diagonal()).max()) <= 50.0 * dim / kappa
@@ -227,7 +227,7 @@ def test_sample_vmf_is_exact_at_huge_kappa(dim: int, kappa: float) -> None:
 
 @pytest.mark.timeout(20)
 def test_vmf_uniform_at_kappa_1e10_is_cheap_and_exact_in_d3() -> None:
-    """VMFUniform(3, 1e10) used to allocate 37 GiB in a series fallback; now Hankel's expansion gives log C_3."""
+    """If this fails, VMFUniform(3, 1e10) allocates gigabytes in a series fallback instead of Hankel's expansion of log C_3."""
     kappa = 1e10
     model = VMFUniform(3, kappa)
     assert model.log_normaliser == pytest.approx(kappa - math.log(2.0 * kappa), rel=1e-15)
@@ -243,6 +243,6 @@ def test_vmf_uniform_refuses_kappa_beyond_its_stated_range(kappa: float) -> None
 
 
 def test_uniform_sphere_refuses_dim_zero() -> None:
-    """dim = 0 used to return an empty (n, 0) tensor of 'unit vectors'."""
+    """If this fails, dim = 0 returns an empty (n, 0) tensor of 'unit vectors' instead of an error."""
     with pytest.raises(ValueError, match="dim"):
         sample_uniform_sphere((4,), 0, _generator(0))

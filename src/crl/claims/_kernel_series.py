@@ -58,7 +58,7 @@ PLANS = {
     Fidelity.FULL: Plan(24000, doubling(128, 16384)),
 }
 """Draws per cell and k grids (docs/claims/C7.md). The grids start at k = 128, where crl's next-order term (about
-0.6/k of the leading a/k here) no longer biases the rate (docs/decisions.md); 8000 draws keep the relative
+0.6/k of the leading a/k here) does not bias the rate (docs/decisions.md); 8000 draws keep the relative
 standard error of the DCL gap near 1.6%, well below the misfit protocol's 5% residual."""
 TARGET_RATE = -1.0
 """The claimed rate r of C7 and C8 (gap ~ k^-1)."""

@@ -102,7 +102,7 @@ def _fixed_sets_loss(a: Tensor, p: Tensor, y: Tensor, mask: Tensor, *, tau: Tens
     has no term in [A]'s L_hat; it is left out of the mean (a batch where every set is empty gives 0 with zero
     gradient). Its row borrows a placeholder member so the masked loss stays finite, then weighs 0: no host
     synchronisation, so CUDA steps do not wait. On the CPU a batch whose sets are all non-empty takes the plain
-    mean, bit for bit the loss of runs stored before this rule.
+    mean (:func:`masked_contrastive_loss` itself), bit for bit.
     """
     has_set = mask.any(dim=1)
     if mask.device.type == "cpu" and bool(has_set.all()):
