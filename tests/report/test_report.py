@@ -166,7 +166,8 @@ def test_notes_wrap_and_the_header_names_a_rerunnable_command(tmp_path: Path) ->
 
 
 def test_user_text_on_the_command_line_is_escaped_in_both_reports(tmp_path: Path) -> None:
-    """If this fails, an --out path with Markdown/HTML in it lands raw in report.md (a live tag, a link, a new column)."""
+    """If this fails, an --out path with Markdown/HTML in it lands raw in report.md (a live tag, a link, a new
+    column)."""
     command = "crl verify --out 'runs/<img src=x>|*b* [a](b) `c`'"
     info = dataclasses.replace(INFO, command=command)
     files = write_report(tmp_path, [_result("C3", Verdict.PASS, Verdict.FAIL)], info)

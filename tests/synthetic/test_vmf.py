@@ -219,7 +219,8 @@ def test_sample_vmf_refuses_infinite_kappa_instead_of_looping(kappa: float) -> N
 @pytest.mark.parametrize("dim", [2, 3, 10])
 @pytest.mark.parametrize("kappa", [1e10, 1e200, 1.7e308])
 def test_sample_vmf_is_exact_at_huge_kappa(dim: int, kappa: float) -> None:
-    """If this fails, a large finite kappa overflows 1 - 4 kappa^2 into a loop instead of sampling 1 - <mu, y> ~ (d-1)/(2 kappa)."""
+    """If this fails, a large finite kappa overflows 1 - 4 kappa^2 into a loop instead of sampling
+    1 - <mu, y> ~ (d-1)/(2 kappa)."""
     y = sample_vmf(torch.eye(dim, dtype=torch.float64), kappa, _generator(1))
     assert torch.allclose(y.norm(dim=-1), torch.ones(dim, dtype=torch.float64))
     assert float((1.0 - y.diagonal()).max()) <= 50.0 * dim / kappa
@@ -227,7 +228,8 @@ def test_sample_vmf_is_exact_at_huge_kappa(dim: int, kappa: float) -> None:
 
 @pytest.mark.timeout(20)
 def test_vmf_uniform_at_kappa_1e10_is_cheap_and_exact_in_d3() -> None:
-    """If this fails, VMFUniform(3, 1e10) allocates gigabytes in a series fallback instead of Hankel's expansion of log C_3."""
+    """If this fails, VMFUniform(3, 1e10) allocates gigabytes in a series fallback instead of Hankel's expansion
+    of log C_3."""
     kappa = 1e10
     model = VMFUniform(3, kappa)
     assert model.log_normaliser == pytest.approx(kappa - math.log(2.0 * kappa), rel=1e-15)
