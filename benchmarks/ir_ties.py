@@ -65,6 +65,7 @@ def embeddings(case: str, items: int, dim: int) -> np.ndarray:
 
 def one(case: str, path: str, items: int, dim: int) -> dict[str, object]:
     """Time, peak RSS and metrics of one (case, path) in this process."""
+    # Loaded in the case's own fresh process, after its memory baseline, so that the case's peak counts them.
     from crl.metrics.ir import evaluate_index, label_relevance
     from crl.search import Index
 

@@ -27,6 +27,7 @@ D_IN, D_OUT = 384, 64
 
 def run_case(regime: str, n: int, m: int, batch: int, hidden: int, steps: int) -> dict[str, float]:
     """Time ``steps`` steps after two warm-up steps, in this (fresh) process."""
+    # Loaded in the case's own fresh process, after its memory baseline, so that the case's peak counts them.
     import torch
     import torch.nn.functional as F
 
@@ -78,6 +79,7 @@ def main() -> None:
         regime, m = args.case[0], int(args.case[1])
         print(json.dumps(run_case(regime, args.n, m, args.batch, args.hidden, args.steps)))
         return
+    # Only the parent reads the cost table; the cases' fresh processes do not load it.
     from crl.train.exact_cost import exact_step_cost
 
     print(

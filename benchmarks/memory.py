@@ -23,6 +23,7 @@ CASES = ("contrastive", "sigmoid", "pairwise_logistic", "pairwise_hinge", "oce_e
 
 def run_case(case: str, n: int, m: int, d: int) -> dict[str, float]:
     """One forward + backward pass in this (fresh) process; returns the peak RSS growth in MiB."""
+    # Loaded in the case's own fresh process, after its memory baseline, so that the case's peak counts them.
     import torch
     import torch.nn.functional as F
 

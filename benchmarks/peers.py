@@ -104,6 +104,7 @@ def peer_losses() -> dict[str, tuple[Loss, Loss]]:
             one_sided,
         )
     try:
+        # info-nce-pytorch is optional (make bench-peers installs it): its case is skipped without it.
         from info_nce import InfoNCE
     except ImportError:
         pass

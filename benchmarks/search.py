@@ -77,6 +77,7 @@ def vmf_mixture(n: int, seed: int, centres: int = 1000, kappa: float = 200.0) ->
 def fashion_embeddings(run: Path | None, train_steps: int) -> np.ndarray:
     """The 70k Fashion-MNIST images embedded (anchor tower, the DIM-dimensional embedding z) by the newest
     checkpoint of ``run``."""
+    # Only the fashion set needs the images and a trained encoder: the vMF sets run without them.
     from crl.data.fashion_mnist import load_fashion_mnist
     from crl.serving.evaluate import embed_array
 
@@ -87,6 +88,7 @@ def fashion_embeddings(run: Path | None, train_steps: int) -> np.ndarray:
 
 def train_encoder(steps: int) -> Path:
     """A small MLP encoder (embedding_dim = 128, in-batch InfoNCE on two views) in runs/bench_search_encoder."""
+    # Training the encoder is this function's alone (the vMF sets and --run skip it).
     from crl.train.config import parse_config
     from crl.train.trainer import Trainer
 

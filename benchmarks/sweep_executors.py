@@ -44,6 +44,7 @@ def main() -> None:
     cells = [Cell({"i": i, "seconds": args.cell_s}, seed=i) for i in range(args.cells)]
     serial = args.cells * args.cell_s
     start = time.perf_counter()
+    # ray is crl's optional extra: the serial and process rows run without it.
     import ray
 
     from crl.sweep.ray_executor import RayExecutor

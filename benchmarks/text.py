@@ -33,6 +33,7 @@ MIB = 1 << 20
 
 def batch_texts(b: int) -> tuple[list[str], list[str]]:
     """The first b (definition, lemma list) training pairs of WordNet (split seed 0)."""
+    # Loaded in the case's own fresh process, after its memory baseline, so that the case's peak counts it.
     from crl.data.text import SplitFractions, load_split
 
     pairs = load_split("wordnet", "train", SplitFractions())[:b]
@@ -41,6 +42,7 @@ def batch_texts(b: int) -> tuple[list[str], list[str]]:
 
 def st_step(b: int, max_seq_length: int, repeats: int) -> tuple[float, list[float]]:
     """sentence-transformers MNRL: (peak growth of the first step, times of the timed steps)."""
+    # Each arm loads only its own library in its fresh process, after its memory baseline (st's arm: st and torch).
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -65,6 +67,7 @@ def st_step(b: int, max_seq_length: int, repeats: int) -> tuple[float, list[floa
 
 def crl_step(b: int, max_seq_length: int, repeats: int, chunk: int) -> tuple[float, list[float]]:
     """crl's step (GradCache when ``chunk`` > 0): (peak growth of the first step, times of the timed steps)."""
+    # Each arm loads only its own library in its fresh process, after its memory baseline (crl's arm: crl and torch).
     import torch
 
     from crl.models import Encoder
@@ -104,6 +107,7 @@ def _measure(step, repeats: int) -> tuple[float, list[float]]:  # type: ignore[n
 
 def run_case(case: str, b: int, max_seq_length: int, repeats: int, chunk: int) -> dict[str, float]:
     """One case in this (fresh) process."""
+    # torch only in the case's fresh process, which sets its threads before any arm loads a model.
     import torch
 
     torch.set_num_threads(1)

@@ -145,3 +145,25 @@ def test_no_room_imports_another_rooms_private_names() -> None:
             if _room(target) != room and not parts[1].startswith("_") and private:
                 wrong.append(f"{path.relative_to(SRC)}:{node.lineno} {target} {names}")
     assert not wrong, "private names imported across rooms:\n" + "\n".join(wrong)
+
+
+BENCHMARKS = SRC.parents[1] / "benchmarks"
+
+
+def test_every_function_import_in_benchmarks_says_why() -> None:
+    """A benchmark imports inside a function only on purpose (a case's fresh process and its memory baseline, an
+    optional package, a data set only one case needs), and says so on the line above the function's first import."""
+    wrong = []
+    for path in sorted(BENCHMARKS.glob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            imports = [node for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)]
+            if imports:
+                first = min(node.lineno for node in imports)
+                if not lines[first - 2].strip().startswith("#"):
+                    wrong.append(
+                        f"benchmarks/{path.name}:{first} in {function.name}: say on the line above why"
+                    )
+    assert not wrong, "\n".join(wrong)
