@@ -14,6 +14,7 @@ from crl.claims.c06_saturation import (
     ARMS,
     CLAIM_TERMS,
     CONTROL_TERMS,
+    FAMILY,
     LINE,
     PLANS,
     CircleTruth,
@@ -26,10 +27,8 @@ from crl.claims.c06_saturation import (
     fit_on_line,
     judge,
     m_grids,
-    risk_derivatives,
 )
 from crl.claims.context import Fidelity
-from crl.objectives import contrastive_loss_from_scores
 from crl.stats.saturation import (
     LEFT,
     RIGHT,
@@ -255,7 +254,8 @@ def test_the_line_fit_minimises_the_risk_over_c(regime: str) -> None:
     truth = CircleTruth(kappa=4.0, kappa0=0.0, tau=0.5)
     sample = draw_sample(truth, 30, 256, regime, torch.Generator().manual_seed(7))  # type: ignore[arg-type]
     grid = np.linspace(-4.0, 4.0, 801)
-    values = [risk_derivatives(float(c) * LINE, sample, truth.tau)[0] for c in grid]
+    risk = sample.risk(truth.tau)
+    values = [risk.value(float(c) * LINE) for c in grid]
     best = float(grid[int(np.argmin(values))])
     fit = fit_on_line(sample, truth.tau, LINE, 4.0)
     assert fit.converged and not fit.constrained
@@ -278,12 +278,12 @@ def test_excess_risk_is_zero_at_s_star_and_matches_a_quadrature_of_l_minus_l_sta
     (a 2-D trapezoid rule over anchor and candidate angles with the model's own densities, L* = -tau E KL)."""
     assert TRUTH.excess_risk(TRUTH.ideal_parameters()) == pytest.approx(0.0, abs=1e-12)
     theta = TRUTH.ideal_parameters() + torch.tensor([0.3, -0.2, 0.1, 0.4, 0.0, -0.5], dtype=torch.float64)
+    lifted = FAMILY.matrix(theta)
     model = TRUTH.model()
     angles = 2 * math.pi * torch.arange(400, dtype=torch.float64) / 400
     points = torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
     anchor_weight = torch.exp(model.log_anchor_density(points)) / 400
-    matrix, bias = theta.reshape(2, 3)[:, :2], theta.reshape(2, 3)[:, 2]
-    scores = (points @ matrix.T + bias) @ points.T  # s(x_a, y_b)
+    scores = (points @ lifted[:2] + lifted[2]) @ points.T  # s(x_a, y_b) = x^T W y + b^T y
     negative_weight = torch.exp(model.log_negative_density(points)) / 400
     log_partition = torch.logsumexp(scores / TRUTH.tau + torch.log(negative_weight), dim=1)
     positive_weight = torch.exp(model.log_positive_density(points[:, None, :], points[None, :, :])) / 400
@@ -292,35 +292,13 @@ def test_excess_risk_is_zero_at_s_star_and_matches_a_quadrature_of_l_minus_l_sta
     assert TRUTH.excess_risk(theta) == pytest.approx(float(risk) - optimal, rel=1e-9)
 
 
-@pytest.mark.parametrize("regime", ["independent", "shared"])
-def test_derivatives_match_autograd_of_crl_gcl(regime: str) -> None:
-    """If this fails, L_hat, its gradient or its Hessian differ from autograd of crl.objectives' gcl form."""
-    sample = draw_sample(TRUTH, 7, 5, regime, torch.Generator().manual_seed(3))  # type: ignore[arg-type]
-    theta = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64)
-
-    def risk(t: torch.Tensor) -> torch.Tensor:
-        v = sample.anchors @ t.reshape(2, 3)[:, :2].T + t.reshape(2, 3)[:, 2]
-        negatives = sample.negatives.expand(7, -1, -1) if sample.shared else sample.negatives
-        return contrastive_loss_from_scores(
-            (v * sample.positives).sum(-1),
-            torch.einsum("id,ijd->ij", v, negatives),
-            tau=TRUTH.tau,
-            form="gcl",
-        )
-
-    value, grad, hess = risk_derivatives(theta, sample, TRUTH.tau)
-    assert value == pytest.approx(float(risk(theta)), rel=1e-12)
-    torch.testing.assert_close(grad, torch.autograd.functional.jacobian(risk, theta), rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(hess, torch.autograd.functional.hessian(risk, theta), rtol=1e-9, atol=1e-12)
-
-
 @pytest.mark.parametrize(("m", "radius"), [(64, 6.0), (1, 1.0)])
 def test_ball_fit_meets_the_kkt_conditions(m: int, radius: float) -> None:
     """If this fails, the projected Newton fit is not the minimiser over the ball: stationarity
     grad + lam theta = 0 with lam >= 0, |theta| <= radius, and lam = 0 unless the ball binds."""
     sample: Sample = draw_sample(TRUTH, 40, m, "independent", torch.Generator().manual_seed(5))
     fit = fit_in_ball(sample, TRUTH.tau, radius)
-    _, grad, _ = risk_derivatives(fit.theta, sample, TRUTH.tau)
+    grad = sample.risk(TRUTH.tau).derivatives(fit.theta).gradient
     assert fit.converged and fit.multiplier >= 0.0
     assert float(fit.theta.norm()) <= radius * (1 + 1e-9)
     assert float((grad + fit.multiplier * fit.theta).norm()) <= 1e-6

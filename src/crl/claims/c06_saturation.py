@@ -31,23 +31,17 @@ excess risk.
 
 Truth: :class:`crl.synthetic.AsymmetricSphere` in d = 2 with one anchor component, pi = vMF(e, kappa0), positives
 M(x, .) = vMF(x, kappa) and negatives p- = pi. Then ``log p+_x(y)/p-(y) = <kappa x - kappa0 e, y> + const``, so the
-ideal score ``s* = tau <kappa x - kappa0 e, y>`` lies in the family
+ideal score ``s* = tau <kappa x - kappa0 e, y>`` lies in the lifted family of :mod:`crl.erm.lifted`
 
-    s_theta(x, y) = <A x + b, y>,   theta = (vec A, b) in R^6  (a 2 x 2 matrix A and b in R^2),
+    s_theta(x, y) = x^T W y + b^T y = <W^T x + b, y>,   theta = (vec W, b) in R^6,
 
-restricted to the ball ``|theta| <= radius`` (bounded scores, as [A] assumes). With features
-``phi(x, y) = (y (x) (x, 1))`` the score is ``<phi, theta>``, and [A]'s empirical risk on a fixed sample (n pairs;
-SCRL: anchor i's own m negatives y'_ij; SSCRL: one set y'_j shared by all anchors)
-
-    L_hat(theta) = (1/n) sum_i tau log((1/m) sum_j exp((s_ij - s_i+)/tau))
-
-is a log-sum-exp of affine functions: convex. With ``p_ij = softmax_j(s_ij / tau)``:
-``grad = (1/n) sum_i (sum_j p_ij phi_ij - phi_i+)`` and
-``Hess = (1/(n tau)) sum_i [(sum_j p_ij y'_ij y'_ij^T - ybar_i ybar_i^T) (x) xt_i xt_i^T]``, xt_i = (x_i, 1).
-
-The minimiser over the ball satisfies the KKT conditions ``grad + lam theta = 0``, ``lam >= 0``,
-``lam (|theta| - radius) = 0``: damped Newton at lam = 0 (interior), and if that leaves the ball, Newton on
-``L_hat + lam |theta|^2 / 2`` with lam bisected (in log lam) until ``|theta| = radius``.
+restricted to the ball ``|theta| <= radius`` (bounded scores, as [A] assumes), with W* = tau kappa I and
+b* = -tau kappa0 e. [A]'s empirical risk on a fixed sample (n pairs; SCRL: anchor i's own m negatives y'_ij;
+SSCRL: one set y'_j shared by all anchors) is :class:`crl.erm.lifted.EmpiricalRisk`, convex in theta; the
+minimiser over the ball is :func:`crl.erm.convex.fit_ball` (damped Newton, then a search for the multiplier
+when the ball binds; the KKT residual is the gradient-mapping norm), warm started from the previous m's fit
+along a cell's grid. The null class s = c <x, y> is the line theta = c LINE, fitted by 1-D Newton on the same
+risk (:func:`fit_on_line`).
 
 Exact excess risk ([A]; docs/theory.md section 2): ``L(s) - L* = tau E_x KL(p+_x || q_{s,x})`` with
 ``q_{s,x} ∝ pi(y) exp(s(x, y)/tau) = vMF(mu, |u|)``, ``u = kappa0 e + (A x + b)/tau``, so
@@ -79,6 +73,8 @@ from crl.claims.base import (
     points,
     verdict_above,
 )
+from crl.erm.convex import fit_ball
+from crl.erm.lifted import EmpiricalRisk, LiftedFamily
 from crl.stats.saturation import (
     CENSOR_NAMES,
     LEFT,
@@ -97,12 +93,14 @@ from crl.sweep import Cell, derive_seed
 from crl.synthetic import AsymmetricSphere, VMFUniform, log_vmf_normaliser, vmf_mean_resultant_length
 
 DIM = 2
-N_PARAMS = 6
 GRAD_TOLERANCE = 1e-7
-"""KKT tolerance: the fit stops when |grad L_hat + lam theta| + lam | |theta| - radius | <= this."""
+"""KKT tolerance on the gradient-mapping norm (ball) and on |dL/dc| (line)."""
 _MAX_NEWTON = 100
-_BISECTIONS = 60
 _QUADRATURE_NODES = 512
+
+
+FAMILY = LiftedFamily(DIM)
+"""s_theta(x, y) = x^T W y + b^T y, theta = (vec W, b) (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +112,10 @@ class CircleTruth:
     tau: float
 
     def ideal_parameters(self) -> Tensor:
-        """theta* of ``s* = tau <kappa x - kappa0 e, y>``: A = tau kappa I, b = -tau kappa0 e_1."""
-        matrix = self.tau * self.kappa * torch.eye(DIM, dtype=torch.float64)
+        """theta* of ``s* = tau <kappa x - kappa0 e, y>``: W = tau kappa I, b = -tau kappa0 e_1."""
+        weight = self.tau * self.kappa * torch.eye(DIM, dtype=torch.float64)
         bias = torch.tensor([-self.tau * self.kappa0, 0.0], dtype=torch.float64)
-        return pack(matrix, bias)
+        return FAMILY.parameters_of(weight, bias)
 
     def model(self) -> AsymmetricSphere | VMFUniform:
         """The same law as a :class:`crl.synthetic.AsymmetricSphere` (its samplers draw the training data), or,
@@ -128,12 +126,13 @@ class CircleTruth:
 
     def excess_risk(self, theta: Tensor) -> float:
         """``L(s_theta) - L* = tau E_{x ~ pi} KL(p+_x || q_{s,x})`` (module docstring), by the trapezoid rule."""
-        matrix, bias = unpack(theta.to(torch.float64))
+        full = FAMILY.matrix(theta.to(torch.float64))
+        weight, bias = full[:DIM, :DIM], full[DIM, :DIM]
         angle = 2.0 * math.pi * torch.arange(_QUADRATURE_NODES, dtype=torch.float64) / _QUADRATURE_NODES
         x = torch.stack([torch.cos(angle), torch.sin(angle)], dim=-1)
-        weight = torch.exp(self.kappa0 * (torch.cos(angle) - 1.0))
-        weight = weight / weight.sum()
-        u = (x @ matrix.T + bias) / self.tau
+        density = torch.exp(self.kappa0 * (torch.cos(angle) - 1.0))
+        density = density / density.sum()
+        u = (x @ weight + bias) / self.tau
         u[:, 0] += self.kappa0
         resultant = float(vmf_mean_resultant_length(DIM, self.kappa))
         log_c = torch.from_numpy(
@@ -145,7 +144,7 @@ class CircleTruth:
             - resultant * (u * x).sum(dim=-1)
             + log_c
         )
-        return float(self.tau * (weight * kl).sum())
+        return float(self.tau * (density * kl).sum())
 
 
 @dataclass(frozen=True)
@@ -161,11 +160,16 @@ class Sample:
         """True for SSCRL (one negative set of shape (m, 2))."""
         return self.negatives.ndim == 2
 
+    def risk(self, tau: float) -> EmpiricalRisk:
+        """[A]'s gcl ``L_hat`` of :data:`FAMILY` on this sample."""
+        regime: Regime = "shared" if self.shared else "independent"
+        return EmpiricalRisk(FAMILY, self.anchors, self.positives, self.negatives, tau, regime)
+
 
 @dataclass(frozen=True)
 class Fit:
-    """The ball-constrained ERM: its parameters, L_hat, the multiplier, the KKT residual, whether the ball
-    binds (multiplier > 0), and whether the residual reached :data:`GRAD_TOLERANCE`."""
+    """A fit: its parameters, L_hat, the multiplier (0 when the constraint is inactive), the KKT residual,
+    whether the constraint binds, and whether the residual reached :data:`GRAD_TOLERANCE`."""
 
     theta: Tensor
     empirical_risk: float
@@ -173,17 +177,6 @@ class Fit:
     kkt_residual: float
     constrained: bool
     converged: bool
-
-
-def pack(matrix: Tensor, bias: Tensor) -> Tensor:
-    """theta = (vec A row-major, b), matching the features y (x) (x, 1)."""
-    return torch.cat([torch.cat([matrix, bias[:, None]], dim=1).reshape(-1)])
-
-
-def unpack(theta: Tensor) -> tuple[Tensor, Tensor]:
-    """(A, b) from theta."""
-    block = theta.reshape(DIM, DIM + 1)
-    return block[:, :DIM], block[:, DIM]
 
 
 def draw_sample(
@@ -201,143 +194,42 @@ def draw_sample(
     return Sample(anchors, positives, negatives)
 
 
-def _lifted(x: Tensor) -> Tensor:
-    """xt = (x, 1), shape (n, 3)."""
-    return torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype)], dim=1)
-
-
-def _negative_scores(v: Tensor, negatives: Tensor) -> Tensor:
-    """s_ij = <v_i, y'_ij> (SCRL, negatives (n, m, 2)) or <v_i, y'_j> (SSCRL, negatives (m, 2)): shape (n, m)."""
-    if negatives.ndim == 2:
-        return v @ negatives.T
-    return torch.einsum("id,ijd->ij", v, negatives)
-
-
-def _tilted_moments(p: Tensor, negatives: Tensor) -> tuple[Tensor, Tensor]:
-    """Per anchor, ``ybar_i = sum_j p_ij y'_ij`` (n, 2) and ``sum_j p_ij y'_ij y'_ij^T`` (n, 2, 2)."""
-    if negatives.ndim == 2:
-        first = p @ negatives
-        products = negatives[:, :, None] * negatives[:, None, :]
-        return first, (p @ products.reshape(-1, DIM * DIM)).reshape(-1, DIM, DIM)
-    y0, y1 = negatives[..., 0], negatives[..., 1]
-    p0, p1 = p * y0, p * y1
-    first = torch.stack([p0.sum(dim=1), p1.sum(dim=1)], dim=-1)
-    s00, s01, s11 = (p0 * y0).sum(dim=1), (p0 * y1).sum(dim=1), (p1 * y1).sum(dim=1)
-    second = torch.stack([s00, s01, s01, s11], dim=-1).reshape(-1, DIM, DIM)
-    return first, second
-
-
-def risk_derivatives(theta: Tensor, sample: Sample, tau: float) -> tuple[float, Tensor, Tensor]:
-    """``(L_hat, grad, Hess)`` of [A]'s gcl empirical risk at theta (formulas in the module docstring)."""
-    matrix, bias = unpack(theta)
-    v = sample.anchors @ matrix.T + bias
-    positive = (v * sample.positives).sum(dim=-1)
-    logits = _negative_scores(v, sample.negatives) / tau
-    m = logits.shape[1]
-    lse = torch.logsumexp(logits, dim=1)
-    value = float(tau * (lse - positive / tau - math.log(m)).mean())
-    p = torch.exp(logits - lse[:, None])
-    ybar, second = _tilted_moments(p, sample.negatives)
-    xt = _lifted(sample.anchors)
-    n = xt.shape[0]
-    grad = torch.einsum("id,ik->dk", ybar - sample.positives, xt).reshape(-1) / n
-    cov = second - ybar[:, :, None] * ybar[:, None, :]
-    hess = torch.einsum("ide,ik,il->dkel", cov, xt, xt).reshape(N_PARAMS, N_PARAMS) / (n * tau)
-    return value, grad, hess
-
-
-def _ball_step(theta: Tensor, grad: Tensor, hess: Tensor, radius: float) -> tuple[Tensor, float]:
-    """The minimiser z of the quadratic model ``<g, z - theta> + (z - theta)^T H (z - theta) / 2`` over
-    ``|z| <= radius``, and its multiplier lam: ``z(lam) = (H + lam I)^{-1} (H theta - g)`` with lam = 0 if that
-    lies in the ball, else ``|z(lam)| = radius`` (bisection in log lam; |z(lam)| decreases in lam)."""
-    values, vectors = torch.linalg.eigh(hess)
-    c = vectors.T @ (hess @ theta - grad)
-    floor = max(float(values.max()) * 1e-12, 1e-300)
-    eig = values.clamp_min(floor)
-
-    def norm_at(lam: float) -> float:
-        return float((c / (eig + lam)).norm())
-
-    if norm_at(0.0) <= radius:
-        return vectors @ (c / eig), 0.0
-    low, high = 0.0, max(1.0, float(c.norm()) / radius)
-    while norm_at(high) > radius:
-        low, high = high, 4.0 * high
-    for _ in range(_BISECTIONS):
-        lam = 0.5 * (low + high)
-        if norm_at(lam) > radius:
-            low = lam
-        else:
-            high = lam
-    return vectors @ (c / (eig + high)), high
-
-
-def _project(theta: Tensor, radius: float) -> Tensor:
-    """theta scaled into the ball |theta| <= radius."""
-    norm = float(theta.norm())
-    return theta if norm <= radius else theta * (radius / norm)
-
-
 def fit_in_ball(sample: Sample, tau: float, radius: float, start: Tensor | None = None) -> Fit:
-    """The minimiser of L_hat over ``|theta| <= radius`` to the KKT tolerance, by projected Newton: each step
-    minimises the local quadratic model over the ball (:func:`_ball_step`), then a backtracking line search on
-    L_hat along the (feasible) segment. The KKT residual is ``|grad + lam theta|`` with lam from the last step.
-
-    A fit whose residual stays above the tolerance is returned with ``converged=False`` (the claim counts and
-    reports it; it is never refitted until it passes). ``start`` is a warm start (projected onto the ball).
-    """
-    theta = torch.zeros(N_PARAMS, dtype=torch.float64) if start is None else _project(start, radius)
-    value, grad, hess = risk_derivatives(theta, sample, tau)
-    lam = 0.0
-    for _ in range(_MAX_NEWTON):
-        target, lam = _ball_step(theta, grad, hess, radius)
-        residual = _kkt_residual(theta, grad, lam, radius)
-        if residual <= GRAD_TOLERANCE:
-            break
-        direction = target - theta
-        slope = float(grad @ direction)
-        t = 1.0
-        while t > 1e-12:
-            candidate = theta + t * direction
-            c_value, c_grad, c_hess = risk_derivatives(candidate, sample, tau)
-            if c_value <= value + 1e-4 * t * slope:
-                break
-            t *= 0.5
-        if t <= 1e-12:
-            break
-        theta, value, grad, hess = candidate, c_value, c_grad, c_hess
-    target, lam = _ball_step(theta, grad, hess, radius)
-    residual = _kkt_residual(theta, grad, lam, radius)
-    return Fit(theta, value, lam, residual, lam > 0.0, residual <= GRAD_TOLERANCE)
+    """The minimiser of L_hat over ``|theta| <= radius`` to the KKT tolerance (:func:`crl.erm.convex.fit_ball`,
+    warm started at ``start``). A fit whose residual stays above the tolerance is returned with
+    ``converged=False`` (the claim counts and reports it; it is never refitted until it passes)."""
+    found = fit_ball(sample.risk(tau), radius, tolerance=GRAD_TOLERANCE, start=start)
+    return Fit(found.theta, found.risk, found.multiplier, found.kkt_residual, found.active, found.converged)
 
 
 def fit_on_line(sample: Sample, tau: float, direction: Tensor, radius: float, start: float = 0.0) -> Fit:
     """The minimiser of L_hat over theta = c d, |c| <= radius (the null control's class s = c <x, y> with
-    d = theta of A = I, b = 0), by 1-D Newton on the convex L_hat(c d) with dL/dc = <grad, d> and
-    d^2L/dc^2 = d^T Hess d, clipped to the interval. The KKT residual is |dL/dc| at an interior c, and
-    max(0, -sign(c) dL/dc) on the boundary."""
+    d = :data:`LINE`), by 1-D Newton on the convex L_hat(c d) with dL/dc = <grad, d> and d^2L/dc^2 = d^T Hess d,
+    clipped to the interval. The KKT residual is |dL/dc| at an interior c, and max(0, -sign(c) dL/dc) on the
+    boundary."""
+    risk = sample.risk(tau)
     c = max(-radius, min(radius, start))
-    value, grad, hess = risk_derivatives(c * direction, sample, tau)
+    found = risk.derivatives(c * direction)
     for _ in range(_MAX_NEWTON):
-        slope, curvature = float(grad @ direction), float(direction @ hess @ direction)
+        slope, curvature = float(found.gradient @ direction), float(direction @ found.hessian @ direction)
         if _line_residual(c, slope, radius) <= GRAD_TOLERANCE:
             break
         step = -slope / max(curvature, 1e-300)
         t = 1.0
         while t > 1e-12:
             candidate = max(-radius, min(radius, c + t * step))
-            c_value, c_grad, c_hess = risk_derivatives(candidate * direction, sample, tau)
-            if c_value <= value + 1e-4 * slope * (candidate - c):
+            trial = risk.derivatives(candidate * direction)
+            if trial.value <= found.value + 1e-4 * slope * (candidate - c):
                 break
             t *= 0.5
         if t <= 1e-12 or candidate == c:
             break
-        c, value, grad, hess = candidate, c_value, c_grad, c_hess
-    slope = float(grad @ direction)
+        c, found = candidate, trial
+    slope = float(found.gradient @ direction)
     residual = _line_residual(c, slope, radius)
     bound = abs(c) >= radius
     return Fit(
-        c * direction, value, abs(slope) if bound else 0.0, residual, bound, residual <= GRAD_TOLERANCE
+        c * direction, found.value, abs(slope) if bound else 0.0, residual, bound, residual <= GRAD_TOLERANCE
     )
 
 
@@ -350,19 +242,14 @@ def _line_residual(c: float, slope: float, radius: float) -> float:
     return abs(slope)
 
 
-def _kkt_residual(theta: Tensor, grad: Tensor, lam: float, radius: float) -> float:
-    """``|grad + lam theta| + lam |radius - |theta||``: stationarity plus complementary slackness."""
-    return float((grad + lam * theta).norm()) + lam * abs(radius - float(theta.norm()))
-
-
 TRUTH = CircleTruth(kappa=4.0, kappa0=2.0, tau=0.5)
 NULL_TRUTH = CircleTruth(kappa=4.0, kappa0=0.0, tau=0.5)
 """The null control's truth: uniform anchors (kappa0 = 0), s* = tau kappa <x, y>."""
 RADIUS = 6.0
 """Ball radius: 2 |theta*| (|theta*| = tau sqrt(2 kappa^2 + kappa0^2) = 3); the null class's |c| <= 6 / sqrt(2)
 (s* has c = tau kappa = 2)."""
-LINE = pack(torch.eye(DIM, dtype=torch.float64), torch.zeros(DIM, dtype=torch.float64))
-"""theta of s = <x, y> (A = I, b = 0): the null class is s = c <x, y>, theta = c LINE."""
+LINE = FAMILY.parameters_of(torch.eye(DIM, dtype=torch.float64), torch.zeros(DIM, dtype=torch.float64))
+"""theta of s = <x, y> (W = I, b = 0): the null class is s = c <x, y>, theta = c LINE."""
 ARMS = ("scrl", "sscrl", "null-scrl", "null-sscrl", "null2-scrl", "null2-sscrl")
 REGIME = {arm: arm.split("-")[-1] for arm in ARMS}
 """Arm -> its regime's label in the cell parameters. Arm and label are in every cell's parameters, from which its
@@ -514,7 +401,8 @@ class Saturation(Claim):
         "docs/theory.md section 7, C6 (revision 5): DD = [slope(SSCRL) - slope(SCRL)] - [slope(null-SSCRL) - "
         "slope(null-SCRL)] of log m_q(n) on log n is > 0. Fixed by crl: AsymmetricSphere(2, kappa=4, "
         "anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> in the ball |theta| <= 6 (contains s*), "
-        "s_hat = argmin of the gcl L_hat over the ball (projected Newton, KKT residual <= 1e-7), metric "
+        "s_hat = argmin of the gcl L_hat over the ball (crl.erm.convex.fit_ball, warm started along m; KKT "
+        "residual, the gradient-mapping norm, <= 1e-7), metric "
         "L(s_hat) - L* (exact); null arms: uniform anchors (VMFUniform(2, kappa=4)) and the class s = c <x, y>, "
         "|c| <= 6/sqrt(2). Every arm at n runs on m = 2, 4, ..., 16 n. m_q(n) = the smallest m at which the "
         "seed-mean curve comes within q = 0.2 of its plateau (mean at the two largest m) relative to it, interpolated "

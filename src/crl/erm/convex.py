@@ -95,6 +95,7 @@ def fit_ball(
     max_newton: int = 200,
     max_multiplier: int = 100,
     on_step: Callable[[Tensor], None] | None = None,
+    start: Tensor | None = None,
 ) -> BallFit:
     """``argmin L_hat(theta)`` over ``|theta| <= radius`` by the method of the module docstring.
 
@@ -105,6 +106,8 @@ def fit_ball(
         max_newton: Newton steps per inner solve.
         max_multiplier: steps of the search for lambda.
         on_step: called with every Newton iterate (a copy), in order: the optimisation path (C2 uses it).
+        start: a warm start (projected onto the ball), e.g. the fit at the previous point of a series; the problem
+            is convex, so it changes the time, not the minimiser beyond the tolerance (default: theta = 0).
 
     Raises:
         ValueError: if radius or tolerance is not a finite number > 0.
@@ -113,9 +116,14 @@ def fit_ball(
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < math.inf:
             raise ValueError(f"{name}={value!r} must be a finite number > 0.")
     p = risk.family.n_params
+    origin = (
+        torch.zeros(p, dtype=torch.float64)
+        if start is None
+        else project_ball(start.to(torch.float64), radius)
+    )
     theta, steps, converged = _newton(
         risk,
-        torch.zeros(p, dtype=torch.float64),
+        origin,
         0.0,
         tolerance,
         max_newton,
@@ -124,7 +132,9 @@ def fit_ball(
     )
     if converged and float(theta.norm()) <= radius:
         return _result(risk, theta, radius, 0.0, tolerance, steps, "")
-    theta, lam, more, reason = _on_sphere(risk, radius, tolerance, max_newton, max_multiplier, on_step)
+    theta, lam, more, reason = _on_sphere(
+        risk, radius, tolerance, max_newton, max_multiplier, on_step, origin
+    )
     return _result(risk, project_ball(theta, radius), radius, lam, tolerance, steps + more, reason)
 
 
@@ -220,6 +230,7 @@ def _on_sphere(
     max_newton: int,
     max_multiplier: int,
     on_step: Callable[[Tensor], None] | None,
+    origin: Tensor,
 ) -> tuple[Tensor, float, int, str]:
     """The solution on ``|theta| = R``: the root lambda of ``1/R - 1/|theta(lambda)|`` (module docstring).
 
@@ -228,7 +239,7 @@ def _on_sphere(
     """
     p = risk.family.n_params
     eye = torch.eye(p, dtype=torch.float64)
-    theta = torch.zeros(p, dtype=torch.float64)
+    theta = origin
     steps = 0
     low, high, lam = 0.0, math.inf, 1.0
     for _ in range(max_multiplier):
