@@ -46,8 +46,12 @@ def embed(
         typer.Option(help="A UTF-8 file of strings to embed, one per line (blank lines skipped)."),
     ] = None,
     max_seq_length: Annotated[
-        int, typer.Option(help="Text: word pieces kept per string (longer: truncated).")
-    ] = 128,
+        int | None,
+        typer.Option(
+            help="Text: word pieces kept per string (longer: truncated); default: the model's own "
+            "(its sentence_bert_config.json: 256 for minilm), as SentenceTransformer.encode."
+        ),
+    ] = None,
     key: Annotated[str, typer.Option(help="The array in --data to embed, (N, ...) inputs.")] = "x",
     tower: Annotated[
         str, typer.Option(help="anchor (f, for x-like inputs) or positive (g, for y-like inputs).")
@@ -82,12 +86,13 @@ def embed_text_command(
     texts: list[str],
     text_file: Path | None,
     out: Path,
-    max_seq_length: int = 128,
+    max_seq_length: int | None = None,
     *,
     vectors: str | None = None,
 ) -> int:
-    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, written to ``out``; 0 or 2
-    (also for ``vectors``, which texts do not take)."""
+    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, truncated at
+    ``max_seq_length`` word pieces (None: the model's own), written to ``out``; 0 or 2 (also for ``vectors``,
+    which texts do not take)."""
 
     def body() -> int:
         if vectors is not None:
@@ -106,7 +111,8 @@ def embed_text_command(
                     f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
                 ) from None
             strings += [line for line in content.splitlines() if line.strip()]
-        check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
+        if max_seq_length is not None:
+            check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
         embeddings = embed_texts(strings, model, max_seq_length=max_seq_length)
         out.parent.mkdir(parents=True, exist_ok=True)
         np.save(out, embeddings.numpy())
