@@ -138,7 +138,7 @@ def test_the_tours_text_search_block_runs_as_printed(tmp_path: Path, monkeypatch
     table = outputs['crl search idx/text "a large body of water" -k 3']
     assert table.index(corpus[order[0]]) < table.index(corpus[order[1]]) < table.index(corpus[order[2]])
     answer = json.loads(outputs["curl"])["results"][0]
-    assert answer["ids"] == order[:2]
+    assert answer["ids"] == order[:2] and answer["texts"] == [corpus[i] for i in order[:2]]
     np.testing.assert_allclose(answer["scores"], cosines[:2], atol=1e-5)
     np.testing.assert_allclose(np.load("x.npy"), water, atol=1e-5)
     assert outputs["crl search idx/text 1984 --text"].count('{"text": ') == len(corpus)
