@@ -14,6 +14,7 @@ from rich.table import Table
 
 from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._progress import announce_import, stages_on_stderr
 from crl.commands.embed import VECTORS_HELP
 from crl.metrics.trec import write_run
 
@@ -119,22 +120,24 @@ def eval_command(
     chosen = files if files is not None else TaskFiles()
 
     def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.evaluate import evaluate_checkpoint
+        with stages_on_stderr():
+            announce_import(f"crl eval {checkpoint}: importing torch (a few seconds)")
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.serving.evaluate import evaluate_checkpoint
 
-        # Deferred: it loads torch, which `crl --help` does not need.
-        from crl.serving.text_evaluate import TextEvalResult
+            # Deferred: it loads torch, which `crl --help` does not need.
+            from crl.serving.text_evaluate import TextEvalResult
 
-        text_only = chosen.given() + (["--trec-run"] if trec_run is not None else [])
-        task = chosen.task()
-        result = evaluate_checkpoint(
-            checkpoint,
-            device=device,
-            task=task,
-            task_name=chosen.name(),
-            text_only=text_only,
-            vectors=vectors,
-        )
+            text_only = chosen.given() + (["--trec-run"] if trec_run is not None else [])
+            task = chosen.task()
+            result = evaluate_checkpoint(
+                checkpoint,
+                device=device,
+                task=task,
+                task_name=chosen.name(),
+                text_only=text_only,
+                vectors=vectors,
+            )
         run_dir = result.checkpoint.parent.parent
         target = out if out is not None else run_dir / "eval.json"
         console = output_console()

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from crl.commands._console import output_console, print_note
 from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors
+from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
     from crl.search.milvus import MilvusIndex
@@ -117,12 +118,14 @@ def search_command(
         else:
             index = Index.load(Path(index_dir))
         wanted = clipped_k(k, len(index))
-        if None in items:
-            # Deferred: MiniLM loads torch and transformers, which only a text query needs.
-            from crl.serving.text import register_text_search
+        with stages_on_stderr():
+            if None in items:
+                announce_import("importing torch and transformers for the text queries (a few seconds)")
+                # Deferred: MiniLM loads torch and transformers, which only a text query needs.
+                from crl.serving.text import register_text_search
 
-            register_text_search()
-        vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
+                register_text_search()
+            vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
         leave_out = exclude_self and any(item is not None for item in items) and 1 <= wanted < len(index)
         asked = wanted + 1 if leave_out else wanted
         found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)

@@ -17,6 +17,7 @@ sentence-transformers' folder layout, so ``SentenceTransformer(path)`` loads a c
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -49,6 +50,8 @@ __all__ = [
     "tokenize",
     "weights_file",
 ]
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 """Word pieces kept per text in training (the config's default), and at inference for a model folder that states
@@ -270,8 +273,10 @@ class MiniLM(nn.Module):
 
     def __init__(self, path: str | Path = "") -> None:
         super().__init__()
-        self.transformer: Any = load_transformer(path)
         self.source_path = resolve_model_path(path)
+        _check_safetensors(self.source_path / "model.safetensors")
+        _log.info("loading the text model from %s", self.source_path)
+        self.transformer: Any = load_transformer(path)
 
     @property
     def dim(self) -> int:
@@ -318,10 +323,14 @@ def embed_texts(
     tokenizer = load_tokenizer(minilm.source_path)
     was_training = encoder.training
     encoder.eval()
-    parts = [
-        project_to_sphere(encoder(tokenize(tokenizer, texts[start : start + batch_size], length)))
-        for start in range(0, len(texts), batch_size)
-    ]
+    if len(texts) > batch_size:
+        _log.info("embedding %s texts", f"{len(texts):,}")
+    parts = []
+    for start in range(0, len(texts), batch_size):
+        parts.append(
+            project_to_sphere(encoder(tokenize(tokenizer, texts[start : start + batch_size], length)))
+        )
+        _log.info("embedded", extra={"progress": (min(start + batch_size, len(texts)), len(texts))})
     encoder.train(was_training)
     return torch.cat(parts).float()
 

@@ -32,6 +32,7 @@ its test split or on your own queries, corpus and qrels, beside the model it sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,8 @@ from crl.train.checkpoint import load_train_state, resolve_checkpoint
 from crl.train.config import TextData, TrainConfig
 from crl.train.data import LabelledInputs, data_kind, heldout_pairs, labelled_inputs
 from crl.train.vectors import Tower, Vectors, backbone_features, encoder_of
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "EmbeddedArray",
@@ -184,15 +187,19 @@ def evaluate_checkpoint(
             f"{given}: only a text run takes these; this run's [data] source = {config.data.source!r} is "
             "evaluated on its held-out pairs, so drop them"
         )
+    _log.info("loading the model of step %d", state.step)
     model = model_of_state(state, chosen)
     used = used_vectors(state, checkpoint_path, vectors, model, chosen)
+    _log.info("retrieval on the held-out pairs")
     retrieval = _pair_retrieval(model, used.vectors, config, chosen)
     labelled = _labelled(config)
     if labelled is None:
         skipped = (_no_labels_note(config),)
         return EvalResult(checkpoint_path, state.step, retrieval, None, None, skipped, vectors=used)
     train, test = labelled
+    _log.info("features of %s training and %s test items", f"{len(train.labels):,}", f"{len(test.labels):,}")
     features = _features(model, train, test, config, chosen)
+    _log.info("kNN and linear-probe accuracy of %s", ", ".join(features))
     rows = class_report(
         features,
         train.labels,
