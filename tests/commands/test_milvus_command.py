@@ -7,6 +7,7 @@ taken port hangs the start instead of naming the port and the fix.
 
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +45,16 @@ def test_a_taken_port_fails_at_once_naming_it_and_the_fix(tmp_path: Path) -> Non
     assert status == 2 and f"port {port} on 127.0.0.1 is taken" in err and "--port 0" in err
     assert not (tmp_path / "m" / "crl-milvus.json").exists()
     assert _crl("milvus", "status", "--dir", str(tmp_path / "m"))[0] == 1
+
+
+def test_without_the_milvus_package_start_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the extra crl[milvus], start is one error line naming the install, not an ImportError's
+    traceback."""
+    monkeypatch.setitem(sys.modules, "milvus", None)
+    status, _, err = _crl("milvus", "start", "--dir", str(tmp_path / "m"), "--port", "0")
+    assert status == 2 and err.strip().endswith("pip install 'crl[milvus]'") and err.count("error:") == 1
 
 
 @pytest.mark.slow

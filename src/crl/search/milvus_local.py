@@ -144,9 +144,18 @@ def local_server(
     server's session (Milvus's default 30 s): a restart after a crash waits for the dead session's lease. A
     restart after a crash (``server_proc.kill()``, then ``start()``) listens on the same ports: the port probe
     binds beside the dead server's closing connections.
+
+    Raises:
+        ValueError: when the milvus package (the extra crl[milvus]) is not installed, naming the fix.
     """
-    # the milvus package is the optional extra crl[milvus]: loaded where a local server is wanted
-    from milvus import MilvusServer
+    try:
+        # the milvus package is the optional extra crl[milvus]: loaded where a local server is wanted
+        from milvus import MilvusServer
+    except ImportError:
+        raise ValueError(
+            "the local Milvus server is the milvus package of the extra crl[milvus], not installed here; "
+            "pip install 'crl[milvus]'"
+        ) from None
 
     base = Path(folder).resolve()
     server = MilvusServer()
