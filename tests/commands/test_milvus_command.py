@@ -92,3 +92,21 @@ def test_start_status_stop_round_trip(tmp_path: Path) -> None:
         f"not running: no Milvus server runs from {folder}\n",
     )
     assert _crl("milvus", "stop", "--dir", folder)[1].startswith("no Milvus server runs from")
+
+
+def test_a_start_that_does_not_answer_in_time_is_stopped_and_quotes_its_log(tmp_path: Path) -> None:
+    """--timeout 1 (Milvus needs several seconds): one error line naming the timeout and the log, the server's
+    process stopped (no Milvus left listening from the folder), no record."""
+    pytest.importorskip("milvus", reason="the milvus package (crl[milvus]) is not installed")
+    folder = tmp_path / "m"
+    status, _, err = _crl("milvus", "start", "--dir", str(folder), "--port", "0", "--timeout", "1")
+    assert status == 2 and "did not answer within 1 s and was stopped" in err
+    assert str(folder.resolve() / "logs" / "milvus-stderr.log") in err
+    assert not (folder / "crl-milvus.json").exists()
+    binary = str(folder.resolve() / "bin" / "milvus").encode()
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (process / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        assert command != binary or not _alive(int(process.name)), f"pid {process.name} still runs"

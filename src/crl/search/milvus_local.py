@@ -257,7 +257,7 @@ def start_detached(folder: str | Path, *, port: int = 19530, timeout_s: float = 
         ValueError: when a server recorded in ``folder`` still runs, or ``port`` is taken or not a port (naming
             it and the fix).
         MilvusStartError: when the server stops while starting, or does not answer within ``timeout_s`` (then
-            it is stopped); the message names its log.
+            it is stopped, as on an interrupt); the message names its log.
     """
     base = Path(folder).resolve()
     running = server_status(base)
@@ -272,20 +272,11 @@ def start_detached(folder: str | Path, *, port: int = 19530, timeout_s: float = 
     etcd_ports = (free_port(), free_port())
     server = local_server(base, port=chosen, exact_port=True, etcd_ports=etcd_ports)
     process, metrics_port = _launch(server, base)
-    deadline = time.monotonic() + timeout_s
-    while not _healthy(metrics_port):
-        if process.poll() is not None:
-            raise MilvusStartError(
-                f"the Milvus server stopped while starting (exit status {process.returncode}); its log "
-                f"{base / 'logs' / 'milvus-stderr.log'} ends: {_log_tail(base)}"
-            )
-        if time.monotonic() > deadline:
-            _terminate(process.pid)
-            raise MilvusStartError(
-                f"the Milvus server did not answer within {timeout_s:.0f} s and was stopped; its log "
-                f"{base / 'logs' / 'milvus-stderr.log'} ends: {_log_tail(base)}"
-            )
-        time.sleep(0.2)
+    try:
+        _wait_until_healthy(process, metrics_port, base, timeout_s)
+    except BaseException:
+        _terminate(process.pid)
+        raise
     record = ServerRecord(
         process.pid,
         chosen,
@@ -296,6 +287,26 @@ def start_detached(folder: str | Path, *, port: int = 19530, timeout_s: float = 
     )
     (base / RECORD_FILE).write_text(json.dumps(asdict(record), indent=2), encoding="utf-8")
     return record
+
+
+def _wait_until_healthy(
+    process: subprocess.Popen[bytes], metrics_port: int, base: Path, timeout_s: float
+) -> None:
+    """Return once the server answers on ``metrics_port``; a :class:`MilvusStartError` quoting its log when its
+    process stops first or ``timeout_s`` pass (the caller stops it then, as on an interrupt)."""
+    deadline = time.monotonic() + timeout_s
+    while not _healthy(metrics_port):
+        if process.poll() is not None:
+            raise MilvusStartError(
+                f"the Milvus server stopped while starting (exit status {process.returncode}); its log "
+                f"{base / 'logs' / 'milvus-stderr.log'} ends: {_log_tail(base)}"
+            )
+        if time.monotonic() > deadline:
+            raise MilvusStartError(
+                f"the Milvus server did not answer within {timeout_s:.0f} s and was stopped; its log "
+                f"{base / 'logs' / 'milvus-stderr.log'} ends: {_log_tail(base)}"
+            )
+        time.sleep(0.2)
 
 
 def _launch(server: Any, base: Path) -> tuple[subprocess.Popen[bytes], int]:
