@@ -20,7 +20,7 @@ of the serialised faiss index. Each configuration's search is repeated until it 
 Prints one Markdown table per data set and writes every row to ``--out`` (JSON).
 
 ``--kinds`` limits the faiss kinds swept. ``--milvus`` adds Milvus HNSW with crl's HNSW defaults (M = 32,
-efConstruction = 80) on the same vectors: a Milvus standalone server (``crl.search.milvus.local_server``) in a
+efConstruction = 80) on the same vectors: a Milvus standalone server (``crl.search.milvus_local.local_server``) in a
 temporary folder, the corpus inserted in batches of 10,000, flushed and indexed (build time: insert, flush,
 index and load), searched with Eventually-consistent reads in batches of 1,000 queries at each ef; memory is
 the growth of the server's resident set from before the insert to after the load.
@@ -145,7 +145,8 @@ def milvus_hnsw(
 ) -> None:
     """Milvus HNSW rows: a local server, the corpus inserted, flushed and indexed, searched at each ef."""
     # Deferred: pymilvus and the milvus package are the optional extra crl[milvus], needed only with --milvus.
-    from crl.search.milvus import MilvusIndex, local_server
+    from crl.search.milvus import MilvusIndex
+    from crl.search.milvus_local import local_server
 
     with tempfile.TemporaryDirectory() as folder:
         with socket.socket() as probe:

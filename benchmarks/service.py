@@ -6,7 +6,7 @@
 ``--backend faiss``: the index (flat, the kind ``crl index build`` chooses at this N) is saved to a temporary
 folder and served by ``python -m crl serve DIR`` in a subprocess (one faiss thread).
 
-``--backend milvus``: a Milvus standalone server (``crl.search.milvus.local_server``, session lease
+``--backend milvus``: a Milvus standalone server (``crl.search.milvus_local.local_server``, session lease
 ``--session-ttl`` s) starts in a temporary folder, the vectors go into a FLAT collection, and
 ``python -m crl serve milvus://...`` (``--timeout`` s per backend call, Bounded reads) serves it. After the load
 cases, the fault case: the load goes on while a writer inserts ``--insert-batch`` new items at a time through
@@ -39,7 +39,8 @@ import httpx
 import numpy as np
 
 from crl.search import BackendUnavailableError, Index
-from crl.search.milvus import MilvusIndex, local_server
+from crl.search.milvus import MilvusIndex
+from crl.search.milvus_local import local_server
 
 TRANSPORT_ERROR = 0
 """The status recorded for a request that got no HTTP answer (connection refused or reset, timeout)."""

@@ -7,12 +7,13 @@ cannot start.
 
 import os
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crl.search.milvus import local_server
+from crl.search.milvus_local import local_server
 
 SESSION_TTL_S = 3
 """The server's session lease (Milvus's default 30 s): a restart after a kill waits for the dead session's lease."""
@@ -26,7 +27,15 @@ def free_port() -> int:
 
 
 def start_or_skip(base: Path) -> Any:
-    """A started Milvus server in ``base`` on free ports; a skip (outside CI) where that is impossible."""
+    """A started Milvus server in ``base`` on free ports; a skip (outside CI) where that is impossible, saying
+    why: the extra crl[milvus] is not installed, or the server did not start (its error)."""
+    try:
+        # the milvus package is the extra crl[milvus]: a test without it is skipped, not failed, outside CI
+        import milvus  # noqa: F401
+    except ImportError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"the milvus package is not installed ({error}); pip install 'crl[milvus]'")
     try:
         server = local_server(base, port=free_port(), session_ttl_s=SESSION_TTL_S)
         server.webservice_port = free_port()
@@ -36,8 +45,16 @@ def start_or_skip(base: Path) -> Any:
     ) as error:  # the server's own start raises many kinds; CI turns any of them into a failure
         if os.environ.get("CI"):
             raise
-        pytest.skip(f"no Milvus server here ({type(error).__name__}: {error}); install crl[milvus]")
+        pytest.skip(
+            f"the Milvus server did not start ({type(error).__name__}: {error}); its log: {base}/logs"
+        )
     return server
+
+
+def listening(pid: int) -> list[str]:
+    """The local addresses ``HOST:PORT`` of every TCP socket process ``pid`` listens on (``ss -ltnp``)."""
+    table = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[3] for line in table.splitlines() if f"pid={pid}," in line]
 
 
 def uri(server: Any, name: str) -> str:

@@ -1,12 +1,22 @@
 """The README's examples run as written: the library example (if this fails, the README shows an API crl no longer
-has), and the arrays example's data file, made the same way by the README and by its config's comment."""
+has), the arrays example's data file, made the same way by the README and by its config's comment, and the tour's
+text-search block, line by line."""
 
+import json
 import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from typer.testing import CliRunner
+
+from crl.commands import app
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -49,3 +59,86 @@ def test_the_arrays_example_makes_the_same_file_in_the_readme_and_its_config(
         np.testing.assert_array_equal(array, from_config[key])
     noise = from_readme["y"] - from_readme["x"]
     assert abs(float(noise.std()) - 1.5) < 0.01
+
+
+def _tour_text_block() -> list[str]:
+    """The commands of the tour's "Search texts" block as printed, one per line, their comments cut off."""
+    section = README.read_text().split("### Search texts", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    assert block is not None, "README.md's tour has no text-search block"
+    return [re.sub(r"\s+#\s.*$", "", line) for line in block.group(1).splitlines() if line.strip()]
+
+
+def _free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _curl_once_up(line: str, server: subprocess.Popen[bytes], seconds: float = 180.0) -> str:
+    """The output of the curl ``line`` once the backgrounded ``crl serve`` answers (it loads MiniLM first)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False)
+        if done.returncode == 0 and done.stdout:
+            return done.stdout
+        assert server.poll() is None, f"crl serve stopped: {server.stderr.read() if server.stderr else ''}"
+        time.sleep(0.5)
+    raise AssertionError(f"crl serve did not answer within {seconds} s")
+
+
+def _st_ranking(corpus: list[str], query: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """sentence-transformers' own ranking of ``corpus`` for ``query`` (ids best first, their cosines), and the
+    query's embedding: the reference the tour's comments describe."""
+    from sentence_transformers import SentenceTransformer
+
+    from crl.models.minilm import packaged_model_path
+
+    model = SentenceTransformer(str(packaged_model_path()), device="cpu")
+    documents, asked = model.encode(corpus), model.encode([query])
+    cosines = documents @ asked[0]
+    order = [int(i) for i in np.argsort(-cosines, kind="stable")]
+    return order, cosines[order], asked
+
+
+@pytest.mark.slow
+def test_the_tours_text_search_block_runs_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line of the tour's text-search block runs in an empty folder as printed (crl lines through the app,
+    `crl serve ... &` and curl in a shell, on a free port in place of 8000), and says what its comment says, by
+    sentence-transformers' own encode: if this fails, a user copying the tour meets an error (as `crl search
+    idx/text 1984 --text` once did, k = 10 on 5 items) or a comment that is not true."""
+    monkeypatch.chdir(tmp_path)
+    port = str(_free_port())
+    outputs: dict[str, str] = {}
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        for line in _tour_text_block():
+            if line.startswith("crl serve"):
+                assert line.endswith("&") and "--port 8000" in line
+                words = shlex.split(line.rstrip("&").replace("--port 8000", f"--port {port}"))
+                command = [sys.executable, "-m", "crl", *words[1:]]
+                server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            elif line.startswith("curl"):
+                assert server is not None, "the block curls before it serves"
+                outputs["curl"] = _curl_once_up(line.replace("localhost:8000", f"localhost:{port}"), server)
+            elif line.startswith("crl "):
+                result = CliRunner().invoke(app, shlex.split(line)[1:])
+                assert result.exit_code == 0, f"{line}\n{result.output}"
+                outputs[line] = result.stdout
+            else:
+                subprocess.run(["bash", "-c", line], check=True)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+    corpus = Path("corpus.txt").read_text().splitlines()
+    order, cosines, water = _st_ranking(corpus, "a large body of water")
+    assert [corpus[i] for i in order[:2]] == ["a large expanse of sea", "sea, ocean"]
+    table = outputs['crl search idx/text "a large body of water" -k 3']
+    assert table.index(corpus[order[0]]) < table.index(corpus[order[1]]) < table.index(corpus[order[2]])
+    answer = json.loads(outputs["curl"])["results"][0]
+    assert answer["ids"] == order[:2] and answer["texts"] == [corpus[i] for i in order[:2]]
+    np.testing.assert_allclose(answer["scores"], cosines[:2], atol=1e-5)
+    np.testing.assert_allclose(np.load("x.npy"), water, atol=1e-5)
+    assert outputs["crl search idx/text 1984 --text"].count('{"text": ') == len(corpus)

@@ -102,7 +102,7 @@ def test_index_build_of_a_text_run_folder_uses_its_sentence_transformer(tmp_path
     assert manifest["encoder"]["checkpoint"] == str((run / "sentence-transformer").resolve())
     found = CliRunner().invoke(app, ["search", str(tmp_path / "i"), "water", "-k", "2", "--json"])
     assert found.exit_code == 0, found.output
-    assert {hit["id"] for hit in json.loads(found.output)["results"]} == {0, 3}  # the two lines about the sea
+    assert {hit["id"] for hit in json.loads(found.stdout)["results"]} == {0, 3}  # the two lines about the sea
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,8 @@ def _invoke(*args: str) -> str:
 
 
 def test_train_eval_embed_on_an_npz(tmp_path: Path) -> None:
-    """The run records the arrays source; eval uses their held-out tenth and labels; embed writes (N, d)."""
+    """The run records the arrays source; eval uses their held-out tenth and labels and calls their baseline the
+    raw inputs (not pixels: they are not images); embed writes (N, d)."""
     _write_pairs(tmp_path / "pairs.npz")
     config = _write_config(tmp_path)
     _invoke("train", str(config))
@@ -65,6 +66,8 @@ def test_train_eval_embed_on_an_npz(tmp_path: Path) -> None:
     assert not any("class retrieval recall@" in row for row in rows)
     assert "class_recall@10" in written and "recall@k <= k /" in printed
     assert 0.0 <= written["knn_accuracy"] <= 1.0 and 0.0 <= written["probe_accuracy"] <= 1.0
+    assert "pixels" not in printed, "plain arrays are not images: their baseline is the raw inputs"
+    assert "vs raw inputs: paired difference" in printed and "kNN accuracy, raw inputs" in printed
 
     out = tmp_path / "vectors.npy"
     _invoke(

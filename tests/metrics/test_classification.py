@@ -8,7 +8,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from crl.metrics.classification import knn_accuracy, linear_probe_accuracy
+from crl.metrics.classification import knn_accuracy, linear_probe_accuracy, linear_probe_predictions
 
 
 def _clusters(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,6 +44,31 @@ def test_linear_probe_matches_sklearn_logistic_regression() -> None:
     )
     ours = linear_probe_accuracy(train_x, train_y, test_x, test_y, max_iter=500, n_classes=4)
     assert ours == pytest.approx(expected, abs=2.0 / 300)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_probe_predicts_as_sklearn_per_item_and_keeps_the_thread_count(threads: int) -> None:
+    """Item by item the probe predicts the class sklearn's C = 1 logistic regression predicts (the same
+    minimiser), with its products on ``threads`` threads and L-BFGS's own steps on one, and leaves torch's
+    thread count as it found it: if this fails, the faster probe solves another problem, or crl eval changes
+    the threads of what follows it."""
+    generator = torch.Generator().manual_seed(5)
+    labels = torch.randint(8, (900,), generator=generator)
+    centres = torch.randn(8, 40, generator=generator)
+    features = 0.4 * centres[labels] + torch.randn(900, 40, generator=generator)
+    reference = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000, tol=1e-12))
+    expected = reference.fit(features[:600].double().numpy(), labels[:600].numpy())
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ours = linear_probe_predictions(
+            features[:600], labels[:600], features[600:], max_iter=500, n_classes=8
+        )
+        assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    agree = (ours.numpy() == expected.predict(features[600:].double().numpy())).mean()
+    assert agree >= 298 / 300
 
 
 def test_bad_knn_arguments_raise() -> None:

@@ -14,6 +14,7 @@ from crl.models.minilm import (
     packaged_model_path,
     resolve_model_path,
     save_sentence_transformer,
+    saved_max_seq_length,
     tokenize,
 )
 
@@ -81,6 +82,46 @@ def test_saved_model_loads_in_sentence_transformers(minilm: MiniLM, tmp_path: Pa
     expected = embed_texts(SENTENCES, model=minilm)
     torch.testing.assert_close(torch.from_numpy(loaded.encode(SENTENCES)), expected, rtol=0, atol=1e-5)
     torch.testing.assert_close(embed_texts(SENTENCES, folder), expected, rtol=0, atol=1e-5)
+
+
+PARAGRAPH = (
+    "The river rose through the night, and by morning the lower fields of the valley lay under brown water. "
+    "Farmers moved their cattle to the ridge, while the ferryman, who had crossed that stretch for forty years, "
+    "refused to take his boat out until the current slowed. "
+)
+LONG_TEXTS = [PARAGRAPH * 2, PARAGRAPH * 4, PARAGRAPH * 7]
+"""About 110, 220 and 390 word pieces: past 64 and 128, within and past all-MiniLM-L6-v2's own 256."""
+
+
+def _cosines(ours: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """The cosine of each row of ``ours`` with the same row of ``reference``."""
+    return torch.nn.functional.cosine_similarity(ours.double(), reference.double(), dim=1)
+
+
+def test_long_texts_equal_sentence_transformers_encode(minilm: MiniLM, tmp_path: Path) -> None:
+    """Long texts embed as ``SentenceTransformer(path).encode`` embeds them, for the packaged model (256 word
+    pieces) and for a saved model of max_seq_length 64; if this fails, crl truncates at a length of its own rather
+    than the model's saved one (a 254-piece text then differs from sentence-transformers' by cos 0.97)."""
+    from sentence_transformers import SentenceTransformer
+
+    pieces = [len(load_tokenizer()(text)["input_ids"]) for text in LONG_TEXTS]
+    assert pieces[0] > 64 + 32 and 128 + 32 < pieces[1] < 256 and pieces[2] > 256 + 32
+    packaged = SentenceTransformer(str(packaged_model_path()), device="cpu")
+    reference = torch.from_numpy(packaged.encode(LONG_TEXTS))
+    assert saved_max_seq_length() == packaged.max_seq_length == 256
+    assert bool((_cosines(embed_texts(LONG_TEXTS, model=minilm), reference) >= 0.9999).all())
+    folder = save_sentence_transformer(minilm, tmp_path / "st64", max_seq_length=64)
+    saved = SentenceTransformer(str(folder), device="cpu")
+    assert saved.max_seq_length == 64
+    ours = embed_texts(LONG_TEXTS, folder)
+    assert bool((_cosines(ours, torch.from_numpy(saved.encode(LONG_TEXTS))) >= 0.9999).all())
+
+
+def test_the_user_length_overrides_the_saved_one(minilm: MiniLM) -> None:
+    """An explicit max_seq_length still truncates there: if this fails, the saved length took over the user's."""
+    cut = embed_texts(LONG_TEXTS[1:2], model=minilm, max_seq_length=128)
+    first_pieces = load_tokenizer().decode(load_tokenizer()(LONG_TEXTS[1])["input_ids"][1:127])
+    torch.testing.assert_close(cut, embed_texts([first_pieces], model=minilm), rtol=0, atol=1e-4)
 
 
 def test_bad_input_is_named(tmp_path: Path) -> None:

@@ -179,12 +179,25 @@ def test_bad_index_build_input_is_one_line(
     assert message in err and "Traceback" not in err
 
 
+def test_a_k_above_the_index_size_is_lowered_to_it_with_a_note(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """k = 10**6 on a small index answers as k = its size, with a note on stderr: if this fails, a search asking for
+    more than the index holds is an error again (the README's k = 10 on 5 texts), or silently differs."""
+    size = len(Index.load(built))
+    assert search_command(built, ["3"], k=size, as_json=True) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert search_command(built, ["3"], k=10**6, as_json=True) == 0
+    output = capsys.readouterr()
+    assert json.loads(output.out) == expected and expected["k"] == size
+    assert output.err == f"note: k = 1000000 is more than the {size} items of the index; showing all {size}\n"
+
+
 @pytest.mark.parametrize(
     ("queries", "kwargs", "message"),
     [
         (["99999"], {}, "not in the index"),
         (["3"], {"k": 0}, "k=0 must be an integer >= 1"),
-        (["3"], {"k": 10**6}, "exceeds"),
         (["3"], {"nprobe": 2}, "nprobe applies"),
         (["3"], {"filter_json": "{label: 1}"}, "--filter is not JSON"),
         (["3"], {"filter_json": "[1]"}, "--filter must be a JSON object"),

@@ -228,3 +228,24 @@ def test_an_hnsw_search_for_many_items_reports_all_k_found(http) -> None:  # typ
     assert [result["found"] for result in answer["results"]] == [1_000] * 3
     assert [len(set(result["ids"])) for result in answer["results"]] == [1_000] * 3
     assert answer["shortfall"] is None
+
+
+def test_return_text_lists_each_results_texts(http) -> None:  # type: ignore[no-untyped-def]
+    """With "return_text": true each result carries its items' texts, in the order of its ids, as the index's
+    metadata holds them (the reference: the texts the index was built with); without it the answer has no texts;
+    an index whose items have no text answers 422 naming return_text. If this fails, a client of a text index
+    cannot see what it found, or sees another item's text."""
+    texts = [f"line {i}: {word}" for i, word in enumerate(["sea", "ocean", "dog", "run", "rain", "cloud"])]
+    vectors = np.random.default_rng(3).standard_normal((len(texts), DIM)).astype(np.float32)
+    with_text = Index.build(vectors, metadata=[{"text": text} for text in texts])
+    with LoopbackServer(create_app(with_text)) as server:
+        asked = {"ids": [0, 4], "k": 3, "return_text": True}
+        answer = http.post(f"{server.url}/search", json=asked).json()["results"]
+        plain = http.post(f"{server.url}/search", json={"ids": [0, 4], "k": 3}).json()["results"]
+    for result, bare in zip(answer, plain, strict=True):
+        assert result["texts"] == [texts[i] for i in result["ids"]] and len(result["texts"]) == 3
+        assert "texts" not in bare and bare["ids"] == result["ids"]
+    with LoopbackServer(create_app(Index.build(vectors))) as server:
+        refused = http.post(f"{server.url}/search", json={"ids": [0], "k": 2, "return_text": True})
+    assert refused.status_code == 422 and field_of(refused) == ["return_text"]
+    assert "has no text" in refused.json()["detail"][0]["msg"]

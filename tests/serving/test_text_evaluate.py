@@ -189,3 +189,26 @@ def test_the_benchmark_evaluates_a_run_with_crl_evals_code(
     expected = json.loads((tmp_path / "eval.json").read_text())
     for key in ("n_queries", "n_documents", "fine_tuned", "zero_shot", "fine_tuned_minus_zero_shot"):
         assert written[key] == expected[key], key
+
+
+def test_crl_eval_of_a_text_run_says_each_stage_on_stderr(
+    text_run: tuple[TrainConfig, RunResult], tmp_path: Path
+) -> None:
+    """Off a terminal crl eval writes one line per stage on stderr (each model's documents and queries, the
+    bootstrap; and importing torch first, in a process that has not) and none on stdout: if this fails, a text
+    eval whose output goes to a file sits silent for minutes (156 s once), or its stages pollute its output."""
+    _, result = text_run
+    done = CliRunner().invoke(app, ["eval", str(result.run_dir), "--out", str(tmp_path / "e.json")])
+    assert done.exit_code == 0, done.output
+    task = text_task(text_run[0].data, "test")  # type: ignore[arg-type]
+    queries, documents = f"({len(task.queries):,})", f"({len(task.corpus):,})"
+    assert done.stderr.splitlines() == [
+        f"crl: loading the fine-tuned model of step {result.step}",
+        f"crl: fine-tuned: embedding the documents {documents}",
+        f"crl: fine-tuned: embedding the queries {queries}",
+        "crl: loading the zero-shot model the run started from",
+        f"crl: zero-shot: embedding the documents {documents}",
+        f"crl: zero-shot: embedding the queries {queries}",
+        "crl: paired bootstrap intervals (10,000 resamples)",
+    ]
+    assert "crl:" not in done.stdout

@@ -43,6 +43,7 @@ def _eval(run: Path, tmp_path: Path, *extra: str) -> dict:
     assert result.exit_code == 0, result.output
     written = json.loads(out.read_text())
     assert f"vectors {written['vectors']}" in result.output
+    assert "vs pixels: paired difference" in result.stdout and "raw inputs" not in result.stdout  # images
     return written
 
 

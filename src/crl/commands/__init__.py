@@ -15,6 +15,7 @@ from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
 from crl.commands.experiment import experiment
 from crl.commands.index import index_app
+from crl.commands.milvus import milvus_app
 from crl.commands.power import power
 from crl.commands.search import search
 from crl.commands.serve import serve
@@ -45,6 +46,7 @@ app.command(cls=FlagsCommand)(embed)
 app.command(cls=FlagsCommand)(experiment)
 app.command(cls=FlagsCommand)(advise)
 app.add_typer(index_app)
+app.add_typer(milvus_app)
 app.command(cls=FlagsCommand)(search)
 app.command(cls=FlagsCommand)(serve)
 

@@ -1,4 +1,5 @@
-"""The console a command prints its tables to: the terminal's width on a terminal, a wide line elsewhere.
+"""The console a command prints its tables to: the terminal's width on a terminal, a wide line elsewhere; and the
+notes and status lines it writes on stderr.
 
 rich lays a table out for 80 columns when the output is not a terminal (a pipe, a file, a CI log), and a column
 marked ``no_wrap`` is then cut with an ellipsis. Off a terminal crl prints to :data:`WIDE` columns instead (or
@@ -20,3 +21,9 @@ def output_console() -> Console:
     if console.is_terminal or os.environ.get("COLUMNS"):
         return console
     return Console(soft_wrap=True, width=WIDE)
+
+
+def print_note(message: str) -> None:
+    """Print ``note: message`` on stderr, unwrapped and without rich markup: something the user should know that
+    is not an error (the output, on stdout, stays clean)."""
+    Console(stderr=True, soft_wrap=True).print(f"note: {message}", markup=False, highlight=False)

@@ -17,6 +17,7 @@ import numpy as np
 import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
     from crl.serving.evaluate import Tower
@@ -46,8 +47,12 @@ def embed(
         typer.Option(help="A UTF-8 file of strings to embed, one per line (blank lines skipped)."),
     ] = None,
     max_seq_length: Annotated[
-        int, typer.Option(help="Text: word pieces kept per string (longer: truncated).")
-    ] = 128,
+        int | None,
+        typer.Option(
+            help="Text: word pieces kept per string (longer: truncated); default: the model's own "
+            "(its sentence_bert_config.json: 256 for minilm), as SentenceTransformer.encode."
+        ),
+    ] = None,
     key: Annotated[str, typer.Option(help="The array in --data to embed, (N, ...) inputs.")] = "x",
     tower: Annotated[
         str, typer.Option(help="anchor (f, for x-like inputs) or positive (g, for y-like inputs).")
@@ -82,32 +87,36 @@ def embed_text_command(
     texts: list[str],
     text_file: Path | None,
     out: Path,
-    max_seq_length: int = 128,
+    max_seq_length: int | None = None,
     *,
     vectors: str | None = None,
 ) -> int:
-    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, written to ``out``; 0 or 2
-    (also for ``vectors``, which texts do not take)."""
+    """Run ``crl embed MODEL --text ...``: unit-norm MiniLM embeddings of the strings, truncated at
+    ``max_seq_length`` word pieces (None: the model's own), written to ``out``; 0 or 2 (also for ``vectors``,
+    which texts do not take)."""
 
     def body() -> int:
         if vectors is not None:
             raise ValueError(
                 f"--vectors {vectors}: texts are embedded by the text model as it is; drop --vectors"
             )
-        # Deferred: it loads torch, which `crl --help` does not need.
-        from crl.models.minilm import check_max_seq_length, embed_texts, max_positions
+        with stages_on_stderr():
+            announce_import("importing torch and transformers (a few seconds)")
+            # Deferred: it loads torch, which `crl --help` does not need.
+            from crl.models.minilm import check_max_seq_length, embed_texts, max_positions
 
-        strings = list(texts)
-        if text_file is not None:
-            try:
-                content = text_file.read_bytes().decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
-                ) from None
-            strings += [line for line in content.splitlines() if line.strip()]
-        check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
-        embeddings = embed_texts(strings, model, max_seq_length=max_seq_length)
+            strings = list(texts)
+            if text_file is not None:
+                try:
+                    content = text_file.read_bytes().decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(
+                        f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
+                    ) from None
+                strings += [line for line in content.splitlines() if line.strip()]
+            if max_seq_length is not None:
+                check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
+            embeddings = embed_texts(strings, model, max_seq_length=max_seq_length)
         out.parent.mkdir(parents=True, exist_ok=True)
         np.save(out, embeddings.numpy())
         typer.echo(f"embedded {embeddings.shape[0]} texts into {embeddings.shape[1]} dimensions: {out}")

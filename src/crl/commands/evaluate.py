@@ -14,8 +14,12 @@ from rich.table import Table
 
 from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._progress import announce_import, stages_on_stderr
 from crl.commands.embed import VECTORS_HELP
 from crl.metrics.trec import write_run
+
+PIXELS = "pixels"
+"""The raw baseline's name in the JSON and the class rows (:data:`crl.metrics.class_report.PIXELS`)."""
 
 if TYPE_CHECKING:
     from crl.data.text import RetrievalTask
@@ -119,22 +123,24 @@ def eval_command(
     chosen = files if files is not None else TaskFiles()
 
     def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.evaluate import evaluate_checkpoint
+        with stages_on_stderr():
+            announce_import(f"crl eval {checkpoint}: importing torch (a few seconds)")
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.serving.evaluate import evaluate_checkpoint
 
-        # Deferred: it loads torch, which `crl --help` does not need.
-        from crl.serving.text_evaluate import TextEvalResult
+            # Deferred: it loads torch, which `crl --help` does not need.
+            from crl.serving.text_evaluate import TextEvalResult
 
-        text_only = chosen.given() + (["--trec-run"] if trec_run is not None else [])
-        task = chosen.task()
-        result = evaluate_checkpoint(
-            checkpoint,
-            device=device,
-            task=task,
-            task_name=chosen.name(),
-            text_only=text_only,
-            vectors=vectors,
-        )
+            text_only = chosen.given() + (["--trec-run"] if trec_run is not None else [])
+            task = chosen.task()
+            result = evaluate_checkpoint(
+                checkpoint,
+                device=device,
+                task=task,
+                task_name=chosen.name(),
+                text_only=text_only,
+                vectors=vectors,
+            )
         run_dir = result.checkpoint.parent.parent
         target = out if out is not None else run_dir / "eval.json"
         console = output_console()
@@ -149,7 +155,7 @@ def eval_command(
                 console.print(result.vectors.describe(), markup=False, highlight=False)
             console.print(result_table(result))
             if result.baselines is not None:
-                console.print(baselines_table(result.baselines))
+                console.print(baselines_table(result.baselines, result.raw_inputs))
             for note in result.notes:
                 console.print(f"note: {note}", markup=False, highlight=False)
         console.print(f"checkpoint: {result.checkpoint}", markup=False, highlight=False)
@@ -188,13 +194,14 @@ def text_result_table(result: TextEvalResult) -> Table:
 
 def result_table(result: EvalResult) -> Table:
     """The figures of an evaluation as a rich table (mean ± standard error where there is one; class accuracies
-    with their 95% interval, and in a third column their paired difference from the raw-pixel baseline with its
-    95% interval and what that interval says: above, below, or no difference resolved)."""
+    with their 95% interval, and in a third column their paired difference from the raw baseline (the pixels, or
+    the raw inputs of other arrays) with its 95% interval and what that interval says: above, below, or no
+    difference resolved)."""
     table = Table(title=f"crl eval (step {result.step})")
     table.add_column("metric")
     table.add_column("value", justify="right")
     if result.classes and any(row.vs_pixels is not None for row in result.classes):
-        table.add_column("vs pixels: paired difference [95% CI]")
+        table.add_column(f"vs {result.raw_inputs}: paired difference [95% CI]")
     report = result.retrieval
     table.add_row("queries / gallery", f"{report.n_queries} / {report.gallery_size}")
     rows = [(f"accuracy@{k}", e) for k, e in report.accuracy_at_k.items()] + [("MRR", report.mrr)]
@@ -207,7 +214,7 @@ def result_table(result: EvalResult) -> Table:
             table.add_row(f"class retrieval {name}", f"{value:.4f}")
     if result.classes:
         for row in result.classes:
-            table.add_row(*_class_row_cells(row))
+            table.add_row(*_class_row_cells(row, result.raw_inputs))
         return table
     if result.knn_accuracy is not None:
         table.add_row("kNN accuracy", f"{result.knn_accuracy:.4f}")
@@ -216,9 +223,10 @@ def result_table(result: EvalResult) -> Table:
     return table
 
 
-def baselines_table(comparison: BaselineComparison) -> Table:
-    """The learned vectors beside the pixels and their PCA on the test queries searching the training items: each
-    figure, and learned minus each baseline with its paired bootstrap interval and what that interval says."""
+def baselines_table(comparison: BaselineComparison, raw: str) -> Table:
+    """The learned vectors beside the pixels (called ``raw``: "raw inputs" for arrays that are not images) and
+    their PCA on the test queries searching the training items: each figure, and learned minus each baseline with
+    its paired bootstrap interval and what that interval says."""
     learned = comparison.learned
     table = Table(
         title=f"test queries searching the training items: vectors {learned.name} ({learned.dimension}-d) against "
@@ -226,15 +234,16 @@ def baselines_table(comparison: BaselineComparison) -> Table:
     )
     table.add_column("figure")
     table.add_column(f"{learned.name}", justify="right")
+    shown = {baseline.name: _raw_named(baseline.name, raw) for baseline in comparison.baselines}
     for baseline in comparison.baselines:
-        table.add_column(f"{baseline.name} ({baseline.dimension}-d)", justify="right")
-        table.add_column(f"{learned.name} - {baseline.name} [{comparison.level:.0%} CI]")
+        table.add_column(f"{shown[baseline.name]} ({baseline.dimension}-d)", justify="right")
+        table.add_column(f"{learned.name} - {shown[baseline.name]} [{comparison.level:.0%} CI]")
     means = {baseline.name: baseline.means() for baseline in comparison.baselines}
     for figure, value in learned.means().items():
         cells = [figure, f"{value:.4f}"]
         for baseline in comparison.baselines:
             difference = comparison.differences[baseline.name][figure]
-            verdict = paired_verdict(difference.low, difference.high, baseline.name)
+            verdict = paired_verdict(difference.low, difference.high, shown[baseline.name])
             cells += [
                 f"{means[baseline.name][figure]:.4f}",
                 f"{difference.delta:+.4f} [{difference.low:+.4f}, {difference.high:+.4f}]: {verdict}",
@@ -243,17 +252,24 @@ def baselines_table(comparison: BaselineComparison) -> Table:
     return table
 
 
-def _class_row_cells(row: ClassRow) -> tuple[str, str, str]:
-    """('kNN accuracy, backbone', '0.8712 [0.8646, 0.8776]', '+0.0107 [+0.0052, +0.0162]: above pixels')."""
+def _class_row_cells(row: ClassRow, raw: str) -> tuple[str, str, str]:
+    """('kNN accuracy, backbone', '0.8712 [0.8646, 0.8776]', '+0.0107 [+0.0052, +0.0162]: above pixels'), the
+    raw baseline called ``raw``."""
     method = "kNN accuracy" if row.method == "knn" else "linear-probe accuracy"
     interval = row.interval
     value = f"{interval.accuracy:.4f} [{interval.low:.4f}, {interval.high:.4f}]"
+    features = _raw_named(row.features, raw)
     delta = row.vs_pixels
     if delta is None:
-        return f"{method}, {row.features}", value, ""
-    verdict = paired_verdict(delta.low, delta.high, "pixels")
+        return f"{method}, {features}", value, ""
+    verdict = paired_verdict(delta.low, delta.high, raw)
     compared = f"{delta.difference:+.4f} [{delta.low:+.4f}, {delta.high:+.4f}]: {verdict}"
-    return f"{method}, {row.features}", value, compared
+    return f"{method}, {features}", value, compared
+
+
+def _raw_named(features: str, raw: str) -> str:
+    """``features`` as the tables show it: the raw baseline (``"pixels"``) called ``raw``."""
+    return raw if features == PIXELS else features
 
 
 def paired_verdict(low: float, high: float, baseline: str) -> str:

@@ -21,6 +21,7 @@ import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
+from crl.commands._progress import announce_import, stages_on_stderr
 from crl.commands.embed import VECTORS_HELP, numeric_inputs
 
 index_app = typer.Typer(
@@ -144,17 +145,19 @@ def index_text_command(
             raise ValueError(
                 f"--vectors {vectors}: texts are embedded by the text model as it is; drop --vectors"
             )
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.text import text_index
+        with stages_on_stderr():
+            announce_import("importing torch and transformers (a few seconds)")
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.serving.text import text_index
 
-        try:
-            lines = [line for line in text_file.read_bytes().decode("utf-8").splitlines() if line.strip()]
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
-            ) from None
-        chosen = None if kind == "auto" else kind
-        index = text_index(lines, model, kind=chosen, metric="cosine", **params)  # type: ignore[arg-type]
+            try:
+                lines = [line for line in text_file.read_bytes().decode("utf-8").splitlines() if line.strip()]
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
+                ) from None
+            chosen = None if kind == "auto" else kind
+            index = text_index(lines, model, kind=chosen, metric="cosine", **params)  # type: ignore[arg-type]
         index.save(out)
         typer.echo(f"indexed {len(index)} texts ({index!r}) into {out}")
         return EXIT_OK

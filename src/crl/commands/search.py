@@ -11,7 +11,8 @@ encoder provides one). ``--text`` reads every query as a string (the title "1984
 item id. An id query's own item is left out of its results (``--include-self`` keeps it): k other items come
 back. ``--json`` prints one JSON object per query instead of a table: ``query``, ``results``
 (``id``, ``score``, ``metadata``), ``k``, ``found`` (how many results it holds) and ``shortfall`` (why found < k,
-else null). The table is followed by ``found N of k: why`` when the index found fewer than k items.
+else null). The table is followed by ``found N of k: why`` when the index found fewer than k items. A k above the
+index's item count is lowered to it, with a note on stderr, as a search engine shows all it has.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from crl.commands._console import output_console
+from crl.commands._console import output_console, print_note
 from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors
+from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
     from crl.search.milvus import MilvusIndex
@@ -115,22 +117,25 @@ def search_command(
             index = MilvusIndex.connect(str(index_dir))
         else:
             index = Index.load(Path(index_dir))
-        if None in items:
-            # Deferred: MiniLM loads torch and transformers, which only a text query needs.
-            from crl.serving.text import register_text_search
+        wanted = clipped_k(k, len(index))
+        with stages_on_stderr():
+            if None in items:
+                announce_import("importing torch and transformers for the text queries (a few seconds)")
+                # Deferred: MiniLM loads torch and transformers, which only a text query needs.
+                from crl.serving.text import register_text_search
 
-            register_text_search()
-        vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
-        leave_out = exclude_self and any(item is not None for item in items) and 1 <= k < len(index)
-        asked = k + 1 if leave_out else k
+                register_text_search()
+            vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
+        leave_out = exclude_self and any(item is not None for item in items) and 1 <= wanted < len(index)
+        asked = wanted + 1 if leave_out else wanted
         found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)
         if exclude_self:
-            found = without_query_items(found, items, k)
+            found = without_query_items(found, items, wanted)
         console = output_console()
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
             metadata = index.metadata([i for i, _ in kept])
-            shortfall = found.shortfall if count < k else None
+            shortfall = found.shortfall if count < wanted else None
             if as_json:
                 hits = [
                     {"id": i, "score": s, "metadata": meta}
@@ -139,7 +144,7 @@ def search_command(
                 answer = {
                     "query": query,
                     "results": hits,
-                    "k": k,
+                    "k": wanted,
                     "found": int(count),
                     "shortfall": shortfall,
                 }
@@ -152,10 +157,19 @@ def search_command(
                 table.add_row(str(rank), str(item), f"{score:.4f}", "" if meta is None else json.dumps(meta))
             console.print(table)
             if shortfall is not None:
-                console.print(f"found {count} of {k}: {shortfall}", markup=False, highlight=False)
+                console.print(f"found {count} of {wanted}: {shortfall}", markup=False, highlight=False)
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def clipped_k(k: int, items: int) -> int:
+    """``k`` lowered to ``items`` (with a note on stderr) when it asks for more results than the index holds; an
+    empty index, or a k below 1, is left to the search to refuse."""
+    if 1 <= items < k:
+        print_note(f"k = {k} is more than the {items} items of the index; showing all {items}")
+        return items
+    return k
 
 
 def _parsed_filter(text: str) -> dict[str, object] | None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
+from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -112,15 +113,17 @@ def serve_command(
             raise ValueError(f"--threads {threads}; pass 0 (faiss's default) or a positive count")
         if threads:
             faiss.omp_set_num_threads(threads)
-        app = serving_app(
-            index_dir,
-            max_batch=max_batch,
-            max_k=max_k,
-            max_body_bytes=max_body_bytes,
-            docs=docs,
-            consistency=consistency,
-            timeout=timeout,
-        )
+        with stages_on_stderr():
+            announce_import("importing fastapi and torch (a few seconds)", "fastapi")
+            app = serving_app(
+                index_dir,
+                max_batch=max_batch,
+                max_k=max_k,
+                max_body_bytes=max_body_bytes,
+                docs=docs,
+                consistency=consistency,
+                timeout=timeout,
+            )
         uvicorn.run(app, host=host, port=port, log_level="info")
         return EXIT_OK
 

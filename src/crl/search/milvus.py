@@ -22,11 +22,9 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -606,46 +604,14 @@ def export_index(
     index: Index, uri: str, *, kind: MilvusKind | None = None, batch: int = 10_000
 ) -> MilvusIndex:
     """A new collection at ``uri`` holding ``index``'s items (its stored vectors, ids and metadata) under the same
-    metric and encoder, inserted ``batch`` items at a time. ``kind`` defaults to the index's own, IVF-PQ as IVF
-    (Milvus's IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
+    metric and encoder, inserted ``batch`` items at a time, then flushed (sealed, so Milvus's statistics such as
+    pymilvus's ``num_entities`` count them). ``kind`` defaults to the index's own, IVF-PQ as IVF (Milvus's
+    IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
     chosen: MilvusKind = kind or _EXPORTED_KIND[index.kind]
     collection = MilvusIndex.create(uri, index.dim, metric=index.metric, kind=chosen, encoder=index.encoder)
     ids = index.ids
     for start in range(0, ids.size, batch):
         part = ids[start : start + batch]
         collection.add(index.vectors(part), part, index.metadata(part))
+    collection.flush()
     return collection
-
-
-def local_server(folder: str | Path, *, port: int = 19530, session_ttl_s: int = 30) -> Any:
-    """A Milvus standalone server (the ``milvus`` package's binary, the extra crl[milvus]) keeping its data in
-    ``folder`` and listening on 127.0.0.1 at ``port`` (the next free port above it when taken: read
-    ``listen_port``), not started yet: ``start()`` (about 10 s), ``stop()``.
-
-    ``session_ttl_s`` is the lease of the server's session (Milvus's default 30 s): a restart after a crash waits
-    for the dead session's lease. A restart after a crash (``server_proc.kill()``, then ``start()``) listens on
-    the same port: the package's port probe may bind beside the dead server's closing connections.
-    """
-    # the milvus package is the optional extra crl[milvus]: loaded where a local server is wanted
-    from milvus import MilvusServer
-
-    server = MilvusServer()
-    server.set_base_dir(str(folder))
-    server.listen_port = port
-    server.config.set("common.session.ttl", session_ttl_s)
-    server.config.try_bind_port = _bind_beside_closing_connections
-    return server
-
-
-def _bind_beside_closing_connections(port: int) -> socket.socket | None:
-    """A socket listening on 127.0.0.1:``port`` with SO_REUSEADDR (as Milvus's own listener binds), or None when
-    another socket listens there."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-        sock.listen()
-    except OSError:
-        sock.close()
-        return None
-    return sock

@@ -32,6 +32,7 @@ its test split or on your own queries, corpus and qrels, beside the model it sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,8 @@ from crl.train.checkpoint import load_train_state, resolve_checkpoint
 from crl.train.config import TextData, TrainConfig
 from crl.train.data import LabelledInputs, data_kind, heldout_pairs, labelled_inputs
 from crl.train.vectors import Tower, Vectors, backbone_features, encoder_of
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "EmbeddedArray",
@@ -97,6 +100,8 @@ class EvalResult:
             items (``ndcg@10``, ...), or ``None``.
         vectors: the vectors used and why.
         baselines: the used vectors beside the pixels and their PCA, or ``None`` without labels.
+        raw_inputs: what the raw baseline (``"pixels"`` in the JSON and the rows) is, in words: "pixels" for
+            images, "raw inputs" for other arrays.
     """
 
     checkpoint: Path
@@ -109,6 +114,7 @@ class EvalResult:
     class_retrieval: dict[str, float] | None = None
     vectors: UsedVectors | None = None
     baselines: BaselineComparison | None = None
+    raw_inputs: str = "pixels"
 
     def as_dict(self) -> dict[str, Any]:
         """A flat JSON-able dict (the content of eval.json), with the baselines as one block."""
@@ -192,7 +198,12 @@ def evaluate_checkpoint(
         skipped = (_no_labels_note(config),)
         return EvalResult(checkpoint_path, state.step, retrieval, None, None, skipped, vectors=used)
     train, test = labelled
+    raw = raw_inputs_name(train.inputs)
+    _log.info("features of %s training and %s test items", f"{len(train.labels):,}", f"{len(test.labels):,}")
     features = _features(model, train, test, config, chosen)
+    _log.info(
+        "kNN and linear-probe accuracy of %s", ", ".join(raw if name == PIXELS else name for name in features)
+    )
     rows = class_report(
         features,
         train.labels,
@@ -205,7 +216,7 @@ def evaluate_checkpoint(
     )
     name = FEATURES[used.vectors]
     knn, probe = _accuracy(rows, name, "knn"), _accuracy(rows, name, "probe")
-    baselines, notes = _baselines(used.vectors, features, rows, train, test, config)
+    baselines, notes = _baselines(used.vectors, features, rows, train, test, config, raw)
     return EvalResult(
         checkpoint_path,
         state.step,
@@ -217,7 +228,13 @@ def evaluate_checkpoint(
         class_retrieval=None if baselines is None else baselines.learned.retrieval.as_flat_dict(),
         vectors=used,
         baselines=baselines,
+        raw_inputs=raw,
     )
+
+
+def raw_inputs_name(inputs: Tensor) -> str:
+    """The raw baseline in words: "pixels" for images (inputs (N, H, W) or (N, C, H, W)), else "raw inputs"."""
+    return "pixels" if inputs.dim() >= 3 else "raw inputs"
 
 
 def _cosine(encode: Callable[[Batch], Tensor]) -> Callable[[Batch], Tensor]:
@@ -296,10 +313,11 @@ def _baselines(
     train: LabelledInputs,
     test: LabelledInputs,
     config: TrainConfig,
+    raw: str,
 ) -> tuple[BaselineComparison | None, tuple[str, ...]]:
-    """The used vectors, the pixels and the pixels' PCA to the vectors' width, scored on the test queries
-    searching the training items (class retrieval with sentence-transformers' cut-offs, kNN), and the notes;
-    ``None`` with a note when no test label occurs among the training items."""
+    """The used vectors, the pixels (the raw inputs, called ``raw`` in the notes) and their PCA to the vectors'
+    width, scored on the test queries searching the training items (class retrieval with sentence-transformers'
+    cut-offs, kNN), and the notes; ``None`` with a note when no test label occurs among the training items."""
     if not bool(torch.isin(test.labels, train.labels).any()):
         return None, ("class retrieval skipped: no test item's class occurs among the training items",)
     name = FEATURES[vectors]
@@ -330,8 +348,8 @@ def _baselines(
     )
     if width == pixels.dimension:
         notes += (
-            f"the PCA baseline keeps all {width} axes of the pixels (the vectors have {learned.dimension}): a "
-            "rotation of the centred pixels, so its cosines and figures equal the pixels'",
+            f"the PCA baseline keeps all {width} axes of the {raw} (the vectors have {learned.dimension}): a "
+            f"rotation of the centred {raw}, so its cosines and figures equal the {raw}'",
         )
     return compare_with_baselines(learned, (pixels, pca)), notes
 

@@ -8,11 +8,12 @@ queried through the calls both answer (:class:`crl.search.SearchBackend`).
   ``{"texts": [...]}`` (needs a string encoder, :mod:`crl.serving.queries`), with ``k`` (default 10) and the
   optional ``ef_search`` (HNSW) / ``nprobe`` (IVF) for this request, and for ``ids`` the optional
   ``exclude_self`` (true: each item left out of its own results, k others returned; default false, the item
-  itself first), and the optional ``filter`` in crl's filter language (:mod:`crl.search.filters`); answers
-  ``{"results": [{"ids": [...], "scores": [...], "found": n}, ...], "shortfall": null}``, one entry per query,
-  best first. ``found`` counts the items of a query (fewer than k only when the index could not fill its
-  slots, e.g. an IVF whose probed cells held fewer items; those slots are left out), and ``shortfall`` then
-  says why and what to raise.
+  itself first), the optional ``filter`` in crl's filter language (:mod:`crl.search.filters`), and the optional
+  ``return_text`` (true: each result also lists its items' texts, for an index built from texts); answers
+  ``{"results": [{"ids": [...], "scores": [...], "found": n}, ...], "shortfall": null}`` (with ``"texts":
+  [...]`` beside ``ids`` when ``return_text``), one entry per query, best first. ``found`` counts the items of
+  a query (fewer than k only when the index could not fill its slots, e.g. an IVF whose probed cells held fewer
+  items; those slots are left out), and ``shortfall`` then says why and what to raise.
 
 Every bad request is a 4xx answer whose ``detail`` names the field, in FastAPI's own shape
 ``[{"loc": ["body", field, ...], "msg": ..., "type": ...}]``: 422 for a malformed or out-of-range field (a wrong
@@ -97,6 +98,7 @@ class SearchRequest(BaseModel):
     nprobe: StrictInt | None = Field(default=None, ge=1, le=MAX_SETTING)
     exclude_self: StrictBool = False
     filter: dict[str, Any] | None = None
+    return_text: StrictBool = False
 
     @model_validator(mode="after")
     def _one_kind_of_query(self) -> SearchRequest:
@@ -273,10 +275,32 @@ def create_app(
             found.ids.tolist(), found.scores.tolist(), found.found.tolist(), strict=True
         ):
             kept = [(i, s) for i, s in zip(ids, scores, strict=True) if i >= 0]
-            results.append({"ids": [i for i, _ in kept], "scores": [s for _, s in kept], "found": count})
+            result: dict[str, Any] = {
+                "ids": [i for i, _ in kept],
+                "scores": [s for _, s in kept],
+                "found": count,
+            }
+            if request.return_text:
+                result["texts"] = _texts(index, result["ids"])
+            results.append(result)
         return {"results": results, "shortfall": found.shortfall}
 
     return app
+
+
+def _texts(index: SearchBackend, ids: list[int]) -> list[str]:
+    """The text of each item of ``ids`` (its metadata's ``"text"``, as a text index stores it); a
+    ``RequestError`` naming ``return_text`` when an item has none."""
+    texts = []
+    for item, metadata in zip(ids, index.metadata(ids), strict=True):
+        text = metadata.get("text") if isinstance(metadata, dict) else None
+        if not isinstance(text, str):
+            raise RequestError(
+                "return_text",
+                f"item {item} has no text (this index was not built from texts); drop return_text",
+            )
+        texts.append(text)
+    return texts
 
 
 def _is_positive_int(value: object) -> bool:

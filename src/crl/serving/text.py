@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from crl.models.minilm import (
-    DEFAULT_MAX_SEQ_LENGTH,
     MiniLM,
     embed_texts,
     is_sentence_transformer,
@@ -32,14 +31,15 @@ def text_index(
     *,
     kind: Kind | None = None,
     metric: Metric = "cosine",
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+    max_seq_length: int | None = None,
     **params: int,
 ) -> Index:
     """A :class:`crl.search.Index` of ``texts`` embedded by a MiniLM folder ('' or 'minilm': the packaged one).
 
     Item ids are the row numbers, each item's metadata is ``{"text": ...}``, and the index records the model folder
     and the SHA-256 of its weights, so ``crl search DIR "some text"`` embeds a query with the same model
-    (:func:`register_text_search`). ``kind`` None chooses by N as ``crl index build`` does.
+    (:func:`register_text_search`). ``kind`` None chooses by N as ``crl index build`` does. Texts are truncated at
+    ``max_seq_length`` word pieces (None: the model's own length, as its string encoder embeds queries).
     """
     folder = resolve_model_path(model)
     vectors = embed_texts(texts, folder, max_seq_length=max_seq_length).numpy()
@@ -52,7 +52,9 @@ def text_index(
 def minilm_string_encoder(provenance: EncoderProvenance | None) -> StringEncoder | None:
     """The string encoder of an index made by :func:`text_index` (a sentence-transformers folder), else None.
 
-    The model is loaded once, here, in eval mode; every call of the encoder (concurrent ones included) uses it.
+    The model is loaded once, here, in eval mode; every call of the encoder (concurrent ones included) uses it,
+    truncating at the model's own length (:func:`crl.models.minilm.saved_max_seq_length`), as :func:`text_index`
+    does by default.
     """
     folder = Path(provenance.checkpoint) if provenance is not None else None
     if folder is None or not folder.is_dir() or not is_sentence_transformer(folder):

@@ -21,6 +21,7 @@ of ``draws`` resamples of the queries.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from crl.data.text import RetrievalTask
 from crl.metrics.ir import DEFAULT_KS
 from crl.metrics.text_retrieval import (
     Difference,
+    EmbedTexts,
     TextRetrieval,
     compare_reports,
     evaluate_retrieval,
@@ -46,6 +48,8 @@ from crl.train.data import text_task, text_tokenize
 from crl.train.heldout_monitor import text_embedders
 
 __all__ = ["TextEvalResult", "evaluate_text_state"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,28 @@ def _ranked(
     tokenize: Callable[[Sequence[str]], Batch],
     batch_size: int,
     device: torch.device,
+    name: str,
 ) -> TextRetrieval:
-    """The metrics (:data:`crl.metrics.ir.DEFAULT_KS`) and rankings of ``model`` on ``task``."""
-    embedders = text_embedders(model, tokenize, batch_size=batch_size, device=device)
-    return evaluate_retrieval(task, *embedders, ks=DEFAULT_KS)
+    """The metrics (:data:`crl.metrics.ir.DEFAULT_KS`) and rankings of ``model`` (called ``name`` in the stages
+    it logs) on ``task``."""
+    queries, documents = text_embedders(model, tokenize, batch_size=batch_size, device=device)
+    return evaluate_retrieval(
+        task,
+        _announced(queries, f"{name}: embedding the queries"),
+        _announced(documents, f"{name}: embedding the documents"),
+        ks=DEFAULT_KS,
+    )
+
+
+def _announced(embed_texts: EmbedTexts, stage: str) -> EmbedTexts:
+    """``embed_texts``, logging ``stage`` and the number of texts (a stage of :mod:`crl.commands`' display)
+    before each call."""
+
+    def run(texts: Sequence[str]) -> torch.Tensor:
+        _log.info("%s (%s)", stage, f"{len(texts):,}")
+        return embed_texts(texts)
+
+    return run
 
 
 def evaluate_text_state(
@@ -137,7 +159,10 @@ def evaluate_text_state(
             "minus zero-shot needs at least 2: judge more queries"
         )
     batch, tokenize = state.config.eval.batch_size, text_tokenize(data)
-    fine_tuned = _ranked(model_of_state(state, device), chosen, tokenize, batch, device)
-    zero_shot = _ranked(starting_model(state, device), chosen, tokenize, batch, device)
+    _log.info("loading the fine-tuned model of step %d", state.step)
+    fine_tuned = _ranked(model_of_state(state, device), chosen, tokenize, batch, device, "fine-tuned")
+    _log.info("loading the zero-shot model the run started from")
+    zero_shot = _ranked(starting_model(state, device), chosen, tokenize, batch, device, "zero-shot")
+    _log.info("paired bootstrap intervals (%s resamples)", f"{draws:,}")
     differences = compare_reports(zero_shot.report, fine_tuned.report, draws=draws, seed=seed)
     return TextEvalResult(checkpoint, state.step, name, chosen, fine_tuned, zero_shot, differences, draws)

@@ -17,6 +17,7 @@ statistics untouched) before restoring its mode, so they leave the training traj
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import torch
@@ -29,6 +30,8 @@ from crl.metrics.text_retrieval import EmbedTexts, evaluate_retrieval
 from crl.models import DualEncoder, embed
 from crl.train.config import TextData, TrainConfig
 from crl.train.data import heldout_pairs, text_task, text_tokenize
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "TEXT_MONITOR_KS",
@@ -116,10 +119,13 @@ def text_embedders(
     def by(encode: Callable[[Batch], Tensor]) -> EmbedTexts:
         def run(texts: Sequence[str]) -> Tensor:
             order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-            parts = [
-                embed(encode, tokenize([texts[i] for i in rows]), batch_size=batch_size, device=device)
-                for rows in (order[start : start + batch_size] for start in range(0, len(order), batch_size))
-            ]
+            parts = []
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                parts.append(
+                    embed(encode, tokenize([texts[i] for i in rows]), batch_size=batch_size, device=device)
+                )
+                _log.info("embedded", extra={"progress": (start + len(rows), len(order))})
             stacked = torch.cat(parts)
             vectors = torch.empty_like(stacked)
             vectors[torch.tensor(order)] = stacked
