@@ -38,8 +38,8 @@ test: venv
 	$(PY) -m pytest -q
 
 lint: venv
-	$(VENV)/bin/ruff format --check src tests benchmarks
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks studies
+	$(VENV)/bin/ruff check src tests benchmarks studies
 	$(VENV)/bin/mypy
 
 verify: venv

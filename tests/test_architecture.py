@@ -147,14 +147,15 @@ def test_no_room_imports_another_rooms_private_names() -> None:
     assert not wrong, "private names imported across rooms:\n" + "\n".join(wrong)
 
 
-BENCHMARKS = SRC.parents[1] / "benchmarks"
+ROOT = SRC.parents[1]
 
 
-def test_every_function_import_in_benchmarks_says_why() -> None:
-    """A benchmark imports inside a function only on purpose (a case's fresh process and its memory baseline, an
-    optional package, a data set only one case needs), and says so on the line above the function's first import."""
+def test_every_function_import_in_benchmarks_and_studies_says_why() -> None:
+    """A benchmark or study imports inside a function only on purpose (a case's fresh process and its memory
+    baseline, an optional package, a data set only one case needs), and says so on the line above the function's
+    first import."""
     wrong = []
-    for path in sorted(BENCHMARKS.glob("*.py")):
+    for path in sorted([*ROOT.glob("benchmarks/*.py"), *ROOT.glob("studies/**/*.py")]):
         lines = path.read_text(encoding="utf-8").splitlines()
         for function in ast.walk(ast.parse("\n".join(lines))):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):

@@ -5,7 +5,6 @@ If these fail, a fine-tuned text model cannot be compared with the model it star
 paired on the same queries, the TREC run disagrees with the reported figures, or a bad file gives a traceback.
 """
 
-import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,9 +28,8 @@ from crl.train.config import TextData, TrainConfig
 from crl.train.data import text_source, text_task
 from crl.train.loop import TrainingLoop
 from crl.train.trainer import RunResult
+from studies import text_retrieval as text_retrieval_study
 from tests.train.helpers import fit, tiny_config, tiny_text_config
-
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "text_retrieval.py"
 
 
 @pytest.fixture(scope="module")
@@ -176,13 +174,11 @@ def test_the_zero_shot_model_of_a_minilm_run_is_the_packaged_all_minilm_l6_v2(tm
 def test_the_benchmark_evaluates_a_run_with_crl_evals_code(
     text_run: tuple[TrainConfig, RunResult], tmp_path: Path
 ) -> None:
-    """benchmarks/text_retrieval.py --run RUN_DIR on the whole test split gives crl eval's figures."""
+    """python -m studies.text_retrieval --run RUN_DIR on the whole test split gives crl eval's figures."""
     _, result = text_run
-    spec = importlib.util.spec_from_file_location("text_retrieval_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
-    benchmark.main(["--run", str(result.run_dir), "--queries", "0", "--corpus", "0", "--out", str(tmp_path)])
+    text_retrieval_study.main(
+        ["--run", str(result.run_dir), "--queries", "0", "--corpus", "0", "--out", str(tmp_path)]
+    )
     written = json.loads((tmp_path / "tiny_text-eval.json").read_text())
     code, output = _invoke(str(result.run_dir), "--out", str(tmp_path / "eval.json"))
     assert code == 0, output

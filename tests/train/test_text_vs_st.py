@@ -1,4 +1,4 @@
-"""benchmarks/text_vs_st.py: crl's text step beside sentence-transformers' MNRL, on one batch sequence.
+"""studies.text_vs_st: crl's text step beside sentence-transformers' MNRL, on one batch sequence.
 
 If these fail, the side-by-side compares different things: crl's InfoNCE (as the training loop calls it) and
 MNRL at scale 1/tau disagree on the same embeddings, in value or in gradient, for the one-sided or the symmetric
@@ -6,13 +6,10 @@ form; the two arms could train on different batches, or on batches that are not 
 the script no longer runs end to end, writes its figures, or answers bad input with one line.
 """
 
-import importlib.util
 import json
-import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,29 +19,32 @@ from torch import Tensor
 from crl.data.text import TextPair
 from crl.negatives import Draw, EmbeddedBatch
 from crl.train.build import Streams
-from crl.train.config import TextData, TrainConfig, parse_config
-from crl.train.data import text_source
+from crl.train.config import TextData, TrainConfig, load_config, parse_config
+from crl.train.data import text_pairs, text_source
 from crl.train.false_negatives import FalseNegativeIds
 from crl.train.loop import TrainingLoop
 from crl.train.loss import batch_loss
+from studies.text_vs_st import plan as study_plan
+from studies.text_vs_st.__main__ import main as study_main
 from tests.train.helpers import tiny_text_config
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TAU = 0.05
 
 
 @pytest.fixture(scope="module")
-def bench() -> Iterator[ModuleType]:
-    """benchmarks/text_vs_st.py as a module (its folder on sys.path, as when it runs as a script; in sys.modules
-    while the tests run, for its dataclasses)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCHMARKS))
-        spec = importlib.util.spec_from_file_location("text_vs_st", BENCHMARKS / "text_vs_st.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        patch.setitem(sys.modules, "text_vs_st", module)
-        spec.loader.exec_module(module)
-        yield module
+def bench() -> SimpleNamespace:
+    """The study's functions the tests call: its plan's, the command line of ``python -m studies.text_vs_st``,
+    and crl's own readers of the config and its pairs."""
+    return SimpleNamespace(
+        st_loss=study_plan.st_loss,
+        shared_item_rows=study_plan.shared_item_rows,
+        batch_sequence=study_plan.batch_sequence,
+        sequence_hash=study_plan.sequence_hash,
+        batch_columns=study_plan.batch_columns,
+        main=study_main,
+        load_config=load_config,
+        text_pairs=text_pairs,
+    )
 
 
 def _config(**loss: object) -> TrainConfig:
@@ -112,7 +112,7 @@ def _value_and_gradients(loss_of, a: Tensor, p: Tensor) -> tuple[Tensor, Tensor,
 @pytest.mark.parametrize("symmetric", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_crl_infonce_equals_the_st_loss_the_benchmark_builds_in_value_and_gradient(
-    bench: ModuleType, symmetric: bool, dtype: torch.dtype
+    bench: SimpleNamespace, symmetric: bool, dtype: torch.dtype
 ) -> None:
     """One-sided: MNRL(scale = 1/tau); symmetric: MNRL with both directions partitioned per direction. Both equal
     crl's loss and a float64 brute force, and so do the gradients with respect to both sides' pooled embeddings
@@ -135,7 +135,7 @@ def test_crl_infonce_equals_the_st_loss_the_benchmark_builds_in_value_and_gradie
         torch.testing.assert_close(crl_grad.double(), ref_grad.double(), rtol=rtol, atol=atol)
 
 
-def test_the_symmetric_form_is_what_sts_deprecated_symmetric_loss_computes(bench: ModuleType) -> None:
+def test_the_symmetric_form_is_what_sts_deprecated_symmetric_loss_computes(bench: SimpleNamespace) -> None:
     """MultipleNegativesSymmetricRankingLoss (the name an ST user knows) gives the symmetric loss too."""
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesSymmetricRankingLoss
 
@@ -148,7 +148,7 @@ def test_the_symmetric_form_is_what_sts_deprecated_symmetric_loss_computes(bench
     )
 
 
-def test_gradcache_arm_uses_sts_cached_loss_with_the_same_value_and_gradients(bench: ModuleType) -> None:
+def test_gradcache_arm_uses_sts_cached_loss_with_the_same_value_and_gradients(bench: SimpleNamespace) -> None:
     """[optim] chunk_size > 0: CachedMNRL with mini_batch_size = chunk_size, whose chunked loss on the same
     embeddings equals crl's (value and gradients)."""
     a, p = _embeddings(10, torch.float64, seed=7)
@@ -163,7 +163,7 @@ def test_gradcache_arm_uses_sts_cached_loss_with_the_same_value_and_gradients(be
         torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
 
 
-def test_crl_leaves_a_shared_item_out_where_mnrl_scores_it_as_a_negative(bench: ModuleType) -> None:
+def test_crl_leaves_a_shared_item_out_where_mnrl_scores_it_as_a_negative(bench: SimpleNamespace) -> None:
     """Pairs 0 and 3 name one item (the same positive text): crl drops each from the other's candidates (the brute
     force with those two entries left out), MNRL scores the copy as a negative, so its loss is higher on such a
     batch (the result counts these rows)."""
@@ -180,7 +180,7 @@ def test_crl_leaves_a_shared_item_out_where_mnrl_scores_it_as_a_negative(bench: 
     assert bench.shared_item_rows(ids.numpy(), batches).tolist() == [0, 2, 2]
 
 
-def test_the_batch_sequence_is_deterministic_in_the_seed_and_hashed_in_order(bench: ModuleType) -> None:
+def test_the_batch_sequence_is_deterministic_in_the_seed_and_hashed_in_order(bench: SimpleNamespace) -> None:
     """Same seed, same (T, b) indices and hash; another seed, another hash; two batches swapped, another hash.
     Each epoch's batches are disjoint slices of one permutation (50 pairs, 6 batches of 8 an epoch)."""
     first, again = bench.batch_sequence(50, 8, 20, 3), bench.batch_sequence(50, 8, 20, 3)
@@ -194,7 +194,9 @@ def test_the_batch_sequence_is_deterministic_in_the_seed_and_hashed_in_order(ben
         assert len(set(rows.tolist())) == 48 and rows.max() < 50
 
 
-def test_the_planned_batches_are_those_crls_training_loop_draws(bench: ModuleType, tmp_path: Path) -> None:
+def test_the_planned_batches_are_those_crls_training_loop_draws(
+    bench: SimpleNamespace, tmp_path: Path
+) -> None:
     """crl's own loop (a bag-of-tokens text run, its default cursor) trains on exactly batch_sequence(seed)."""
     config = tiny_text_config(tmp_path, "order", run={"seed": 11})
     assert isinstance(config.data, TextData)
@@ -214,7 +216,7 @@ def test_the_planned_batches_are_those_crls_training_loop_draws(bench: ModuleTyp
     assert np.array_equal(torch.stack(drawn).numpy(), planned)
 
 
-def test_the_st_columns_are_the_texts_of_the_planned_rows(bench: ModuleType) -> None:
+def test_the_st_columns_are_the_texts_of_the_planned_rows(bench: SimpleNamespace) -> None:
     """[queries, positives] of the batch's rows, then one column per negative with the negatives' positives."""
     pairs = [TextPair(f"q{i}", f"p{i}", f"g{i}") for i in range(6)]
     rows, negatives = np.array([4, 1]), np.array([[0, 5], [2, 3]])
@@ -284,7 +286,7 @@ log_every = 1
 
 
 def test_a_two_step_run_writes_both_arms_figures_on_the_same_batches(
-    bench: ModuleType, tmp_path: Path
+    bench: SimpleNamespace, tmp_path: Path
 ) -> None:
     """Both arms (two MiniLM processes) train 2 steps on the planned batches and are scored on the validation
     split; result.json holds the metrics, times, memory, the paired differences and the command line."""
@@ -315,7 +317,9 @@ def test_a_two_step_run_writes_both_arms_figures_on_the_same_batches(
     assert isinstance(result["criterion"]["met"], bool)
 
 
-def test_help_and_bad_input(bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_and_bad_input(
+    bench: SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--help names the options; bad input is one line naming the argument (or the config field), exit 2."""
     with pytest.raises(SystemExit) as done:
         bench.main(["--help"])

@@ -1,7 +1,7 @@
 """Exact class retrieval when scores tie: crl.metrics.ir's dense ranking of a flat index against the widening search.
 
-    .venv/bin/python benchmarks/ir_ties.py                     # N = 10,000, d = 128: about 3 minutes on 2 cores
-    .venv/bin/python benchmarks/ir_ties.py --items 3000 --out runs/bench_ir_ties.json
+    .venv/bin/python -m studies.ir_ties                     # N = 10,000, d = 128: about 3 minutes on 2 cores
+    .venv/bin/python -m studies.ir_ties --items 3000 --out runs/bench_ir_ties.json
 
 :func:`crl.metrics.ir.class_retrieval` ranks each of N items against the N - 1 others (10 classes, own item removed,
 pessimistic ties). Two ways, on the same vectors:
@@ -32,9 +32,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchmarks._rss import peak_rss_bytes
 
-from _rss import peak_rss_bytes
-
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository: each case's own process runs ``python -m studies.ir_ties`` from there."""
 CASES = ("spread", "collapsed")
 PATHS = ("dense", "widening")
 
@@ -109,7 +110,8 @@ def main() -> None:
         for path in PATHS:
             command = [
                 sys.executable,
-                __file__,
+                "-m",
+                "studies.ir_ties",
                 "--items",
                 str(args.items),
                 "--dim",
@@ -118,7 +120,7 @@ def main() -> None:
                 case,
                 path,
             ]
-            done = subprocess.run(command, check=True, capture_output=True, text=True)
+            done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     print(f"N = {args.items}, d = {args.dim}, 10 classes, every item queries the others (K = 100)\n")
     print(

@@ -1,7 +1,7 @@
 """Does crl fine-tuning help MiniLM? Zero-shot vs SSCRL in-batch vs SCRL with mined hard negatives, held out.
 
-    .venv/bin/python benchmarks/text_retrieval.py configs/wordnet_minilm.toml --minutes 8 --queries 300 --corpus 2000
-    .venv/bin/python benchmarks/text_retrieval.py --run runs/wordnet_minilm --queries 300 --corpus 2000
+    .venv/bin/python -m studies.text_retrieval configs/wordnet_minilm.toml --minutes 8 --queries 300 --corpus 2000
+    .venv/bin/python -m studies.text_retrieval --run runs/wordnet_minilm --queries 300 --corpus 2000
 
 With ``--run RUN_DIR`` it trains nothing: it evaluates that run's newest checkpoint beside its zero-shot starting
 model on ``--queries`` of its test queries and ``--corpus`` of its test documents (0, 0: the whole test split, as
