@@ -263,7 +263,7 @@ def create_app(
         except ValueError as error:
             message = str(error)
             raise RequestError(
-                next((name for name in ("ef_search", "nprobe") if name in message), field), message
+                next((name for name in ("ef_search", "nprobe", "filter") if name in message), field), message
             ) from None
         if request.exclude_self:
             found = without_query_items(found, request.ids or [], request.k)
