@@ -24,7 +24,7 @@ import typer
 from rich.table import Table
 
 from crl.commands._console import output_console
-from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors
+from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors, warnings_as_lines
 
 if TYPE_CHECKING:
     from crl.search.milvus import MilvusIndex
@@ -59,6 +59,13 @@ def search(
     filter_json: Annotated[
         str, typer.Option("--filter", help='Metadata filter as JSON, e.g. \'{"label": {"in": [1, 3]}}\'.')
     ] = "",
+    allow_other_encoder: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-encoder",
+            help="Embed text queries even when the index's encoder now holds other weights than it recorded.",
+        ),
+    ] = False,
 ) -> None:
     """Search the index in INDEX_DIR for the k nearest items to each QUERY.
 
@@ -76,6 +83,7 @@ def search(
             filter_json=filter_json,
             reading=_reading(as_text, as_id),
             exclude_self=exclude_self,
+            allow_other_encoder=allow_other_encoder,
         )
     )
 
@@ -91,11 +99,13 @@ def search_command(
     filter_json: str = "",
     reading: str = "auto",
     exclude_self: bool = True,
+    allow_other_encoder: bool = False,
 ) -> int:
     """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input.
 
     ``reading`` is how queries are read (``"auto"``: integers are item ids; ``"id"``; ``"text"``); with
-    ``exclude_self`` an id query's own item is left out and k other items are returned.
+    ``exclude_self`` an id query's own item is left out and k other items are returned. Text queries are refused
+    when the index's encoder now holds other weights than it recorded, unless ``allow_other_encoder``.
     """
 
     def body() -> int:
@@ -120,7 +130,13 @@ def search_command(
             from crl.serving.text import register_text_search
 
             register_text_search()
-        vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
+        with warnings_as_lines():
+            vectors = query_vectors(
+                index,
+                queries,
+                reading,  # type: ignore[arg-type]
+                allow_other_encoder=allow_other_encoder,
+            )
         leave_out = exclude_self and any(item is not None for item in items) and 1 <= k < len(index)
         asked = k + 1 if leave_out else k
         found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)

@@ -187,15 +187,18 @@ def create_app(
     max_k: int = MAX_K,
     max_body_bytes: int | None = None,
     docs: bool = False,
+    allow_other_encoder: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving ``index`` with at most ``max_batch`` queries and ``k <= max_k`` per request.
 
     ``max_body_bytes`` (None: :func:`default_max_body_bytes`) bounds a request body; ``docs`` serves the
     ``/docs`` and ``/redoc`` pages, which fetch their scripts from a CDN. Text queries use the string encoder
-    registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`).
+    registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`), refused when that
+    checkpoint's weights no longer have the SHA-256 the index records, unless ``allow_other_encoder``.
 
     Raises:
         BackendUnavailableError: when the backend's server does not answer now.
+        OtherEncoderError: when the index's encoder now holds other weights (and ``allow_other_encoder`` is off).
     """
     limits = {"max_batch": max_batch, "max_k": max_k, "max_body_bytes": max_body_bytes}
     for name, value in limits.items():
@@ -206,7 +209,7 @@ def create_app(
         index
     ):  # an IVF index builds its id -> vector map now, not in requests
         index.vectors(index.ids[:1])
-    embed = _text_embedder(index)
+    embed = _text_embedder(index, allow_other_encoder)
     app = FastAPI(
         title="crl search",
         description=f"{index!r}",
@@ -312,10 +315,11 @@ def _queries(index: SearchBackend, request: SearchRequest, max_batch: int, embed
     return matrix.astype(np.float32)
 
 
-def _text_embedder(index: SearchBackend) -> TextEmbedder:
+def _text_embedder(index: SearchBackend, allow_other_encoder: bool) -> TextEmbedder:
     """The function embedding a request's texts with the string encoder registered for the index's checkpoint
-    (looked up now, once); its errors are ``RequestError`` on ``texts`` that show no path of the server."""
-    encode = string_encoder(index)
+    (looked up and checked now, once); its errors are ``RequestError`` on ``texts`` that show no path of the
+    server."""
+    encode = string_encoder(index, allow_other_encoder=allow_other_encoder)
     folder = index.encoder.checkpoint if index.encoder is not None else None
     missing = (
         "this index records no encoder, so texts cannot be embedded (an index or collection built from text, "
