@@ -3,20 +3,24 @@ session's real Milvus server on 127.0.0.1 (tests/milvus_server.py; outside CI th
 
 If these fail, one client's filter would mark the connection stale and turn every other client's request into a
 503 while it reconnects, a filter faiss answers would be a Milvus error, one id would become several rows, or an
-id would be counted but never found.
+id would be counted but never found, or an interrupted export would leave a partial collection that looks
+complete.
 """
 
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from crl.commands import app
 from crl.search import BackendUnavailableError, Index
-from crl.search.milvus import MilvusIndex
+from crl.search.milvus import UNFINISHED, MilvusIndex, export_index
 from crl.serving.service import create_app
 from tests.milvus_server import uri
 
@@ -37,7 +41,7 @@ def items() -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
 
 @pytest.fixture(scope="module")
 def collection(milvus_server: Any, items: tuple[np.ndarray, np.ndarray, list[Any]]) -> MilvusIndex:
-    created = MilvusIndex.create(uri(milvus_server, "hostile"), D)
+    created = MilvusIndex.create(uri(milvus_server, "failsafe_hostile"), D)
     created.add(*items)
     return created
 
@@ -130,7 +134,7 @@ def test_the_service_answers_hostile_filters_with_a_4xx_or_faiss_ids_and_no_503(
 
 def test_four_threads_adding_one_id_make_one_row(milvus_server: Any) -> None:
     """add() checked then inserted, so 4 threads adding id 7 all succeeded and the collection held 4 rows."""
-    collection = MilvusIndex.create(uri(milvus_server, "racing"), D)
+    collection = MilvusIndex.create(uri(milvus_server, "failsafe_racing"), D)
     outcomes: list[str] = []
     start = threading.Barrier(4)
 
@@ -153,7 +157,7 @@ def test_four_threads_adding_one_id_make_one_row(milvus_server: Any) -> None:
 
 def test_the_id_milvus_keeps_for_itself_is_refused(milvus_server: Any) -> None:
     """Id 2**63 - 1 was counted but invisible to metadata, vectors and delete, and search(k=10) found 9."""
-    collection = MilvusIndex.create(uri(milvus_server, "sentinel"), D)
+    collection = MilvusIndex.create(uri(milvus_server, "failsafe_sentinel"), D)
     with pytest.raises(ValueError, match="ids holds 9223372036854775807"):
         collection.add(np.ones((1, D), np.float32), [2**63 - 1])
     top = 2**63 - 2
@@ -161,3 +165,54 @@ def test_the_id_milvus_keeps_for_itself_is_refused(milvus_server: Any) -> None:
     assert len(collection) == 2 and collection.metadata([top]) == [{"a": 2}]
     assert collection.search(np.ones((1, D), np.float32), 2).found.tolist() == [2]
     assert collection.delete([top]) == 1
+
+
+class InterruptedExportError(Exception):
+    """The stand-in for a ^C or a lost process in the middle of an export."""
+
+
+def test_an_interrupted_export_leaves_no_collection_that_looks_complete(
+    milvus_server: Any, monkeypatch: pytest.MonkeyPatch, items: tuple[np.ndarray, np.ndarray, list[Any]]
+) -> None:
+    """An export stopped after 2 of 6 batches left a searchable collection of 20 of 60 items under its name, and
+    a rerun said it existed already."""
+    index = Index.build(*items[:2], metadata=items[2])
+    address = uri(milvus_server, "failsafe_exported")
+    add, calls = MilvusIndex.add, []
+
+    def add_then_stop(self: MilvusIndex, *args: Any) -> np.ndarray:
+        calls.append(1)
+        if len(calls) > 2:
+            raise InterruptedExportError
+        return add(self, *args)
+
+    monkeypatch.setattr(MilvusIndex, "add", add_then_stop)
+    with pytest.raises(InterruptedExportError):
+        export_index(index, address, batch=10)
+    monkeypatch.setattr(MilvusIndex, "add", add)
+    with pytest.raises(ValueError, match="does not exist"):
+        MilvusIndex.connect(address)
+    with pytest.raises(ValueError, match="unfinished copy of an export"):
+        MilvusIndex.connect(address + UNFINISHED)
+    exported = export_index(index, address, batch=10)
+    assert len(exported) == N and exported.ids.tolist() == index.ids.tolist()
+
+
+def test_export_refuses_an_existing_collection_unless_overwrite(
+    milvus_server: Any, tmp_path: Path, items: tuple[np.ndarray, np.ndarray, list[Any]]
+) -> None:
+    """crl index export had no way to replace a collection; --overwrite replaces it with the index's items."""
+    vectors, ids, metadata = items
+    address = uri(milvus_server, "failsafe_replaced")
+    Index.build(vectors[:7], ids[:7]).save(tmp_path / "seven")
+    Index.build(vectors, ids, metadata=metadata).save(tmp_path / "all")
+    assert (
+        CliRunner().invoke(app, ["index", "export", str(tmp_path / "seven"), "--to", address]).exit_code == 0
+    )
+    again = CliRunner().invoke(app, ["index", "export", str(tmp_path / "all"), "--to", address])
+    assert again.exit_code == 2 and "--overwrite" in again.output
+    assert len(MilvusIndex.connect(address)) == 7
+    command = ["index", "export", str(tmp_path / "all"), "--to", address, "--overwrite"]
+    replaced = CliRunner().invoke(app, command)
+    assert replaced.exit_code == 0, replaced.output
+    assert MilvusIndex.connect(address).ids.tolist() == ids.tolist()

@@ -108,13 +108,19 @@ def export(
     kind: Annotated[
         str, typer.Option(help="flat, hnsw, ivf or auto (the index's own; IVF-PQ as ivf).")
     ] = "auto",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace the collection when it exists already.")
+    ] = False,
 ) -> None:
-    """Copy the index in INDEX_DIR (vectors, ids, metadata) into a new Milvus collection (crl[milvus])."""
-    raise typer.Exit(index_export_command(index_dir, to, kind))
+    """Copy the index in INDEX_DIR (vectors, ids, metadata) into a new Milvus collection (crl[milvus]).
+
+    The collection appears under its name only once every item is in; an interrupted export leaves none.
+    """
+    raise typer.Exit(index_export_command(index_dir, to, kind, overwrite=overwrite))
 
 
-def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
-    """``crl index export DIR --to milvus://...``: 0, or 2 with one line for bad input."""
+def index_export_command(index_dir: Path, to: str, kind: str = "auto", *, overwrite: bool = False) -> int:
+    """``crl index export DIR --to milvus://... [--overwrite]``: 0, or 2 with one line for bad input."""
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
@@ -126,7 +132,12 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
         if kind != "auto" and kind not in MILVUS_KINDS:
             raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
         index = Index.load(index_dir)
-        collection = export_index(index, to, kind=None if kind == "auto" else kind)  # type: ignore[arg-type]
+        collection = export_index(
+            index,
+            to,
+            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+            overwrite=overwrite,
+        )
         typer.echo(f"exported {len(index)} items of {index_dir} into {collection!r}")
         return EXIT_OK
 

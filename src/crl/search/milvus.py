@@ -120,6 +120,12 @@ _ADDING: dict[str, threading.Lock] = {}
 """One lock per collection address: :meth:`MilvusIndex.add` checks and inserts under it."""
 _ADDING_GUARD = threading.Lock()
 
+MAX_NAME = 255
+"""The longest collection name Milvus takes."""
+
+UNFINISHED = "__crl_unfinished"
+"""The suffix of the collection :func:`export_index` fills before renaming it to its own name."""
+
 _URI = re.compile(r"milvus://(?P<host>[^:/]+):(?P<port>\d+)/(?P<collection>[A-Za-z_][A-Za-z0-9_]*)")
 _DESCRIPTION = re.compile(rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})(?: encoder=(\{{.*\}}))?")
 
@@ -145,6 +151,11 @@ class MilvusAddress:
             raise ValueError(
                 f"{uri[:80]!r} is not a Milvus address; pass milvus://HOST:PORT/COLLECTION, e.g. "
                 "milvus://127.0.0.1:19530/items"
+            )
+        if len(match["collection"]) > MAX_NAME:
+            raise ValueError(
+                f"the collection name of {uri[:80]!r}... has {len(match['collection'])} characters; Milvus takes "
+                f"at most {MAX_NAME}, pass a shorter name"
             )
         return cls(match["host"], int(match["port"]), match["collection"])
 
@@ -263,13 +274,18 @@ class MilvusIndex:
         :data:`CONSISTENCY`.
 
         Raises:
-            ValueError: on a bad address or consistency, a missing collection, or one crl did not create (no
-                crl schema).
+            ValueError: on a bad address or consistency, a missing collection, one crl did not create (no
+                crl schema), or the unfinished copy of an export (its name ends in :data:`UNFINISHED`).
         """
         # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
         from pymilvus import Collection, utility
 
         address = MilvusAddress.parse(uri)
+        if address.collection.endswith(UNFINISHED):
+            raise ValueError(
+                f"{address} is the unfinished copy of an export (crl index export fills it and renames it when "
+                f"every item is in); rerun the export to {address.collection.removesuffix(UNFINISHED)}"
+            )
         _check_consistency(consistency)
         _call_timeout(timeout)
         alias = _connect(address, timeout)
@@ -657,18 +673,54 @@ def _shortfall(found: np.ndarray, k: int, filtered: bool, kind: MilvusKind) -> s
 
 
 def export_index(
-    index: Index, uri: str, *, kind: MilvusKind | None = None, batch: int = 10_000
+    index: Index,
+    uri: str,
+    *,
+    kind: MilvusKind | None = None,
+    batch: int = 10_000,
+    overwrite: bool = False,
 ) -> MilvusIndex:
     """A new collection at ``uri`` holding ``index``'s items (its stored vectors, ids and metadata) under the same
     metric and encoder, inserted ``batch`` items at a time. ``kind`` defaults to the index's own, IVF-PQ as IVF
-    (Milvus's IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
+    (Milvus's IVF_FLAT); an IVF-PQ index exports its lossy reconstructions.
+
+    The items go into ``COLLECTION`` + :data:`UNFINISHED` first (one left by an interrupted export is dropped and
+    filled anew), renamed to ``COLLECTION`` once every item is in, so a collection under its own name is always
+    complete. ``overwrite`` replaces an existing collection at ``uri`` (at the rename, after the copy is full).
+
+    Raises:
+        ValueError: when the collection exists already and ``overwrite`` is off, or its name is too long for
+            the suffix.
+    """
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus import utility
+
+    address = MilvusAddress.parse(uri)
+    unfinished = MilvusAddress(address.host, address.port, address.collection + UNFINISHED)
+    if len(unfinished.collection) > MAX_NAME:
+        raise ValueError(
+            f"the collection name {address.collection[:40]}... has {len(address.collection)} characters; an export "
+            f"takes at most {MAX_NAME - len(UNFINISHED)}, pass a shorter name"
+        )
+    alias = _connect(address, 10.0)
+    if not overwrite and utility.has_collection(address.collection, using=alias):
+        raise ValueError(
+            f"{address} exists already; pass overwrite=True (crl index export --overwrite) to replace it"
+        )
+    if utility.has_collection(unfinished.collection, using=alias):
+        utility.drop_collection(unfinished.collection, using=alias)
     chosen: MilvusKind = kind or _EXPORTED_KIND[index.kind]
-    collection = MilvusIndex.create(uri, index.dim, metric=index.metric, kind=chosen, encoder=index.encoder)
+    collection = MilvusIndex.create(
+        str(unfinished), index.dim, metric=index.metric, kind=chosen, encoder=index.encoder
+    )
     ids = index.ids
     for start in range(0, ids.size, batch):
         part = ids[start : start + batch]
         collection.add(index.vectors(part), part, index.metadata(part))
-    return collection
+    if utility.has_collection(address.collection, using=alias):
+        utility.drop_collection(address.collection, using=alias)
+    utility.rename_collection(unfinished.collection, address.collection, using=alias)
+    return MilvusIndex.connect(str(address))
 
 
 def local_server(folder: str | Path, *, port: int = 19530, session_ttl_s: int = 30) -> Any:
