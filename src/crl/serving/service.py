@@ -33,6 +33,7 @@ The interactive pages ``/docs`` and ``/redoc`` load their scripts from a CDN, so
 
 from __future__ import annotations
 
+import math
 import reprlib
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -332,6 +333,12 @@ def _text_embedder(index: SearchBackend, allow_other_encoder: bool) -> TextEmbed
     def embed(texts: list[str]) -> np.ndarray:
         if encode is None:
             raise RequestError("texts", missing)
+        for row, text in enumerate(texts):
+            if not _is_unicode(text):
+                raise RequestError(
+                    "texts",
+                    f"texts[{row}] holds a lone surrogate, which encodes no character; send valid Unicode",
+                )
         try:
             return np.asarray(encode(texts), dtype=np.float32)
         except ValueError as error:
@@ -339,6 +346,15 @@ def _text_embedder(index: SearchBackend, allow_other_encoder: bool) -> TextEmbed
             raise RequestError("texts", _preview(message, 200)) from None
 
     return embed
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether ``text`` is characters only (a lone surrogate such as ``"\ud800"`` encodes none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _query_field(request: SearchRequest) -> str:
@@ -396,9 +412,12 @@ def _brief_errors(errors: Any) -> list[dict[str, Any]]:
 
 
 def _shown(value: Any) -> Any:
-    """``value`` itself when it is a short scalar, else a preview string of at most about 40 characters."""
-    if value is None or isinstance(value, bool | float):
+    """``value`` itself when it is a short scalar JSON can write, else a preview string of at most about 40
+    characters (NaN and the infinities, which JSON has no number for, as ``'nan'``, ``'inf'``, ``'-inf'``)."""
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, int) and abs(value) < 10**PREVIEW_CHARS:
         return value
     if isinstance(value, str):
