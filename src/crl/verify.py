@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from crl import __version__
-from crl._lock import FolderLock
+from crl._lock import FolderLock, claim_folder
 from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
 from crl.claims.budget import part_level
 from crl.claims.context import code_fingerprint
@@ -133,6 +133,7 @@ def run_verify(
         )
     selected = registry.select(claim_ids)
     with FolderLock(out, command="crl verify"):  # one writer in out, from --fresh to the report
+        claim_folder(out, "crl verify")
         if fresh:
             for suffix in ("", "-wal", "-shm"):
                 (out / f"{RESULTS_FILE}{suffix}").unlink(missing_ok=True)
