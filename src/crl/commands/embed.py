@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
+from crl._lines import lines_of_items
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def embed_text_command(
                 raise ValueError(
                     f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
                 ) from None
-            strings += [line for line in content.splitlines() if line.strip()]
+            strings += lines_of_items(content, f"--text-file {text_file}")
         check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
         embeddings = embed_texts(strings, model, max_seq_length=max_seq_length)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from crl._lines import lines_of_items
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
 from crl.commands.embed import VECTORS_HELP, numeric_inputs
@@ -159,7 +160,7 @@ def index_text_command(
         from crl.serving.text import text_index
 
         try:
-            lines = [line for line in text_file.read_bytes().decode("utf-8").splitlines() if line.strip()]
+            lines = lines_of_items(text_file.read_bytes().decode("utf-8"), f"--text-file {text_file}")
         except UnicodeDecodeError as error:
             raise ValueError(
                 f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from crl._lines import split_lines
+
 __all__ = ["read_qrels", "read_run", "relevant_sets", "write_qrels", "write_run"]
 
 
@@ -39,7 +41,7 @@ def _lines(path: Path) -> list[str]:
         raise ValueError(
             f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start}); save the file as UTF-8"
         ) from None
-    return text.splitlines()
+    return split_lines(text)
 
 
 def _fields(path: Path, count: int) -> list[tuple[int, list[str]]]:
