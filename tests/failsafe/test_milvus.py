@@ -216,3 +216,23 @@ def test_export_refuses_an_existing_collection_unless_overwrite(
     replaced = CliRunner().invoke(app, command)
     assert replaced.exit_code == 0, replaced.output
     assert MilvusIndex.connect(address).ids.tolist() == ids.tolist()
+
+
+def test_k_at_milvus_largest_with_the_query_item_left_out_names_the_k_passed(collection: MilvusIndex) -> None:
+    """crl search -k 16384 by id (its own item left out, so k + 1 asked) said k = 16385, a k nobody passed."""
+    result = CliRunner().invoke(app, ["search", str(collection.address), "1", "-k", "16384"])
+    assert result.exit_code == 2, result.output
+    assert "-k 16384" in result.output and "16383" in result.output and "16385" not in result.output
+
+
+def test_the_service_names_no_milvus_address_in_a_422_or_its_schema(
+    collection: MilvusIndex, milvus_server: Any
+) -> None:
+    """An unknown id's 422 and /openapi.json's description showed milvus://HOST:PORT/COLLECTION."""
+    with TestClient(create_app(collection)) as http:
+        schema = http.get("/openapi.json")
+        unknown = http.post("/search", json={"ids": [10**6]})
+    assert schema.status_code == 200 and unknown.status_code == 422
+    assert "is not in the collection" in unknown.text
+    for text in (schema.text, unknown.text):
+        assert f"127.0.0.1:{milvus_server.listen_port}" not in text and "failsafe_hostile" not in text

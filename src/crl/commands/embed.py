@@ -17,6 +17,7 @@ import numpy as np
 import typer
 
 from crl._lines import lines_of_items
+from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ def embed_text_command(
 
         strings = list(texts)
         if text_file is not None:
+            if not text_file.is_file():
+                raise ValueError(f"--text-file {text_file} {missing_file(text_file)}; pass a UTF-8 text file")
             try:
                 content = text_file.read_bytes().decode("utf-8")
             except UnicodeDecodeError as error:

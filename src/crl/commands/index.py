@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from crl._lines import lines_of_items
+from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
 from crl.commands.embed import VECTORS_HELP, numeric_inputs
@@ -67,6 +68,12 @@ def build(
             "--to", help="Also copy the index into a new Milvus collection: milvus://HOST:PORT/NAME."
         ),
     ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite", help="Replace the index in OUT (and the --to collection) when one exists."
+        ),
+    ] = False,
 ) -> None:
     """Embed a data set with CHECKPOINT and save a faiss index of it in OUT (and, with --to, a Milvus copy)."""
     given = {
@@ -79,7 +86,9 @@ def build(
     }
     params = {name: value for name, value in given.items() if value is not None}
     if text_file is not None:
-        built = index_text_command(str(checkpoint), text_file, out, kind, params, vectors=vectors)
+        built = index_text_command(
+            str(checkpoint), text_file, out, kind, params, vectors=vectors, overwrite=overwrite
+        )
     else:
         built = index_build_command(
             checkpoint,
@@ -94,10 +103,11 @@ def build(
             device=device,
             batch_size=batch_size,
             vectors=vectors,
+            overwrite=overwrite,
         )
     if built != EXIT_OK or to is None:
         raise typer.Exit(built)
-    raise typer.Exit(index_export_command(out, to))
+    raise typer.Exit(index_export_command(out, to, overwrite=overwrite))
 
 
 @index_app.command("export", cls=FlagsCommand)
@@ -146,16 +156,26 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto", *, overwr
 
 
 def index_text_command(
-    model: str, text_file: Path, out: Path, kind: str, params: dict[str, int], *, vectors: str | None = None
+    model: str,
+    text_file: Path,
+    out: Path,
+    kind: str,
+    params: dict[str, int],
+    *,
+    vectors: str | None = None,
+    overwrite: bool = False,
 ) -> int:
     """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2 (also
-    for ``vectors``, which texts do not take)."""
+    for ``vectors``, which texts do not take, and an OUT holding files already unless ``overwrite``)."""
 
     def body() -> int:
         if vectors is not None:
             raise ValueError(
                 f"--vectors {vectors}: texts are embedded by the text model as it is; drop --vectors"
             )
+        check_out(out, overwrite)
+        if not text_file.is_file():
+            raise ValueError(f"--text-file {text_file} {missing_file(text_file)}; pass a UTF-8 text file")
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.serving.text import text_index
 
@@ -188,11 +208,13 @@ def index_build_command(
     device: str = "auto",
     batch_size: int | None = None,
     vectors: str | None = None,
+    overwrite: bool = False,
 ) -> int:
     """Run ``crl index build`` with ``vectors`` ('h', 'z', or None for the run's choice); 0, or 2 with one line for
-    bad input."""
+    bad input (an OUT holding files already among it, unless ``overwrite``)."""
 
     def body() -> int:
+        check_out(out, overwrite)
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.search import KINDS, METRICS
 
@@ -224,6 +246,16 @@ def index_build_command(
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` folder that holds files already (an index: 7 items replaced by 2, silently), unless
+    ``overwrite``."""
+    if overwrite or not out.is_dir() or not any(out.iterdir()):
+        return
+    raise ValueError(
+        f"--out {out} holds an index (or other files) already; pass --overwrite to replace it, or another --out"
+    )
 
 
 def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> tuple[Any, Any]:

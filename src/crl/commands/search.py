@@ -116,6 +116,7 @@ def search_command(
         from crl.serving.queries import query_items, query_vectors, without_query_items
 
         chosen = _parsed_filter(filter_json)
+        _check_utf8(queries)
         items = query_items(queries, reading)  # type: ignore[arg-type]
         index: Index | MilvusIndex
         if str(index_dir).startswith("milvus://"):
@@ -130,6 +131,8 @@ def search_command(
             from crl.serving.text import register_text_search
 
             register_text_search()
+        if str(index_dir).startswith("milvus://"):
+            _check_milvus_k(k, exclude_self and any(item is not None for item in items))
         with warnings_as_lines():
             vectors = query_vectors(
                 index,
@@ -172,6 +175,33 @@ def search_command(
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def _check_utf8(queries: list[str]) -> None:
+    """Refuse a query holding bytes that are not UTF-8 (the shell passes them as lone surrogates)."""
+    for position, query in enumerate(queries):
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError as error:
+            byte = query[error.start].encode("utf-8", "surrogateescape")
+            raise ValueError(
+                f"query {position + 1} holds the byte {byte!r}, which is not UTF-8; pass UTF-8 text"
+            ) from None
+
+
+def _check_milvus_k(k: int, leaves_out: bool) -> None:
+    """Refuse a k a Milvus collection cannot answer: above its largest, or at it when an id query's own item is
+    left out (the search asks for k + 1)."""
+    # Deferred: it loads pymilvus on use, which `crl --help` does not need.
+    from crl.search.milvus import MAX_K
+
+    largest = MAX_K - 1 if leaves_out else MAX_K
+    if k > largest:
+        why = " with an id query's own item left out (the search asks for k + 1)" if leaves_out else ""
+        raise ValueError(
+            f"-k {k}: a Milvus collection answers k <= {largest}{why}; pass -k {largest} or less"
+            + (", or --include-self" if leaves_out else "")
+        )
 
 
 def _parsed_filter(text: str) -> dict[str, object] | None:

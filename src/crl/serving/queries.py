@@ -1,7 +1,8 @@
 """Queries of a saved index: item ids or strings, the registry of string encoders, and the query item left out.
 
 A query is read as an item id of the index (its stored vector is the query vector) or as a string, embedded by
-a string encoder. :data:`Reading` says how: ``"auto"`` reads an integer (a string of digits) as an id and
+a string encoder. :data:`Reading` says how: ``"auto"`` reads an integer (a string of ASCII digits 0-9: ``'٣'`` is
+text) as an id and
 anything else as a string; ``"id"`` and ``"text"`` force one reading (``crl search --id`` / ``--text``: the text
 "1984" is then a string).
 
@@ -221,7 +222,7 @@ def _as_item_id(query: str | int) -> int | None:
     if isinstance(query, int | np.integer):
         return int(query)
     text = str(query).strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def _shown(query: str) -> str:

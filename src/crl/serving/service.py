@@ -211,9 +211,10 @@ def create_app(
     ):  # an IVF index builds its id -> vector map now, not in requests
         index.vectors(index.ids[:1])
     embed = _text_embedder(index, allow_other_encoder)
+    hidden = _backend_names(index)
     app = FastAPI(
         title="crl search",
-        description=f"{index!r}",
+        description=f"a {index.kind} index of dimension {index.dim} ({index.metric})",
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,
     )
@@ -221,7 +222,10 @@ def create_app(
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, error: RequestError) -> JSONResponse:
-        detail = [{"loc": ["body", error.field], "msg": error.message, "type": "value_error"}]
+        message = error.message
+        for name, shown in hidden:
+            message = message.replace(name, shown)
+        detail = [{"loc": ["body", error.field], "msg": message, "type": "value_error"}]
         return JSONResponse(status_code=error.status, content={"detail": detail})
 
     @app.exception_handler(BackendUnavailableError)
@@ -281,6 +285,16 @@ def create_app(
         return {"results": results, "shortfall": found.shortfall}
 
     return app
+
+
+def _backend_names(index: SearchBackend) -> list[tuple[str, str]]:
+    """(name, shown instead) for each way a 4xx message could name the backend's server: a Milvus collection's
+    address and its server's ``HOST:PORT`` (only a 503 names the server, so its operator finds it)."""
+    address = getattr(index, "address", None)
+    if address is None:
+        return []
+    server = f"{address.host}:{address.port}"
+    return [(str(address), "the collection"), (address.backend, "the backend"), (server, "the backend")]
 
 
 def _is_positive_int(value: object) -> bool:

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from crl._lines import split_lines
+from crl._validate import missing_file
 from crl.data.text.pairs import TextPair
 
 __all__ = ["checked_text", "read_pairs_file", "text_file_lines", "tsv_fields"]
@@ -110,7 +111,7 @@ def text_file_lines(
     if suffixes and file.suffix not in suffixes:
         raise ValueError(f"{what} {str(file)!r}: use a {' or '.join(suffixes)} file")
     if not file.is_file():
-        raise ValueError(f"{what} {str(file)!r} does not exist")
+        raise ValueError(f"{what} {str(file)!r} {missing_file(file)}; pass the path of the file")
     try:
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
