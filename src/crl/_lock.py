@@ -13,8 +13,9 @@ after the lock is taken and removed before it is released.
 Each command that writes a report into a folder records which one it is in ``FOLDER/.crl.kind`` (JSON:
 ``command``, and ``report_items``, what its last report covered) through :func:`claim_folder`, under the lock: a
 folder holding another command's results (a ``crl verify`` over a ``crl experiment mstar`` folder) is refused, and
-:func:`check_report_items` refuses a report that would cover fewer items (cells, claims) than the one it
-replaces. A folder without that file is recognised by the files each command leaves (:data:`SIGNS`).
+:func:`check_report_items` refuses a report that would cover no item (cells, claims) and reports one covering
+fewer than the report it replaces, which the command then keeps under another name. A folder without that file
+is recognised by the files each command leaves (:data:`SIGNS`).
 
 Files are written by :func:`write_atomically` (a ``.NAME.tmp-PID`` temporary, fsync'ed, then ``os.replace``d);
 a failed write removes its temporary and the lock holder removes those of killed writers
@@ -248,12 +249,14 @@ def claim_folder(folder: Path, command: str) -> None:
         write_atomically(folder / KIND_FILE, json.dumps({"command": command}).encode("utf-8"))
 
 
-def check_report_items(folder: Path, items: int, what: str) -> None:
-    """Refuse a report of ``items`` ``what`` (cells, claims) over one that covered more, then record ``items``
-    (call it holding the folder's lock, just before writing the report).
+def check_report_items(folder: Path, items: int, what: str) -> int | None:
+    """Record that the report about to be written into ``folder`` covers ``items`` ``what`` (cells, claims); call
+    it holding the folder's lock. Returns the count of the report it replaces when that one covered more (the
+    caller keeps that report under another name and says so), else None.
 
     Raises:
-        ValueError: naming both counts and the fix, when ``items`` is 0 or below the last report's.
+        ValueError: naming the folder and the fix, when ``items`` is 0 (a wrong option, or a store that lost its
+            results): the report would be empty.
     """
     recorded = _recorded_kind(folder) or {}
     before = recorded.get("report_items")
@@ -262,9 +265,5 @@ def check_report_items(folder: Path, items: int, what: str) -> None:
             f"the report of {folder} would cover no {what}; check the options that choose them (--data, "
             "--fidelity, --claims), or the results store"
         )
-    if isinstance(before, int) and items < before:
-        raise ValueError(
-            f"the report of {folder} covers {before} {what}, this one only {items}; it is not replaced. Check the "
-            "options that choose them (--data, --fidelity, --n-max, --claims), or write into another --out"
-        )
     write_atomically(folder / KIND_FILE, json.dumps({**recorded, "report_items": items}).encode("utf-8"))
+    return before if isinstance(before, int) and items < before else None

@@ -3,7 +3,8 @@ crl advise.
 
 If these fail, ``crl verify --out`` would replace an mstar experiment's report, ``--report-only`` with the wrong
 ``--fidelity`` or ``--data`` (or a store whose ``cells`` table was dropped) would write an empty report over a
-good one with exit 0, or two runs would write into one folder at once.
+good one with exit 0, a report of fewer cells would replace a fuller one without a word, or two runs would write
+into one folder at once.
 """
 
 import json
@@ -14,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 import crl.experiments.mstar_experiment as mstar_experiment
+import crl.experiments.mstar_report as mstar_report
+import crl.experiments.mstar_summary as mstar_summary
 from crl._lock import KIND_FILE, FolderLock, check_report_items
 from crl.commands import app
 from crl.sweep import SweepStore
@@ -53,7 +56,7 @@ def test_verify_refuses_a_folder_holding_an_mstar_experiment(mstar_folder: Path)
     assert (mstar_folder / "report.md").read_text(encoding="utf-8") == GOOD_REPORT
 
 
-def test_report_only_over_a_fuller_report_is_refused(mstar_folder: Path, no_features: None) -> None:
+def test_report_only_covering_no_cell_is_refused(mstar_folder: Path, no_features: None) -> None:
     """--report-only with a --fidelity whose cells the store does not hold wrote an empty report over one of 40
     cells, exit 0."""
     (mstar_folder / KIND_FILE).write_text(json.dumps({"command": "crl experiment mstar", "report_items": 40}))
@@ -61,6 +64,24 @@ def test_report_only_over_a_fuller_report_is_refused(mstar_folder: Path, no_feat
     code, output = _run(*args, "--out", str(mstar_folder))
     assert code == 2 and "would cover no cells" in output, output
     assert (mstar_folder / "report.md").read_text(encoding="utf-8") == GOOD_REPORT
+
+
+def test_a_report_of_fewer_cells_keeps_the_fuller_one_aside(
+    mstar_folder: Path, no_features: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--report-only --n-max (12 of the 40 cells) replaced the report of 40 cells without a word."""
+    monkeypatch.setattr(mstar_experiment, "stored_records", lambda *args: [object()] * 12)
+    monkeypatch.setattr(mstar_experiment, "scrl_overlaps", lambda *args: [])
+    monkeypatch.setattr(mstar_summary, "summarise", lambda *args, **kwargs: None)
+    monkeypatch.setattr(mstar_report, "render_figures", lambda *args, **kwargs: [])
+    monkeypatch.setattr(mstar_report, "markdown_report", lambda *args, **kwargs: "# 12 cells\n")
+    (mstar_folder / KIND_FILE).write_text(json.dumps({"command": "crl experiment mstar", "report_items": 40}))
+    args = ["experiment", "mstar", "--data", "fashion", "--fidelity", "tiny", "--report-only"]
+    code, output = _run(*args, "--out", str(mstar_folder))
+    assert code == 0, output
+    assert "warning: this report covers 12 cells, the one before 40" in output
+    assert (mstar_folder / "report.40-cells.md").read_text(encoding="utf-8") == GOOD_REPORT
+    assert (mstar_folder / "report.md").read_text(encoding="utf-8") == "# 12 cells\n"
 
 
 def test_a_store_whose_cells_table_was_dropped_gives_no_empty_report(
@@ -93,13 +114,13 @@ def test_a_second_advise_on_a_folder_in_use_stops_at_once(tmp_path: Path) -> Non
     assert not (out / "advise.sqlite").exists()
 
 
-def test_a_report_is_replaced_only_by_one_covering_as_many_items(tmp_path: Path) -> None:
-    """The counts behind the refusals: fewer items than the last report, or none, are refused and leave the
-    record alone; as many or more are recorded."""
-    check_report_items(tmp_path, 40, "cells")
-    for fewer in (0, 39):
-        with pytest.raises(ValueError, match="cells"):
-            check_report_items(tmp_path, fewer, "cells")
-    check_report_items(tmp_path, 40, "cells")
-    check_report_items(tmp_path, 41, "cells")
+def test_a_report_covering_fewer_items_is_reported_and_none_is_refused(tmp_path: Path) -> None:
+    """The counts behind the rules: no item is refused and leaves the record alone; fewer than the last report
+    return its count (the command keeps that report aside); as many or more return None."""
+    assert check_report_items(tmp_path, 40, "cells") is None
+    with pytest.raises(ValueError, match="would cover no cells"):
+        check_report_items(tmp_path, 0, "cells")
+    assert check_report_items(tmp_path, 39, "cells") == 40
+    assert check_report_items(tmp_path, 39, "cells") is None
+    assert check_report_items(tmp_path, 41, "cells") is None
     assert json.loads((tmp_path / KIND_FILE).read_text())["report_items"] == 41

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -139,8 +140,9 @@ def experiment_command(
     the commit checked out when it started; with ``advice``, each advisor session checked against the grid
     (OUT/advisor_check.json and a report section); with ``report_only``, no cell is computed and the report covers
     the cells the store holds. One process writes into OUT at a time (its lock), OUT must not hold another
-    command's results, and a report covering no cell, or fewer than the one it would replace, is refused
-    (:func:`crl._lock.check_report_items`). Bad arguments are one line naming the option and the fix (exit 2)."""
+    command's results, a report covering no cell is refused, and one covering fewer cells than the report before
+    keeps that report as OUT/report.N-cells.md (:func:`crl._lock.check_report_items`). Bad arguments are one line
+    naming the option and the fix (exit 2)."""
 
     def body() -> int:
         _check_name(name)
@@ -215,7 +217,13 @@ def experiment_command(
         from crl.experiments.mstar_summary import summarise
 
         summary = summarise(records, named, grid)
-        check_report_items(out, len(records), "cells")
+        fuller = check_report_items(out, len(records), "cells")
+        if fuller is not None and (out / "report.md").is_file():
+            kept = out / f"report.{fuller}-cells.md"
+            os.replace(out / "report.md", kept)
+            say(
+                f"warning: this report covers {len(records)} cells, the one before {fuller}: that one is kept as {kept}"
+            )
 
         # Deferred: the report draws with matplotlib, which `crl --help` does not need.
         from crl.experiments.mstar_report import markdown_report, render_figures
