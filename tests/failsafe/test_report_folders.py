@@ -124,3 +124,16 @@ def test_a_report_covering_fewer_items_is_reported_and_none_is_refused(tmp_path:
     assert check_report_items(tmp_path, 39, "cells") is None
     assert check_report_items(tmp_path, 41, "cells") is None
     assert json.loads((tmp_path / KIND_FILE).read_text())["report_items"] == 41
+
+
+def test_verify_of_fewer_claims_keeps_the_fuller_report_aside(tmp_path: Path) -> None:
+    """crl verify --claims C3 into a folder whose report covered 9 claims replaced it by one of 1, silently."""
+    out = tmp_path / "verify"
+    out.mkdir()
+    (out / "report.md").write_text("# nine claims\n", encoding="utf-8")
+    (out / KIND_FILE).write_text(json.dumps({"command": "crl verify", "report_items": 9}))
+    code, output = _run("verify", "--fidelity", "quick", "--claims", "C8", "--out", str(out))
+    assert code == 0, output
+    assert "warning: this report covers 1 claims, the one before 9" in output, output
+    assert (out / "report.9-claims.md").read_text(encoding="utf-8") == "# nine claims\n"
+    assert "C8" in (out / "report.md").read_text(encoding="utf-8")
