@@ -16,7 +16,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
         "_validate",
-        "_vocab _cache _lock _gather",
+        "_vocab _cache _lock _gather _lines",
         "synthetic data",
         "search",
         "negatives",

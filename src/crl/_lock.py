@@ -10,6 +10,13 @@ it dies (``kill -9`` included), so a stale lock file never blocks a rerun; the f
 ``FOLDER/.crl.lock.holder`` (JSON: pid, host, command, started) only makes the message useful; it is written
 after the lock is taken and removed before it is released.
 
+Each command that writes a report into a folder records which one it is in ``FOLDER/.crl.kind`` (JSON:
+``command``, and ``report_items``, what its last report covered) through :func:`claim_folder`, under the lock: a
+folder holding another command's results (a ``crl verify`` over a ``crl experiment mstar`` folder) is refused, and
+:func:`check_report_items` refuses a report that would cover no item (cells, claims) and reports one covering
+fewer than the report it replaces, which the command then keeps under another name. A folder without that file
+is recognised by the files each command leaves (:data:`SIGNS`).
+
 Files are written by :func:`write_atomically` (a ``.NAME.tmp-PID`` temporary, fsync'ed, then ``os.replace``d);
 a failed write removes its temporary and the lock holder removes those of killed writers
 (:func:`remove_temporaries`). A full disk (ENOSPC) is reported as one :class:`DiskFullError` line naming the
@@ -31,10 +38,14 @@ from pathlib import Path
 from types import TracebackType
 
 __all__ = [
+    "KIND_FILE",
     "LOCK_FILE",
+    "SIGNS",
     "DiskFullError",
     "FolderLock",
     "FolderLockedError",
+    "check_report_items",
+    "claim_folder",
     "fsync_directory",
     "full_disk_reported",
     "remove_temporaries",
@@ -43,6 +54,14 @@ __all__ = [
 
 LOCK_FILE = ".crl.lock"
 _HOLDER_FILE = f"{LOCK_FILE}.holder"
+KIND_FILE = ".crl.kind"
+"""The file naming the command whose results a folder holds."""
+SIGNS = {
+    "crl experiment mstar": ("mstar.png", "curves.png", "advisor_check.json"),
+    "crl verify": ("report.html", "figures", "tables"),
+    "crl advise": ("advice.json", "advise.sqlite"),
+}
+"""Files only one command writes: a folder without :data:`KIND_FILE` holding one of them is that command's."""
 
 
 class FolderLockedError(OSError):
@@ -200,3 +219,51 @@ def remove_temporaries(folder: Path) -> list[Path]:
     for temporary in found:
         temporary.unlink(missing_ok=True)
     return found
+
+
+def _recorded_kind(folder: Path) -> dict[str, object] | None:
+    """The JSON of ``folder``'s :data:`KIND_FILE`, or the command its files show (:data:`SIGNS`), or None."""
+    try:
+        recorded = json.loads((folder / KIND_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        shown = [command for command, names in SIGNS.items() if any((folder / n).exists() for n in names)]
+        return {"command": shown[0]} if shown else None
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def claim_folder(folder: Path, command: str) -> None:
+    """Record that ``folder`` holds ``command``'s results (call it holding the folder's lock).
+
+    Raises:
+        ValueError: naming the folder, the command whose results it holds and the fix, when that is another.
+    """
+    recorded = _recorded_kind(folder)
+    holder = recorded.get("command") if recorded is not None else None
+    if holder is not None and holder != command:
+        raise ValueError(
+            f"{folder} holds the results of {holder}, whose report {command} would replace; pass another --out"
+        )
+    if not (folder / KIND_FILE).is_file():
+        write_atomically(folder / KIND_FILE, json.dumps({"command": command}).encode("utf-8"))
+
+
+def check_report_items(folder: Path, items: int, what: str) -> int | None:
+    """Record that the report about to be written into ``folder`` covers ``items`` ``what`` (cells, claims); call
+    it holding the folder's lock. Returns the count of the report it replaces when that one covered more (the
+    caller keeps that report under another name and says so), else None.
+
+    Raises:
+        ValueError: naming the folder and the fix, when ``items`` is 0 (a wrong option, or a store that lost its
+            results): the report would be empty.
+    """
+    recorded = _recorded_kind(folder) or {}
+    before = recorded.get("report_items")
+    if items == 0:
+        raise ValueError(
+            f"the report of {folder} would cover no {what}; check the options that choose them (--data, "
+            "--fidelity, --claims), or the results store"
+        )
+    write_atomically(folder / KIND_FILE, json.dumps({**recorded, "report_items": items}).encode("utf-8"))
+    return before if isinstance(before, int) and items < before else None

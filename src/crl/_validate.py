@@ -22,6 +22,7 @@ import math
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -308,3 +309,13 @@ def check_generator(generator: object) -> torch.Generator:
         generator,
         Instance(torch.Generator, "torch.Generator", "pass torch.Generator().manual_seed(seed)"),
     )
+
+
+def missing_file(path: Path) -> str:
+    """Why ``path`` is not a regular file to read: it does not exist, is a folder, or is another kind of file (a
+    FIFO, a socket, a device)."""
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a folder, not a file"
+    return "is not a regular file (a FIFO, socket or device)"

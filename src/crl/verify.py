@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from crl import __version__
-from crl._lock import FolderLock
+from crl._lock import FolderLock, check_report_items, claim_folder
 from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
 from crl.claims.budget import part_level
 from crl.claims.context import code_fingerprint
@@ -98,7 +98,9 @@ def run_verify(
 
     Args:
         fidelity: how much each claim computes.
-        out: output folder (results.sqlite, report.md, report.html, figures/, tables/).
+        out: output folder (results.sqlite, report.md, report.html, figures/, tables/); one holding another
+            command's results is refused, and a report of fewer claims than the one before keeps that one as
+            ``report.N-claims.md`` (:func:`crl._lock.check_report_items`).
         claim_ids: ids like ``["C3", "C7"]`` (case-insensitive); ``None`` runs every registered claim.
         seed: base seed; each claim derives its seeds from it and its id.
         workers: process-pool size for the claims' cells (1: in process).
@@ -133,6 +135,7 @@ def run_verify(
         )
     selected = registry.select(claim_ids)
     with FolderLock(out, command="crl verify"):  # one writer in out, from --fresh to the report
+        claim_folder(out, "crl verify")
         if fresh:
             for suffix in ("", "-wal", "-shm"):
                 (out / f"{RESULTS_FILE}{suffix}").unlink(missing_ok=True)
@@ -172,6 +175,14 @@ def run_verify(
             wall_s=time.perf_counter() - start,
             broken_modules=broken,
         )
+        fuller = check_report_items(out, len(results), "claims")
+        if fuller is not None and (out / "report.md").is_file():
+            kept = out / f"report.{fuller}-claims.md"
+            os.replace(out / "report.md", kept)
+            console.print(
+                f"warning: this report covers {len(results)} claims, the one before {fuller}: that one is kept as "
+                f"{escape(str(kept))}"
+            )
         report = write_report(out, results, info, notes)
         failed = bool(broken) or any(result.fails_run for result in results)
         _print_summary(console, results, info, report)

@@ -21,7 +21,7 @@ def minilm() -> MiniLM:
 
 def test_embed_minilm_texts_equals_the_library(tmp_path: Path, minilm: MiniLM) -> None:
     out, lines = tmp_path / "x.npy", tmp_path / "lines.txt"
-    lines.write_text("a dog\n\nthe sea\n", encoding="utf-8")
+    lines.write_text("a dog\nthe sea\n", encoding="utf-8")
     result = CliRunner().invoke(
         app,
         ["embed", "minilm", "--text", "a large body of water", "--text-file", str(lines), "--out", str(out)],

@@ -111,3 +111,33 @@ def test_sample_vmf_names_a_kappa_of_the_wrong_shape_and_converts_integers() -> 
     from_ints = sample_vmf(mean, torch.tensor([1, 2, 3, 4]), torch.Generator().manual_seed(1))
     from_floats = sample_vmf(mean, torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.Generator().manual_seed(1))
     torch.testing.assert_close(from_ints, from_floats, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("tiling", ["dense", "tiled"])
+@pytest.mark.parametrize("form", ["infonce", "dcl", "gcl"])
+def test_collapsed_huge_embeddings_are_refused_not_rounded_away(
+    form: str, tiling: str, dtype: torch.dtype
+) -> None:
+    """full(1e5) against full(-1e5) at tau = 0.01 gave dcl -524288, gcl -5242.9 and infonce 0.0 in float32, and
+    1.0986328125 for log 3 in float64: the loss, a difference of logits near 4e12, was rounded away. Every score
+    is equal, so the float64 reference (Delta = 0) is log 3, 0 and log 4."""
+    anchors, positives = torch.full((4, 4), 1e5, dtype=dtype), torch.full((4, 4), -1e5, dtype=dtype)
+    reference = reference_loss(
+        anchors, positives, None, tau=0.01, form=form, regime="shared", symmetric=False
+    )
+    assert reference == pytest.approx([{"infonce": math.log(4), "dcl": math.log(3), "gcl": 0.0}[form]] * 4)
+    with pytest.raises(ValueError, match=r"the logits s/tau reach 4e\+12, where .* resolves a loss only to"):
+        contrastive_loss(anchors, positives, tau=0.01, form=form, tiling=tiling)
+
+
+@pytest.mark.parametrize("tiling", ["dense", "tiled"])
+@pytest.mark.parametrize("form", ["infonce", "dcl", "gcl"])
+def test_large_embeddings_the_dtype_resolves_give_the_float64_reference(form: str, tiling: str) -> None:
+    """The refusal above is no blanket one: float32 embeddings of norm 30 at tau = 0.1 (logits up to 9e3, a loss
+    of thousands of nats) keep their value."""
+    generator = torch.Generator().manual_seed(1)
+    anchors, positives = 30 * unit(6, 4, generator, torch.float32), 30 * unit(6, 4, generator, torch.float32)
+    expected = reference_loss(anchors, positives, None, tau=0.1, form=form, regime="shared", symmetric=False)
+    found = contrastive_loss(anchors, positives, tau=0.1, form=form, tiling=tiling, reduction="none")
+    assert found.tolist() == pytest.approx(expected, rel=1e-4, abs=1e-3)

@@ -19,12 +19,13 @@ ITEMS = [
 @pytest.mark.parametrize(
     ("spec", "passing", "expression"),
     [
-        ({"label": 1}, [0, 2], "(label == 1)"),
-        ({"source": {"in": ["web"]}}, [1, 2], '(source in ["web"])'),
-        ({"year": {"range": [1600, 1700]}}, [0], "(year >= 1600 and year <= 1700)"),
-        ({"label": 1, "source": "web"}, [2], '(label == 1) and (source == "web")'),
-        ({"new": False}, [0], "(new == false)"),
-        ({"source": 'a"b'}, [], '(source == "a\\"b")'),
+        ({"label": 1}, [0, 2], '($meta["label"] == 1)'),
+        ({"source": {"in": ["web"]}}, [1, 2], '($meta["source"] in ["web"])'),
+        ({"year": {"range": [1600, 1700]}}, [0], '($meta["year"] >= 1600 and $meta["year"] <= 1700)'),
+        ({"label": 1, "source": "web"}, [2], '($meta["label"] == 1) and ($meta["source"] == "web")'),
+        ({"new": False}, [0], '($meta["new"] == false)'),
+        ({"source": 'a"b'}, [], '($meta["source"] == "a\\"b")'),
+        ({"label": {"in": [1, 2.5]}}, [0, 2], '($meta["label"] in [1.0, 2.5])'),
     ],
 )
 def test_a_filter_tests_metadata_and_writes_the_same_milvus_expression(

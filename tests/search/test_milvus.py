@@ -256,7 +256,9 @@ def test_index_build_to_milvus_saves_the_folder_and_a_collection_alike(
     assert len(collection) == len(folder) == len(CORPUS) and collection.encoder == folder.encoder
     np.testing.assert_allclose(collection.vectors([0, 3]), folder.vectors([0, 3]), atol=1e-6)
     again = CliRunner().invoke(app, [*command, "--to", address])
-    assert again.exit_code == 2 and "exists already" in again.output
+    assert again.exit_code == 2 and "holds an index" in again.output and "--overwrite" in again.output
+    elsewhere = CliRunner().invoke(app, [*command[:-1], str(tmp_path / "ix2"), "--to", address])
+    assert elsewhere.exit_code == 2 and "exists already" in elsewhere.output
 
 
 def _etcd_ports(server: Any) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from crl._lock import FolderLock, claim_folder
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def advise_command(
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.advise.session import plan_session, run_session
+        from crl.advise.session import plan_session
 
         # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import load_config
@@ -140,24 +141,35 @@ def advise_command(
         _print_plan(console, config, plan, options.workers)
         if dry_run:
             return EXIT_OK
-        if console.is_terminal:
-            with Progress(*PROGRESS_COLUMNS, console=console) as progress:
-                task = progress.add_task("pilot and check cells", total=None)
-
-                def advance(done: int, total: int) -> None:
-                    progress.update(task, completed=done, total=total)
-
-                result = run_session(config, options, plan, out, progress=advance)
-        else:
-
-            def line(done: int, total: int) -> None:
-                console.print(f"pilot and check cells: {done}/{total}", markup=False)
-
-            result = run_session(config, options, plan, out, progress=line)
+        with FolderLock(out, command="crl advise"):
+            claim_folder(out, "crl advise")
+            result = _session(console, config, options, plan, out)
         _print_result(console, result)
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def _session(
+    console: Console, config: TrainConfig, options: AdviseOptions, plan: Plan, out: Path
+) -> AdviseResult:
+    """:func:`crl.advise.session.run_session` with its progress shown (a bar on a terminal, else lines)."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.session import run_session
+
+    if console.is_terminal:
+        with Progress(*PROGRESS_COLUMNS, console=console) as progress:
+            task = progress.add_task("pilot and check cells", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            return run_session(config, options, plan, out, progress=advance)
+
+    def line(done: int, total: int) -> None:
+        console.print(f"pilot and check cells: {done}/{total}", markup=False)
+
+    return run_session(config, options, plan, out, progress=line)
 
 
 def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int) -> None:

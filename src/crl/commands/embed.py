@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
+from crl._lines import lines_of_items
+from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._progress import announce_import, stages_on_stderr
 
@@ -107,13 +109,17 @@ def embed_text_command(
 
             strings = list(texts)
             if text_file is not None:
+                if not text_file.is_file():
+                    raise ValueError(
+                        f"--text-file {text_file} {missing_file(text_file)}; pass a UTF-8 text file"
+                    )
                 try:
                     content = text_file.read_bytes().decode("utf-8")
                 except UnicodeDecodeError as error:
                     raise ValueError(
                         f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
                     ) from None
-                strings += [line for line in content.splitlines() if line.strip()]
+                strings += lines_of_items(content, f"--text-file {text_file}")
             if max_seq_length is not None:
                 check_max_seq_length(max_seq_length, max_positions(model), name="--max-seq-length")
             embeddings = embed_texts(strings, model, max_seq_length=max_seq_length)

@@ -1,6 +1,9 @@
 """``crl experiment NAME``: run a real-data experiment (not a verdict) that resumes from its database."""
 
+from __future__ import annotations
+
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -8,10 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from crl._lock import FolderLock, check_report_items, claim_folder
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
     from crl.experiments.mstar.design import DataName, Grid
+    from crl.sweep.executors import Executor
 
 EXPERIMENTS = ("mstar",)
 REPLACED = {"fashion-mstar": "crl experiment mstar --data fashion"}
@@ -114,7 +119,7 @@ def _commit() -> str:
     return done.stdout.strip()
 
 
-def _write_mq_tables(database: Path, data: "DataName", grid: "Grid", out: Path) -> int:
+def _write_mq_tables(database: Path, data: DataName, grid: Grid, out: Path) -> int:
     """Write OUT/mq.md from the store alone (``--mq-tables``)."""
     # Deferred: the store reader loads torch and faiss (through crl.train), which `crl --help` does not need.
     from crl.experiments.mstar.experiment import stored_records
@@ -159,15 +164,18 @@ def experiment_command(
     printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
     the commit checked out when it started; with ``advice``, each advisor session checked against the grid
     (OUT/advisor_check.json and a report section); with ``report_only``, no cell is computed and the report covers
-    the cells the store holds; with ``mq_tables``, only OUT/mq.md from the store (no features, no cells). Bad
-    arguments are one line naming the option and the fix (exit 2)."""
+    the cells the store holds; with ``mq_tables``, only OUT/mq.md and OUT/mq.png from the store (no features, no
+    cells, nothing written into the store). One process writes into OUT at a time (its lock), OUT must not hold
+    another command's results, a report covering no cell is refused, and one covering fewer cells than the report
+    before keeps that report as OUT/report.N-cells.md (:func:`crl._lock.check_report_items`). Bad arguments are
+    one line naming the option and the fix (exit 2)."""
 
     def body() -> int:
         _check_name(name)
         if threads < 1:
             raise ValueError(f"--threads {threads} must be >= 1")
         # Deferred: it loads torch and faiss (through crl.train), which `crl --help` does not need.
-        from crl.experiments.mstar.design import claim_of, grid_cells, grid_of
+        from crl.experiments.mstar.design import grid_of
 
         named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
         database = out / "results.sqlite"
@@ -181,11 +189,22 @@ def experiment_command(
         from crl.sweep.run import executor_named
 
         runner = executor_named(executor, workers=workers, address=address)
+        try:
+            with FolderLock(out, command=f"crl experiment {name}"):
+                claim_folder(out, f"crl experiment {name}")
+                return locked(named, grid, database, runner)
+        finally:
+            runner.close()
 
+    def locked(named: DataName, grid: Grid, database: Path, runner: Executor) -> int:
+        """The experiment's cells and report, holding OUT's lock."""
         # Deferred: torch takes seconds to import, and `crl --help` does not need it.
         import torch
 
         torch.set_num_threads(threads)
+
+        # Deferred: it loads torch and faiss (through crl.train), which `crl --help` does not need.
+        from crl.experiments.mstar.design import claim_of, grid_cells
 
         # Deferred: the cells load torch and faiss, which `crl --help` does not need.
         from crl.experiments.mstar.experiment import (
@@ -208,7 +227,6 @@ def experiment_command(
         from crl.sweep import new_run_id
 
         run_id, commit = new_run_id(), _commit()
-        out.mkdir(parents=True, exist_ok=True)
         try:
             say(f"{label}: locked features (computed once, then read from the feature cache) ...")
             say(f"{label}: features ready, {prepare_features(named, grid)} items computed now")
@@ -226,6 +244,13 @@ def experiment_command(
         from crl.experiments.mstar.summary import summarise
 
         summary = summarise(records, named, grid)
+        fuller = check_report_items(out, len(records), "cells")
+        if fuller is not None and (out / "report.md").is_file():
+            kept = out / f"report.{fuller}-cells.md"
+            os.replace(out / "report.md", kept)
+            say(
+                f"warning: this report covers {len(records)} cells, the one before {fuller}: that one is kept as {kept}"
+            )
 
         # Deferred: the report draws with matplotlib, which `crl --help` does not need.
         from crl.experiments.mstar.report import markdown_report, render_figures

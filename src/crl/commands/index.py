@@ -19,6 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
+from crl._lines import lines_of_items
+from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
 from crl.commands._progress import announce_import, stages_on_stderr
@@ -67,6 +69,12 @@ def build(
             "--to", help="Also copy the index into a new Milvus collection: milvus://HOST:PORT/NAME."
         ),
     ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite", help="Replace the index in OUT (and the --to collection) when one exists."
+        ),
+    ] = False,
 ) -> None:
     """Embed a data set with CHECKPOINT and save a faiss index of it in OUT (and, with --to, a Milvus copy)."""
     given = {
@@ -79,7 +87,9 @@ def build(
     }
     params = {name: value for name, value in given.items() if value is not None}
     if text_file is not None:
-        built = index_text_command(str(checkpoint), text_file, out, kind, params, vectors=vectors)
+        built = index_text_command(
+            str(checkpoint), text_file, out, kind, params, vectors=vectors, overwrite=overwrite
+        )
     else:
         built = index_build_command(
             checkpoint,
@@ -94,10 +104,11 @@ def build(
             device=device,
             batch_size=batch_size,
             vectors=vectors,
+            overwrite=overwrite,
         )
     if built != EXIT_OK or to is None:
         raise typer.Exit(built)
-    raise typer.Exit(index_export_command(out, to))
+    raise typer.Exit(index_export_command(out, to, overwrite=overwrite))
 
 
 @index_app.command("export", cls=FlagsCommand)
@@ -109,13 +120,19 @@ def export(
     kind: Annotated[
         str, typer.Option(help="flat, hnsw, ivf or auto (the index's own; IVF-PQ as ivf).")
     ] = "auto",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace the collection when it exists already.")
+    ] = False,
 ) -> None:
-    """Copy the index in INDEX_DIR (vectors, ids, metadata) into a new Milvus collection (crl[milvus])."""
-    raise typer.Exit(index_export_command(index_dir, to, kind))
+    """Copy the index in INDEX_DIR (vectors, ids, metadata) into a new Milvus collection (crl[milvus]).
+
+    The collection appears under its name only once every item is in; an interrupted export leaves none.
+    """
+    raise typer.Exit(index_export_command(index_dir, to, kind, overwrite=overwrite))
 
 
-def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
-    """``crl index export DIR --to milvus://...``: 0, or 2 with one line for bad input."""
+def index_export_command(index_dir: Path, to: str, kind: str = "auto", *, overwrite: bool = False) -> int:
+    """``crl index export DIR --to milvus://... [--overwrite]``: 0, or 2 with one line for bad input."""
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
@@ -127,7 +144,12 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
         if kind != "auto" and kind not in MILVUS_KINDS:
             raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
         index = Index.load(index_dir)
-        collection = export_index(index, to, kind=None if kind == "auto" else kind)  # type: ignore[arg-type]
+        collection = export_index(
+            index,
+            to,
+            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+            overwrite=overwrite,
+        )
         typer.echo(f"exported {len(index)} items of {index_dir} into {collection!r}")
         return EXIT_OK
 
@@ -135,23 +157,33 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto") -> int:
 
 
 def index_text_command(
-    model: str, text_file: Path, out: Path, kind: str, params: dict[str, int], *, vectors: str | None = None
+    model: str,
+    text_file: Path,
+    out: Path,
+    kind: str,
+    params: dict[str, int],
+    *,
+    vectors: str | None = None,
+    overwrite: bool = False,
 ) -> int:
     """``crl index build MODEL --text-file FILE --out DIR``: the lines of FILE indexed by MiniLM; 0 or 2 (also
-    for ``vectors``, which texts do not take)."""
+    for ``vectors``, which texts do not take, and an OUT holding files already unless ``overwrite``)."""
 
     def body() -> int:
         if vectors is not None:
             raise ValueError(
                 f"--vectors {vectors}: texts are embedded by the text model as it is; drop --vectors"
             )
+        check_out(out, overwrite)
+        if not text_file.is_file():
+            raise ValueError(f"--text-file {text_file} {missing_file(text_file)}; pass a UTF-8 text file")
         with stages_on_stderr():
             announce_import("importing torch and transformers (a few seconds)")
             # Deferred: it loads torch and faiss, which `crl --help` does not need.
             from crl.serving.text import text_index
 
             try:
-                lines = [line for line in text_file.read_bytes().decode("utf-8").splitlines() if line.strip()]
+                lines = lines_of_items(text_file.read_bytes().decode("utf-8"), f"--text-file {text_file}")
             except UnicodeDecodeError as error:
                 raise ValueError(
                     f"--text-file {text_file}: not UTF-8 text (byte {error.start}); save it as UTF-8"
@@ -179,11 +211,13 @@ def index_build_command(
     device: str = "auto",
     batch_size: int | None = None,
     vectors: str | None = None,
+    overwrite: bool = False,
 ) -> int:
     """Run ``crl index build`` with ``vectors`` ('h', 'z', or None for the run's choice); 0, or 2 with one line for
-    bad input."""
+    bad input (an OUT holding files already among it, unless ``overwrite``)."""
 
     def body() -> int:
+        check_out(out, overwrite)
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
         from crl.search import KINDS, METRICS
 
@@ -215,6 +249,16 @@ def index_build_command(
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` folder that holds files already (an index: 7 items replaced by 2, silently), unless
+    ``overwrite``."""
+    if overwrite or not out.is_dir() or not any(out.iterdir()):
+        return
+    raise ValueError(
+        f"--out {out} holds an index (or other files) already; pass --overwrite to replace it, or another --out"
+    )
 
 
 def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> tuple[Any, Any]:

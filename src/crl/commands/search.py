@@ -25,7 +25,7 @@ import typer
 from rich.table import Table
 
 from crl.commands._console import output_console, print_note
-from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors
+from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting_errors, warnings_as_lines
 from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
@@ -61,6 +61,13 @@ def search(
     filter_json: Annotated[
         str, typer.Option("--filter", help='Metadata filter as JSON, e.g. \'{"label": {"in": [1, 3]}}\'.')
     ] = "",
+    allow_other_encoder: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-encoder",
+            help="Embed text queries even when the index's encoder now holds other weights than it recorded.",
+        ),
+    ] = False,
 ) -> None:
     """Search the index in INDEX_DIR for the k nearest items to each QUERY.
 
@@ -78,6 +85,7 @@ def search(
             filter_json=filter_json,
             reading=_reading(as_text, as_id),
             exclude_self=exclude_self,
+            allow_other_encoder=allow_other_encoder,
         )
     )
 
@@ -93,11 +101,13 @@ def search_command(
     filter_json: str = "",
     reading: str = "auto",
     exclude_self: bool = True,
+    allow_other_encoder: bool = False,
 ) -> int:
     """Run ``crl search``: print each query's results; 0, or 2 with one line for bad input.
 
     ``reading`` is how queries are read (``"auto"``: integers are item ids; ``"id"``; ``"text"``); with
-    ``exclude_self`` an id query's own item is left out and k other items are returned.
+    ``exclude_self`` an id query's own item is left out and k other items are returned. Text queries are refused
+    when the index's encoder now holds other weights than it recorded, unless ``allow_other_encoder``.
     """
 
     def body() -> int:
@@ -108,6 +118,7 @@ def search_command(
         from crl.serving.queries import query_items, query_vectors, without_query_items
 
         chosen = _parsed_filter(filter_json)
+        _check_utf8(queries)
         items = query_items(queries, reading)  # type: ignore[arg-type]
         index: Index | MilvusIndex
         if str(index_dir).startswith("milvus://"):
@@ -125,7 +136,15 @@ def search_command(
                 from crl.serving.text import register_text_search
 
                 register_text_search()
-            vectors = query_vectors(index, queries, reading)  # type: ignore[arg-type]
+            if str(index_dir).startswith("milvus://"):
+                _check_milvus_k(k, exclude_self and any(item is not None for item in items))
+            with warnings_as_lines():
+                vectors = query_vectors(
+                    index,
+                    queries,
+                    reading,  # type: ignore[arg-type]
+                    allow_other_encoder=allow_other_encoder,
+                )
         leave_out = exclude_self and any(item is not None for item in items) and 1 <= wanted < len(index)
         asked = wanted + 1 if leave_out else wanted
         found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)
@@ -170,6 +189,33 @@ def clipped_k(k: int, items: int) -> int:
         print_note(f"k = {k} is more than the {items} items of the index; showing all {items}")
         return items
     return k
+
+
+def _check_utf8(queries: list[str]) -> None:
+    """Refuse a query holding bytes that are not UTF-8 (the shell passes them as lone surrogates)."""
+    for position, query in enumerate(queries):
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError as error:
+            byte = query[error.start].encode("utf-8", "surrogateescape")
+            raise ValueError(
+                f"query {position + 1} holds the byte {byte!r}, which is not UTF-8; pass UTF-8 text"
+            ) from None
+
+
+def _check_milvus_k(k: int, leaves_out: bool) -> None:
+    """Refuse a k a Milvus collection cannot answer: above its largest, or at it when an id query's own item is
+    left out (the search asks for k + 1)."""
+    # Deferred: it loads pymilvus on use, which `crl --help` does not need.
+    from crl.search.milvus import MAX_K
+
+    largest = MAX_K - 1 if leaves_out else MAX_K
+    if k > largest:
+        why = " with an id query's own item left out (the search asks for k + 1)" if leaves_out else ""
+        raise ValueError(
+            f"-k {k}: a Milvus collection answers k <= {largest}{why}; pass -k {largest} or less"
+            + (", or --include-self" if leaves_out else "")
+        )
 
 
 def _parsed_filter(text: str) -> dict[str, object] | None:

@@ -67,6 +67,13 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    allow_other_encoder: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-encoder",
+            help="Embed text queries even when the index's encoder now holds other weights than it recorded.",
+        ),
+    ] = False,
 ) -> None:
     """Serve POST /search and GET /health over the index in INDEX_DIR (a folder or a Milvus collection)."""
     raise typer.Exit(
@@ -81,6 +88,7 @@ def serve(
             threads=threads,
             consistency=consistency,
             timeout=timeout,
+            allow_other_encoder=allow_other_encoder,
         )
     )
 
@@ -97,6 +105,7 @@ def serve_command(
     threads: int = 1,
     consistency: str | None = None,
     timeout: float | None = None,
+    allow_other_encoder: bool = False,
 ) -> int:
     """Open the index (a bad folder or address is one line, exit 2), then run uvicorn until interrupted."""
 
@@ -123,6 +132,7 @@ def serve_command(
                 docs=docs,
                 consistency=consistency,
                 timeout=timeout,
+                allow_other_encoder=allow_other_encoder,
             )
         uvicorn.run(app, host=host, port=port, log_level="info")
         return EXIT_OK
@@ -139,10 +149,12 @@ def serving_app(
     docs: bool = False,
     consistency: str | None = None,
     timeout: float | None = None,
+    allow_other_encoder: bool = False,
 ) -> FastAPI:
     """The app ``crl serve`` runs: the MiniLM string encoder registered, the index in ``index_dir`` (a folder, or
     a Milvus collection read at ``consistency`` with calls bounded by ``timeout`` seconds) opened and served by
-    :func:`crl.serving.service.create_app` (the limits named as the command's options)."""
+    :func:`crl.serving.service.create_app` (the limits named as the command's options; an encoder whose weights
+    changed since the index was built is refused unless ``allow_other_encoder``)."""
     # Deferred: it loads torch, faiss and fastapi, which `crl --help` does not need.
     from crl.serving.service import create_app
 
@@ -158,7 +170,14 @@ def serving_app(
             raise ValueError(f"{option} {value}; pass a positive integer")
     backend = open_backend(str(index_dir), consistency=consistency, timeout=timeout)
     register_text_search()
-    return create_app(backend, max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, docs=docs)
+    return create_app(
+        backend,
+        max_batch=max_batch,
+        max_k=max_k,
+        max_body_bytes=max_body_bytes,
+        docs=docs,
+        allow_other_encoder=allow_other_encoder,
+    )
 
 
 def open_backend(location: str, *, consistency: str | None, timeout: float | None) -> SearchBackend:

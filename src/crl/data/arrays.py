@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from crl._validate import Integers, check
+from crl._validate import Integers, check, missing_file
 
 GenerateNegatives = Callable[[tuple[int, ...], torch.Generator], Tensor]
 """``generate(shape, generator)`` returns samples y' ~ p- of shape (*shape, *positive_shape); the same
@@ -120,7 +120,7 @@ def read_arrays(path: str | Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
         return {key: _read_npy(path / f"{key}.npy") for key in keys}
     if not path.is_file():
         raise FileNotFoundError(
-            f"array file {str(path)!r} does not exist; pass an .npz file (np.savez) or a folder of .npy files"
+            f"array file {str(path)!r} {missing_file(path)}; pass an .npz file (np.savez) or a folder of .npy files"
         )
     if path.suffix != ".npz":
         raise ValueError(
@@ -142,7 +142,7 @@ def read_arrays(path: str | Path, keys: Sequence[str]) -> dict[str, np.ndarray]:
 def _read_npy(path: Path) -> np.ndarray:
     """One array from an ``.npy`` file, without pickle."""
     if not path.is_file():
-        raise FileNotFoundError(f"array file {str(path)!r} does not exist; save it with np.save")
+        raise FileNotFoundError(f"array file {str(path)!r} {missing_file(path)}; save it with np.save")
     try:
         return np.asarray(np.load(path, allow_pickle=False))
     except ValueError as error:

@@ -2,9 +2,12 @@
 
 - queries and corpus: ``.jsonl``, one object per line with ``"_id"`` and ``"text"`` (a corpus line may add
   ``"title"``, embedded as ``title + " " + text``, as BEIR's dense retrieval does; other keys are ignored), or
-  ``.tsv``, ``id<TAB>text`` per line without a header (quoted fields as in :mod:`crl.data.text.pairs_file`);
+  ``.tsv``, ``id<TAB>text`` per line without a header (quoted fields as in :mod:`crl.data.text.pairs_file`; a
+  first line that names columns, such as ``id<TAB>text``, is an error, never a document);
 - qrels: TREC (``query_id iteration doc_id relevance``, :func:`crl.metrics.trec.read_qrels`) or BEIR's TSV
-  (``query-id<TAB>corpus-id<TAB>score``, its header line optional), told apart by the first line's fields.
+  (``query-id<TAB>corpus-id<TAB>score``, its header line optional: a first line of exactly those names), told
+  apart by the first line's fields. Every score is an integer (``1.0`` is an error naming its line, on the first
+  line too), and a (query, document) pair judged twice must be judged alike (else an error naming both lines).
 
 Relevance is binary, as in sentence-transformers' evaluator: a document is relevant to a query when its
 judgement is > 0. Only the queries with a relevant document are evaluated (a queries file may hold the queries
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from crl.data.text import RetrievalTask
 from crl.data.text.pairs_file import checked_text, text_file_lines, tsv_fields
-from crl.metrics.trec import read_qrels
+from crl.metrics.trec import JudgedPairs, read_qrels
 
 __all__ = ["read_qrels_file", "read_task", "read_texts"]
 
@@ -48,16 +51,29 @@ def _tsv_entry(line: str, where: str, what: str) -> tuple[object, str]:
     return fields[0], fields[1]
 
 
+def _check_no_header(line: str, where: str, what: str) -> None:
+    """Refuse a first ``.tsv`` line that names columns (:data:`HEADER_IDS`, :data:`HEADER_TEXTS`)."""
+    fields = [field.strip().lower() for field in line.split("\t")]
+    if len(fields) == 2 and fields[0] in HEADER_IDS and fields[1] in HEADER_TEXTS:
+        raise ValueError(
+            f"{where}: {line!r} is a header; a .tsv {what} file has none (each line is id<TAB>text): remove the line"
+        )
+
+
 def read_texts(path: str | Path, what: str) -> dict[str, str]:
     """``{id: text}`` of a queries or corpus file (``what``: ``"queries"`` or ``"corpus"``), in file order.
 
     Raises:
-        ValueError: for a missing file or another suffix, a malformed line, an id that is empty, holds
-            whitespace or repeats, an empty text (each naming its line), or a file without entries.
+        ValueError: for a missing file or another suffix, a header line of a .tsv, a malformed line, an id that
+            is empty, holds whitespace or repeats, an empty text (each naming its line), or a file without
+            entries.
     """
     entry = _jsonl_entry if Path(path).suffix == ".jsonl" else _tsv_entry
     texts: dict[str, str] = {}
-    for where, line in text_file_lines(path, f"{what} file"):
+    lines = text_file_lines(path, f"{what} file")
+    if lines and entry is _tsv_entry:
+        _check_no_header(lines[0][1], lines[0][0], what)
+    for where, line in lines:
         raw_id, text = entry(line, where, what)
         name = str(raw_id) if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else ""
         if not name or any(ch.isspace() for ch in name):
@@ -70,23 +86,29 @@ def read_texts(path: str | Path, what: str) -> dict[str, str]:
     return texts
 
 
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+"""The column names of BEIR's qrels header line, the only first line skipped."""
+
+HEADER_IDS = frozenset(
+    {"id", "_id", "docid", "doc_id", "doc-id", "corpus-id", "qid", "query_id", "query-id", "pid"}
+)
+HEADER_TEXTS = frozenset({"text", "title", "query", "document", "passage", "contents"})
+"""Column names: a first ``.tsv`` line of one of each is a header, which a queries or corpus file must not hold."""
+
+
 def _beir_qrels(lines: list[tuple[str, str]]) -> dict[str, dict[str, int]]:
-    """``{query_id: {doc_id: score}}`` of BEIR's ``query-id<TAB>corpus-id<TAB>score`` lines (first: header or
-    not)."""
-    qrels: dict[str, dict[str, int]] = {}
+    """``{query_id: {doc_id: score}}`` of BEIR's ``query-id<TAB>corpus-id<TAB>score`` lines (the first may be
+    the header :data:`BEIR_QRELS_HEADER`)."""
+    judged = JudgedPairs()
     for number, (where, line) in enumerate(lines):
         fields = line.split("\t")
         if len(fields) != 3:
             raise ValueError(f"{where}: a BEIR qrels line is query-id<TAB>corpus-id<TAB>score: {line!r}")
         query, doc, score = (field.strip() for field in fields)
-        try:
-            relevance = int(score)
-        except ValueError:
-            if number == 0:
-                continue
-            raise ValueError(f"{where}: score {score!r} is not an integer") from None
-        qrels.setdefault(query, {})[doc] = relevance
-    return qrels
+        if number == 0 and tuple(field.lower() for field in (query, doc, score)) == BEIR_QRELS_HEADER:
+            continue
+        judged.add(query, doc, score, where, "score")
+    return judged.qrels
 
 
 def read_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:

@@ -1,7 +1,9 @@
 """TREC qrels and run files, as trec_eval reads them.
 
 - qrels: one judgement per line, ``query_id iteration doc_id relevance`` (iteration is ignored, written 0);
-  ``read_qrels`` gives ``{query_id: {doc_id: relevance}}``; relevance > 0 means relevant.
+  ``read_qrels`` gives ``{query_id: {doc_id: relevance}}``; relevance > 0 means relevant. Relevance is an integer,
+  and a (query, document) pair judged on several lines must be judged alike: a conflicting repeat is an error
+  naming both lines.
 - run: one retrieved item per line, ``query_id Q0 doc_id rank score tag``; ``read_run`` gives
   ``{query_id: [(doc_id, score), ...]}`` in file order (trec_eval re-sorts by score; so does
   :func:`crl.metrics.ir.ir_metrics_from_ranking`). A document listed twice for one query keeps its line of
@@ -19,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_qrels", "read_run", "relevant_sets", "write_qrels", "write_run"]
+from crl._lines import split_lines
+
+__all__ = ["JudgedPairs", "read_qrels", "read_run", "relevant_sets", "write_qrels", "write_run"]
 
 
 def _check_id(value: object, what: str) -> str:
@@ -39,7 +43,7 @@ def _lines(path: Path) -> list[str]:
         raise ValueError(
             f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start}); save the file as UTF-8"
         ) from None
-    return text.splitlines()
+    return split_lines(text)
 
 
 def _fields(path: Path, count: int) -> list[tuple[int, list[str]]]:
@@ -54,16 +58,44 @@ def _fields(path: Path, count: int) -> list[tuple[int, list[str]]]:
     return rows
 
 
-def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """``{query_id: {doc_id: relevance}}`` of a TREC qrels file."""
-    source = Path(path)
-    qrels: dict[str, dict[str, int]] = {}
-    for number, (query, _iteration, doc, relevance) in _fields(source, 4):
+class JudgedPairs:
+    """Judgements read line by line: ``qrels`` ``{query_id: {doc_id: relevance}}``, each pair judged once or alike."""
+
+    def __init__(self) -> None:
+        self.qrels: dict[str, dict[str, int]] = {}
+        self._where: dict[tuple[str, str], str] = {}
+
+    def add(self, query: str, doc: str, relevance: str, where: str, field: str = "relevance") -> None:
+        """Record the judgement of line ``where`` (``"file:line"``), whose column ``field`` holds ``relevance``.
+
+        Raises:
+            ValueError: naming the line, for a relevance that is not an integer, or a pair judged otherwise on an
+                earlier line (naming both).
+        """
         try:
-            qrels.setdefault(query, {})[doc] = int(relevance)
+            value = int(relevance)
         except ValueError:
-            raise ValueError(f"{source}:{number}: relevance {relevance!r} is not an integer") from None
-    return qrels
+            raise ValueError(
+                f"{where}: {field} {relevance!r} is not an integer; write it as one (1, not 1.0)"
+            ) from None
+        docs = self.qrels.setdefault(query, {})
+        if doc in docs and docs[doc] != value:
+            raise ValueError(
+                f"{where}: ({query!r}, {doc!r}) is judged {value} here and {docs[doc]} at {self._where[(query, doc)]};"
+                " keep one judgement per pair"
+            )
+        docs[doc] = value
+        self._where.setdefault((query, doc), where)
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """``{query_id: {doc_id: relevance}}`` of a TREC qrels file (:class:`JudgedPairs`: integer relevance, one
+    judgement per pair)."""
+    source = Path(path)
+    judged = JudgedPairs()
+    for number, (query, _iteration, doc, relevance) in _fields(source, 4):
+        judged.add(query, doc, relevance, f"{source}:{number}")
+    return judged.qrels
 
 
 def write_qrels(path: str | Path, qrels: Mapping[Any, Mapping[Any, int]]) -> None:

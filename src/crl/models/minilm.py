@@ -239,24 +239,45 @@ def check_max_seq_length(max_seq_length: int, limit: int | None, *, name: str = 
 
 
 def _check_texts(texts: Sequence[str]) -> None:
-    """Every text a non-empty string (naming the first that is not)."""
+    """Every text a non-empty string of characters (naming the first that is not: a lone surrogate such as
+    ``"\ud800"`` encodes no character)."""
     for position, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"text {position} is a {type(text).__name__}, not a string")
         if not text.strip():
             raise ValueError(f"text {position} is empty; remove empty strings before embedding")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(
+                f"text {position} holds the lone surrogate {text[error.start]!r} at character {error.start}, "
+                "which encodes no character; pass valid Unicode"
+            ) from None
+
+
+CHARS_PER_WORD_PIECE = 64
+"""Characters of a text read per word piece kept: a text is cut to ``max_seq_length`` times this many characters
+before tokenising (its word pieces beyond ``max_seq_length`` are dropped anyway), so one huge text costs no more
+than a long one. Only a text whose first ``max_seq_length`` word pieces span more (long runs of whitespace, words
+of hundreds of characters) loses word pieces it would have kept."""
 
 
 def tokenize(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> dict[str, Tensor]:
     """``{"input_ids", "attention_mask"}`` (k, L) int64 of k texts, padded to the longest, truncated at
-    ``max_seq_length`` word pieces (with [CLS] and [SEP]).
+    ``max_seq_length`` word pieces (with [CLS] and [SEP]), each text first cut to ``max_seq_length *``
+    :data:`CHARS_PER_WORD_PIECE` characters.
 
     Raises:
-        ValueError: for an empty text or a non-string (naming its position).
+        ValueError: for an empty text, a lone surrogate or a non-string (naming its position).
     """
     _check_texts(texts)
+    kept = max_seq_length * CHARS_PER_WORD_PIECE
     encoded = tokenizer(
-        list(texts), padding=True, truncation=True, max_length=max_seq_length, return_tensors="pt"
+        [text[:kept] for text in texts],
+        padding=True,
+        truncation=True,
+        max_length=max_seq_length,
+        return_tensors="pt",
     )
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 

@@ -200,6 +200,35 @@ def check_logit_range(
         )
 
 
+RESOLVED_SHARE = 1e-3
+"""Largest rounding error of a per-anchor loss, as a share of max(1, its size in nats), that is returned."""
+
+
+def check_resolution(positive_logits: Tensor, negative_lse: Tensor, difference: Tensor) -> None:
+    """Raise ``ValueError`` when a per-anchor loss ``difference`` = lse_i - s_ii/tau (in nats) is a difference of
+    logits so large that its rounding error, eps (|s_ii/tau| + |lse_i|), exceeds :data:`RESOLVED_SHARE` of
+    max(1, |difference|): collapsed or huge embeddings, whose loss would be rounded away (to 0, or to a
+    multiple of the logits' spacing). Checked on the CPU only, as :func:`check_logit_range`."""
+    if positive_logits.device.type != "cpu":
+        return
+    with torch.no_grad():
+        lse = negative_lse.detach()
+        magnitude = positive_logits.detach().abs() + torch.where(lse.isfinite(), lse.abs(), 0.0)
+        error = torch.finfo(magnitude.dtype).eps * magnitude
+        allowed = RESOLVED_SHARE * difference.detach().abs().nan_to_num(posinf=0.0).clamp(min=1.0)
+        if not bool((error > allowed).any()):
+            return
+        worst = int(torch.argmax(error / allowed))
+    kind = str(magnitude.dtype).removeprefix("torch.")
+    raise ValueError(
+        f"the logits s/tau reach {float(magnitude[worst]) / 2:.3g}, where {kind} resolves a loss only to "
+        f"{float(error[worst]):.3g} nats, more than {RESOLVED_SHARE:g} of the loss itself (collapsed or huge "
+        "embeddings: the loss, a small difference of huge logits, would be rounded away); normalise the "
+        f"embeddings or raise tau (|s| / tau below about {RESOLVED_SHARE / torch.finfo(magnitude.dtype).eps:.3g})"
+        f"{_wider(magnitude.dtype)}."
+    )
+
+
 def upcast(x: Tensor) -> Tensor:
     """Half-precision inputs (fp16, bf16) are accumulated in float32; float32/float64 pass through."""
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x

@@ -28,6 +28,7 @@ from crl.objectives._checks import (
     check_inputs,
     check_logit_range,
     check_pair,
+    check_resolution,
     check_scores,
     highest_score,
     score_bound,
@@ -54,7 +55,11 @@ def contrastive_form(
 
     ``infonce = logaddexp(s_ii/tau, lse_i) - s_ii/tau``; ``dcl = lse_i - s_ii/tau``;
     ``gcl = tau * (lse_i - s_ii/tau - log m)``, with m an int or (false negatives left out) an (n,) count m_i.
+
+    Raises:
+        ValueError: when the logits are so large that lse_i - s_ii/tau is rounded away (:func:`check_resolution`).
     """
+    check_resolution(positive_logits, negative_lse, negative_lse - positive_logits)
     if form == "infonce":
         return torch.logaddexp(positive_logits, negative_lse) - positive_logits
     if form == "dcl":

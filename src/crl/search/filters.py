@@ -10,7 +10,10 @@ missing field fails). A condition is one of:
 :func:`parse_filter` checks a filter once and returns a :class:`Filter`, which tests metadata dicts
 (:meth:`Filter.matches`, the faiss backend's id selector) and writes the same test as a Milvus boolean
 expression (:meth:`Filter.milvus_expression`). Field names are identifiers (letters, digits, ``_``; not starting
-with a digit), so a name can never break out of an expression.
+with a digit), so a name can never break out of an expression, and the expression reads every field as
+``$meta["name"]``, so a name that is a word of Milvus's grammar (``like``, ``and``, ``in``, ``exists``, ...) is a
+field like any other. Integers lie in int64's range and strings are valid Unicode (no lone surrogates): what
+both backends can compare.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ Operator = Literal["eq", "in", "range"]
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED = frozenset({"id", "vector"})
 """Names the backends use for the item itself, never for metadata."""
+INT64_RANGE = (-(2**63), 2**63 - 1)
+"""The integers a filter compares (Milvus parses integer literals as int64)."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +56,13 @@ class Condition:
 
     def milvus_expression(self) -> str:
         """This condition in Milvus's boolean expression language."""
+        field = f"$meta[{json.dumps(self.field)}]"
         if self.operator == "range":
             low, high = self.values
-            return f"({self.field} >= {_literal(low)} and {self.field} <= {_literal(high)})"
+            return f"({field} >= {_literal(low)} and {field} <= {_literal(high)})"
         if self.operator == "eq":
-            return f"({self.field} == {_literal(self.values[0])})"
-        return f"({self.field} in [{', '.join(_literal(v) for v in self.values)}])"
+            return f"({field} == {_literal(self.values[0])})"
+        return f"({field} in [{', '.join(_literal(v) for v in _one_literal_type(self.values))}])"
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,24 @@ def _condition(field: str, condition: Any) -> Condition:
 
 
 def _scalar(field: str, value: Any) -> Scalar:
-    if isinstance(value, bool | str | int):
+    """``value`` when both backends can compare it: a bool, a valid Unicode str, an int64, a finite float."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"filter field {field!r}: the string holds a lone surrogate, not a character; pass valid Unicode"
+            ) from None
+        return value
+    if isinstance(value, int):
+        low, high = INT64_RANGE
+        if not low <= value <= high:
+            raise ValueError(
+                f"filter field {field!r}: {str(value)[:40]} lies outside int64 [{low}, {high}]; pass an "
+                "integer in that range"
+            )
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
@@ -152,6 +175,14 @@ def _same(value: Any, wanted: Scalar) -> bool:
     if _is_number(wanted):
         return _is_number(value) and float(value) == float(wanted)
     return isinstance(value, str) and value == wanted
+
+
+def _one_literal_type(values: tuple[Scalar, ...]) -> tuple[Scalar, ...]:
+    """The numbers of an ``in`` list all as floats when they mix ints and floats (Milvus takes one literal type
+    per list, and compares a float literal with an int field by value, as :func:`_same` does)."""
+    if any(isinstance(v, float) for v in values) and all(_is_number(v) for v in values):
+        return tuple(float(v) for v in values)
+    return values
 
 
 def _literal(value: Scalar) -> str:

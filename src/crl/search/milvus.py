@@ -14,7 +14,12 @@ come best first, ties (scores within 1e-5) by ascending id. Reads use the consis
 Every call is bounded by the connection's ``timeout``. A server that does not answer (down, restarting, its
 collection not loaded yet) is a :class:`~crl.search.BackendUnavailableError` naming ``milvus backend at HOST:PORT``;
 the next call opens a fresh connection and reloads the collection first (gRPC's own reconnection backs off for
-minutes), so a caller recovers by itself once the server is back.
+minutes), so a caller recovers by itself once the server is back. A request the server refuses as malformed (an
+expression it cannot parse, an invalid parameter) is a ``ValueError`` instead, and leaves the connection alone.
+
+Ids are the integers 0 .. :data:`MAX_ID` (Milvus keeps 2**63 - 1 for itself: an item under it is counted but never
+found). :meth:`MilvusIndex.add` checks and inserts under one lock per collection in the process, so one id is one
+row however many threads add it; writers in several processes add disjoint ids or use :meth:`MilvusIndex.upsert`.
 """
 
 from __future__ import annotations
@@ -98,6 +103,27 @@ _EXPORTED_KIND: dict[Kind, MilvusKind] = {"flat": "flat", "hnsw": "hnsw", "ivf":
 MAX_K = 16384
 """The largest k Milvus answers in one search."""
 
+MAX_ID = 2**63 - 2
+"""The largest id a collection holds (Milvus keeps 2**63 - 1 as its own sentinel)."""
+
+REFUSED = (
+    "cannot parse expression",
+    "failed to create query plan",
+    "invalid parameter",
+    "invalid expression",
+)
+"""Phrases of a server's error refusing the request itself (the client's fault, not a lost server)."""
+
+_ADDING: dict[str, threading.Lock] = {}
+"""One lock per collection address: :meth:`MilvusIndex.add` checks and inserts under it."""
+_ADDING_GUARD = threading.Lock()
+
+MAX_NAME = 255
+"""The longest collection name Milvus takes."""
+
+UNFINISHED = "__crl_unfinished"
+"""The suffix of the collection :func:`export_index` fills before renaming it to its own name."""
+
 _URI = re.compile(r"milvus://(?P<host>[^:/]+):(?P<port>\d+)/(?P<collection>[A-Za-z_][A-Za-z0-9_]*)")
 _DESCRIPTION = re.compile(rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})(?: encoder=(\{{.*\}}))?")
 
@@ -123,6 +149,11 @@ class MilvusAddress:
             raise ValueError(
                 f"{uri[:80]!r} is not a Milvus address; pass milvus://HOST:PORT/COLLECTION, e.g. "
                 "milvus://127.0.0.1:19530/items"
+            )
+        if len(match["collection"]) > MAX_NAME:
+            raise ValueError(
+                f"the collection name of {uri[:80]!r}... has {len(match['collection'])} characters; Milvus takes "
+                f"at most {MAX_NAME}, pass a shorter name"
             )
         return cls(match["host"], int(match["port"]), match["collection"])
 
@@ -241,13 +272,18 @@ class MilvusIndex:
         :data:`CONSISTENCY`.
 
         Raises:
-            ValueError: on a bad address or consistency, a missing collection, or one crl did not create (no
-                crl schema).
+            ValueError: on a bad address or consistency, a missing collection, one crl did not create (no
+                crl schema), or the unfinished copy of an export (its name ends in :data:`UNFINISHED`).
         """
         # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
         from pymilvus import Collection, utility
 
         address = MilvusAddress.parse(uri)
+        if address.collection.endswith(UNFINISHED):
+            raise ValueError(
+                f"{address} is the unfinished copy of an export (crl index export fills it and renames it when "
+                f"every item is in); rerun the export to {address.collection.removesuffix(UNFINISHED)}"
+            )
         _check_consistency(consistency)
         _call_timeout(timeout)
         alias = _connect(address, timeout)
@@ -312,13 +348,14 @@ class MilvusIndex:
             ValueError: on bad vectors, ids or metadata, or an id already in the collection (use :meth:`upsert`).
         """
         matrix, new_ids, rows = self._rows(vectors, ids, metadata)
-        present = self._present(new_ids)
-        if present.size:
-            raise ValueError(
-                f"ids holds {int(present[0])}, already in {self.address}; pass new ids, or upsert to replace it"
-            )
-        if new_ids.size:
-            self._call(lambda c: c.insert(_records(matrix, new_ids, rows), timeout=self._timeout))
+        with _adding_lock(self.address):
+            present = self._present(new_ids)
+            if present.size:
+                raise ValueError(
+                    f"ids holds {int(present[0])}, already in {self.address}; pass new ids, or upsert to replace it"
+                )
+            if new_ids.size:
+                self._call(lambda c: c.insert(_records(matrix, new_ids, rows), timeout=self._timeout))
         return new_ids
 
     def upsert(
@@ -397,9 +434,12 @@ class MilvusIndex:
         scores = np.full((matrix.shape[0], k), -np.inf, dtype=np.float32)
         ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
         if matrix.shape[0]:
-            hits = self._call(
-                lambda c: c.search(matrix, "vector", param, limit=k, expr=expression, **self._read)
-            )
+            try:
+                hits = self._call(
+                    lambda c: c.search(matrix, "vector", param, limit=k, expr=expression, **self._read)
+                )
+            except ValueError as error:
+                raise ValueError(f"filter or search settings: {error}") from None
             for row, hit in enumerate(hits):
                 ids[row, : len(hit.ids)], scores[row, : len(hit.ids)] = hit.ids, hit.distances
             scores, ids = tie_ordered(scores, ids)
@@ -434,8 +474,10 @@ class MilvusIndex:
         return {"timeout": self._timeout, "consistency_level": self._consistency}
 
     def _call(self, operation: Callable[[Any], T]) -> T:
-        """``operation(collection)``; a server that fails it is a ``BackendUnavailableError`` naming the backend,
-        and marks the connection stale, so the next call opens a fresh one first."""
+        """``operation(collection)``; a server that refuses the request as malformed (:func:`_refused`) is a
+        ``ValueError`` naming the backend and its reason; a server that fails it otherwise is a
+        ``BackendUnavailableError`` naming the backend, and marks the connection stale, so the next call opens a
+        fresh one first."""
         # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a server is reached
         import grpc
 
@@ -447,6 +489,10 @@ class MilvusIndex:
                 self._reopen()
             return operation(self._collection)
         except (MilvusException, grpc.RpcError) as error:
+            if _refused(error):
+                raise ValueError(
+                    f"the {self.address.backend} refused the request ({_reason(error)}); fix the request"
+                ) from None
             self._stale = True
             raise BackendUnavailableError(self.address.backend, _reason(error)) from None
 
@@ -477,6 +523,11 @@ class MilvusIndex:
                 f"ids is None; a Milvus collection keys items by the ids you give (n = {len(matrix)})"
             )
         new_ids = as_ids(ids, matrix.shape[0])
+        if new_ids.size and int(new_ids.max()) > MAX_ID:
+            raise ValueError(
+                f"ids holds {int(new_ids.max())}; a Milvus collection holds ids 0 .. {MAX_ID} (2**63 - 1 is "
+                "Milvus's own sentinel), pass ids in that range"
+            )
         rows = as_metadata(metadata, matrix.shape[0])
         for row in rows:
             reserved = {"id", "vector"} & set(row or {})
@@ -488,8 +539,27 @@ class MilvusIndex:
         if ids.size == 0:
             return ids
         expr = f"id in [{', '.join(str(int(i)) for i in ids)}]"
-        rows = self._call(lambda c: c.query(expr=expr, output_fields=["id"], **self._read))
+        strong = {**self._read, "consistency_level": "Strong"}
+        rows = self._call(lambda c: c.query(expr=expr, output_fields=["id"], **strong))
         return np.array(sorted(int(row["id"]) for row in rows), dtype=np.int64)
+
+
+def _refused(error: Exception) -> bool:
+    """Whether ``error`` refuses the request itself: pymilvus's own check of its arguments, or a server's answer
+    naming one of :data:`REFUSED` (a lost or failing server is anything else)."""
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server answered
+    from pymilvus.exceptions import DataNotMatchException, DataTypeNotMatchException, ParamError
+
+    if isinstance(error, ParamError | DataTypeNotMatchException | DataNotMatchException):
+        return True
+    message = str(getattr(error, "message", "") or "").lower()
+    return any(phrase in message for phrase in REFUSED)
+
+
+def _adding_lock(address: MilvusAddress) -> threading.Lock:
+    """The process's one lock over the check-and-insert of :meth:`MilvusIndex.add` into ``address``."""
+    with _ADDING_GUARD:
+        return _ADDING.setdefault(str(address), threading.Lock())
 
 
 def _connect(address: MilvusAddress, timeout: float) -> str:
@@ -601,17 +671,53 @@ def _shortfall(found: np.ndarray, k: int, filtered: bool, kind: MilvusKind) -> s
 
 
 def export_index(
-    index: Index, uri: str, *, kind: MilvusKind | None = None, batch: int = 10_000
+    index: Index,
+    uri: str,
+    *,
+    kind: MilvusKind | None = None,
+    batch: int = 10_000,
+    overwrite: bool = False,
 ) -> MilvusIndex:
     """A new collection at ``uri`` holding ``index``'s items (its stored vectors, ids and metadata) under the same
     metric and encoder, inserted ``batch`` items at a time, then flushed (sealed, so Milvus's statistics such as
     pymilvus's ``num_entities`` count them). ``kind`` defaults to the index's own, IVF-PQ as IVF (Milvus's
-    IVF_FLAT); an IVF-PQ index exports its lossy reconstructions."""
+    IVF_FLAT); an IVF-PQ index exports its lossy reconstructions.
+
+    The items go into ``COLLECTION`` + :data:`UNFINISHED` first (one left by an interrupted export is dropped and
+    filled anew), renamed to ``COLLECTION`` once every item is in, so a collection under its own name is always
+    complete. ``overwrite`` replaces an existing collection at ``uri`` (at the rename, after the copy is full).
+
+    Raises:
+        ValueError: when the collection exists already and ``overwrite`` is off, or its name is too long for
+            the suffix.
+    """
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus import utility
+
+    address = MilvusAddress.parse(uri)
+    unfinished = MilvusAddress(address.host, address.port, address.collection + UNFINISHED)
+    if len(unfinished.collection) > MAX_NAME:
+        raise ValueError(
+            f"the collection name {address.collection[:40]}... has {len(address.collection)} characters; an export "
+            f"takes at most {MAX_NAME - len(UNFINISHED)}, pass a shorter name"
+        )
+    alias = _connect(address, 10.0)
+    if not overwrite and utility.has_collection(address.collection, using=alias):
+        raise ValueError(
+            f"{address} exists already; pass overwrite=True (crl index export --overwrite) to replace it"
+        )
+    if utility.has_collection(unfinished.collection, using=alias):
+        utility.drop_collection(unfinished.collection, using=alias)
     chosen: MilvusKind = kind or _EXPORTED_KIND[index.kind]
-    collection = MilvusIndex.create(uri, index.dim, metric=index.metric, kind=chosen, encoder=index.encoder)
+    collection = MilvusIndex.create(
+        str(unfinished), index.dim, metric=index.metric, kind=chosen, encoder=index.encoder
+    )
     ids = index.ids
     for start in range(0, ids.size, batch):
         part = ids[start : start + batch]
         collection.add(index.vectors(part), part, index.metadata(part))
     collection.flush()
-    return collection
+    if utility.has_collection(address.collection, using=alias):
+        utility.drop_collection(address.collection, using=alias)
+    utility.rename_collection(unfinished.collection, address.collection, using=alias)
+    return MilvusIndex.connect(str(address))

@@ -1,13 +1,18 @@
 """Queries of a saved index: item ids or strings, the registry of string encoders, and the query item left out.
 
 A query is read as an item id of the index (its stored vector is the query vector) or as a string, embedded by
-a string encoder. :data:`Reading` says how: ``"auto"`` reads an integer (a string of digits) as an id and
+a string encoder. :data:`Reading` says how: ``"auto"`` reads an integer (a string of ASCII digits 0-9: ``'٣'`` is
+text) as an id and
 anything else as a string; ``"id"`` and ``"text"`` force one reading (``crl search --id`` / ``--text``: the text
 "1984" is then a string).
 
 String encoders are registered, not imported: :func:`register_string_encoder` adds a factory that, given the
 index's :class:`~crl.search.EncoderProvenance`, returns a function ``list[str] -> (n, d) array`` or ``None``
-when it does not handle that checkpoint (:mod:`crl.serving.text` registers MiniLM's). This module needs only
+when it does not handle that checkpoint (:mod:`crl.serving.text` registers MiniLM's), and optionally a function
+giving the SHA-256 the checkpoint's weights have now. An index whose recorded SHA-256 differs (the model's weights
+were replaced after the index was built) is refused with :class:`OtherEncoderError`, since its text queries would
+be embedded by another model than its items; ``allow_other_encoder=True`` (``--allow-other-encoder``) embeds
+them anyway, with a warning. This module needs only
 numpy and :mod:`crl.search`, so a query by id of a saved index never loads torch.
 
 :func:`without_query_items` takes a search made with k + 1 results per query and drops each id query's own
@@ -16,6 +21,7 @@ item, so "the items nearest item 17" does not start with item 17 itself (score 1
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal, Protocol
@@ -26,6 +32,7 @@ from crl.search import EncoderProvenance, SearchResult
 
 __all__ = [
     "READINGS",
+    "OtherEncoderError",
     "Reading",
     "StringEncoder",
     "embed_strings",
@@ -44,7 +51,13 @@ QUERY_SHOWN = 40
 
 StringEncoder = Callable[[list[str]], np.ndarray]
 StringEncoderFactory = Callable[[EncoderProvenance], StringEncoder | None]
-_STRING_ENCODERS: list[StringEncoderFactory] = []
+WeightsFingerprint = Callable[[EncoderProvenance], str | None]
+"""The SHA-256 a checkpoint's weights have now, or None when the function does not handle that checkpoint."""
+_STRING_ENCODERS: list[tuple[StringEncoderFactory, WeightsFingerprint | None]] = []
+
+
+class OtherEncoderError(ValueError):
+    """The checkpoint an index records now holds other weights than those its items were embedded with."""
 
 
 class Searchable(Protocol):
@@ -56,29 +69,59 @@ class Searchable(Protocol):
     def vectors(self, ids: Sequence[int]) -> np.ndarray: ...
 
 
-def register_string_encoder(factory: StringEncoderFactory) -> None:
-    """Add ``factory``: given an index's encoder provenance, a ``list[str] -> (n, d)`` function or None."""
-    if not callable(factory):
+def register_string_encoder(
+    factory: StringEncoderFactory, fingerprint: WeightsFingerprint | None = None
+) -> None:
+    """Add ``factory``: given an index's encoder provenance, a ``list[str] -> (n, d)`` function or None;
+    ``fingerprint`` (given the same provenance) is the SHA-256 its checkpoint's weights have now, checked
+    against the one the index records before the encoder is used."""
+    if not callable(factory) or (fingerprint is not None and not callable(fingerprint)):
         raise ValueError("register_string_encoder takes a callable factory(provenance) -> encoder or None")
-    _STRING_ENCODERS.append(factory)
+    _STRING_ENCODERS.append((factory, fingerprint))
 
 
-def string_encoder(index: Searchable) -> StringEncoder | None:
+def string_encoder(index: Searchable, *, allow_other_encoder: bool = False) -> StringEncoder | None:
     """The string encoder of the index's checkpoint from the latest registered factory that handles it, or
-    None (no factory does, or the index records no encoder)."""
+    None (no factory does, or the index records no encoder).
+
+    Raises:
+        OtherEncoderError: when the checkpoint's weights no longer have the SHA-256 the index records (a
+            warning instead with ``allow_other_encoder``).
+    """
     provenance = index.encoder
     if provenance is None:
         return None
-    for factory in reversed(_STRING_ENCODERS):
+    for factory, fingerprint in reversed(_STRING_ENCODERS):
+        current = fingerprint(provenance) if fingerprint is not None else None
+        if current is not None:
+            check_same_encoder(provenance, current, allow_other_encoder=allow_other_encoder)
         encode = factory(provenance)
         if encode is not None:
             return encode
     return None
 
 
-def embed_strings(index: Searchable, strings: list[str]) -> np.ndarray:
+def check_same_encoder(provenance: EncoderProvenance, current: str, *, allow_other_encoder: bool) -> None:
+    """Refuse (or, with ``allow_other_encoder``, warn about) a checkpoint whose weights' SHA-256 ``current`` is
+    not the one ``provenance`` records."""
+    if current == provenance.fingerprint:
+        return
+    message = (
+        f"the index records the encoder {provenance.checkpoint} with weights of SHA-256 "
+        f"{provenance.fingerprint[:16] or '(none)'}..., but its weights now have SHA-256 {current[:16]}...: "
+        "text queries would be embedded by another model than the items"
+    )
+    if not allow_other_encoder:
+        raise OtherEncoderError(
+            f"{message}; rebuild the index with this model, restore its weights, or pass --allow-other-encoder "
+            "to embed the queries anyway"
+        )
+    warnings.warn(f"{message} (--allow-other-encoder: embedding them anyway)", stacklevel=2)
+
+
+def embed_strings(index: Searchable, strings: list[str], *, allow_other_encoder: bool = False) -> np.ndarray:
     """``strings`` embedded by the string encoder of the index's checkpoint (:func:`string_encoder`)."""
-    encode = string_encoder(index)
+    encode = string_encoder(index, allow_other_encoder=allow_other_encoder)
     if encode is not None:
         return np.asarray(encode(strings), dtype=np.float32)
     provenance = index.encoder
@@ -113,9 +156,16 @@ def query_items(queries: Sequence[str | int], reading: Reading = "auto") -> list
     return items
 
 
-def query_vectors(index: Searchable, queries: Sequence[str | int], reading: Reading = "auto") -> np.ndarray:
-    """(q, d) vectors of ``queries``, each an item id (its stored vector) or a string (embedded), as
-    :func:`query_items` reads them."""
+def query_vectors(
+    index: Searchable,
+    queries: Sequence[str | int],
+    reading: Reading = "auto",
+    *,
+    allow_other_encoder: bool = False,
+) -> np.ndarray:
+    """(q, d) vectors of ``queries``, each an item id (its stored vector) or a string (embedded, refused when the
+    encoder's weights changed unless ``allow_other_encoder``: :func:`string_encoder`), as :func:`query_items`
+    reads them."""
     if not queries:
         raise ValueError("no query given; pass item ids or strings")
     items = query_items(queries, reading)
@@ -127,7 +177,7 @@ def query_vectors(index: Searchable, queries: Sequence[str | int], reading: Read
         for (position, _), vector in zip(ids, found, strict=True):
             rows[position] = vector
     if texts:
-        embedded = embed_strings(index, [text for _, text in texts])
+        embedded = embed_strings(index, [text for _, text in texts], allow_other_encoder=allow_other_encoder)
         for (position, _), vector in zip(texts, embedded, strict=True):
             rows[position] = vector
     return np.stack([row for row in rows if row is not None])
@@ -172,7 +222,7 @@ def _as_item_id(query: str | int) -> int | None:
     if isinstance(query, int | np.integer):
         return int(query)
     text = str(query).strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def _shown(query: str) -> str:

@@ -34,6 +34,7 @@ The interactive pages ``/docs`` and ``/redoc`` load their scripts from a CDN, so
 
 from __future__ import annotations
 
+import math
 import reprlib
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -189,15 +190,18 @@ def create_app(
     max_k: int = MAX_K,
     max_body_bytes: int | None = None,
     docs: bool = False,
+    allow_other_encoder: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving ``index`` with at most ``max_batch`` queries and ``k <= max_k`` per request.
 
     ``max_body_bytes`` (None: :func:`default_max_body_bytes`) bounds a request body; ``docs`` serves the
     ``/docs`` and ``/redoc`` pages, which fetch their scripts from a CDN. Text queries use the string encoder
-    registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`).
+    registered for the index's checkpoint when the app is created (:mod:`crl.serving.queries`), refused when that
+    checkpoint's weights no longer have the SHA-256 the index records, unless ``allow_other_encoder``.
 
     Raises:
         BackendUnavailableError: when the backend's server does not answer now.
+        OtherEncoderError: when the index's encoder now holds other weights (and ``allow_other_encoder`` is off).
     """
     limits = {"max_batch": max_batch, "max_k": max_k, "max_body_bytes": max_body_bytes}
     for name, value in limits.items():
@@ -208,10 +212,11 @@ def create_app(
         index
     ):  # an IVF index builds its id -> vector map now, not in requests
         index.vectors(index.ids[:1])
-    embed = _text_embedder(index)
+    embed = _text_embedder(index, allow_other_encoder)
+    hidden = _backend_names(index)
     app = FastAPI(
         title="crl search",
-        description=f"{index!r}",
+        description=f"a {index.kind} index of dimension {index.dim} ({index.metric})",
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,
     )
@@ -219,7 +224,10 @@ def create_app(
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, error: RequestError) -> JSONResponse:
-        detail = [{"loc": ["body", error.field], "msg": error.message, "type": "value_error"}]
+        message = error.message
+        for name, shown in hidden:
+            message = message.replace(name, shown)
+        detail = [{"loc": ["body", error.field], "msg": message, "type": "value_error"}]
         return JSONResponse(status_code=error.status, content={"detail": detail})
 
     @app.exception_handler(BackendUnavailableError)
@@ -265,7 +273,7 @@ def create_app(
         except ValueError as error:
             message = str(error)
             raise RequestError(
-                next((name for name in ("ef_search", "nprobe") if name in message), field), message
+                next((name for name in ("ef_search", "nprobe", "filter") if name in message), field), message
             ) from None
         if request.exclude_self:
             found = without_query_items(found, request.ids or [], request.k)
@@ -303,6 +311,16 @@ def _texts(index: SearchBackend, ids: list[int]) -> list[str]:
     return texts
 
 
+def _backend_names(index: SearchBackend) -> list[tuple[str, str]]:
+    """(name, shown instead) for each way a 4xx message could name the backend's server: a Milvus collection's
+    address and its server's ``HOST:PORT`` (only a 503 names the server, so its operator finds it)."""
+    address = getattr(index, "address", None)
+    if address is None:
+        return []
+    server = f"{address.host}:{address.port}"
+    return [(str(address), "the collection"), (address.backend, "the backend"), (server, "the backend")]
+
+
 def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -336,10 +354,11 @@ def _queries(index: SearchBackend, request: SearchRequest, max_batch: int, embed
     return matrix.astype(np.float32)
 
 
-def _text_embedder(index: SearchBackend) -> TextEmbedder:
+def _text_embedder(index: SearchBackend, allow_other_encoder: bool) -> TextEmbedder:
     """The function embedding a request's texts with the string encoder registered for the index's checkpoint
-    (looked up now, once); its errors are ``RequestError`` on ``texts`` that show no path of the server."""
-    encode = string_encoder(index)
+    (looked up and checked now, once); its errors are ``RequestError`` on ``texts`` that show no path of the
+    server."""
+    encode = string_encoder(index, allow_other_encoder=allow_other_encoder)
     folder = index.encoder.checkpoint if index.encoder is not None else None
     missing = (
         "this index records no encoder, so texts cannot be embedded (an index or collection built from text, "
@@ -352,6 +371,12 @@ def _text_embedder(index: SearchBackend) -> TextEmbedder:
     def embed(texts: list[str]) -> np.ndarray:
         if encode is None:
             raise RequestError("texts", missing)
+        for row, text in enumerate(texts):
+            if not _is_unicode(text):
+                raise RequestError(
+                    "texts",
+                    f"texts[{row}] holds a lone surrogate, which encodes no character; send valid Unicode",
+                )
         try:
             return np.asarray(encode(texts), dtype=np.float32)
         except ValueError as error:
@@ -359,6 +384,15 @@ def _text_embedder(index: SearchBackend) -> TextEmbedder:
             raise RequestError("texts", _preview(message, 200)) from None
 
     return embed
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether ``text`` is characters only (a lone surrogate such as ``"\ud800"`` encodes none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _query_field(request: SearchRequest) -> str:
@@ -416,9 +450,12 @@ def _brief_errors(errors: Any) -> list[dict[str, Any]]:
 
 
 def _shown(value: Any) -> Any:
-    """``value`` itself when it is a short scalar, else a preview string of at most about 40 characters."""
-    if value is None or isinstance(value, bool | float):
+    """``value`` itself when it is a short scalar JSON can write, else a preview string of at most about 40
+    characters (NaN and the infinities, which JSON has no number for, as ``'nan'``, ``'inf'``, ``'-inf'``)."""
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, int) and abs(value) < 10**PREVIEW_CHARS:
         return value
     if isinstance(value, str):

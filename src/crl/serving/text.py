@@ -2,7 +2,8 @@
 
 :func:`text_index` embeds texts with a MiniLM folder (:func:`crl.models.minilm.embed_texts`) and records the folder
 and the SHA-256 of its weights in the index; :func:`register_text_search` lets ``crl search`` and ``crl serve``
-embed string queries of such an index with the same model (:func:`crl.serving.queries.register_string_encoder`).
+embed string queries of such an index with the same model (:func:`crl.serving.queries.register_string_encoder`),
+once the folder's weights are checked against the SHA-256 the index records (:func:`minilm_fingerprint`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from crl.search import EncoderProvenance, Index, Kind, Metric, sha256
 from crl.serving.encoded import choose_kind
 from crl.serving.queries import StringEncoder, register_string_encoder
 
-__all__ = ["minilm_string_encoder", "register_text_search", "text_index"]
+__all__ = ["minilm_fingerprint", "minilm_string_encoder", "register_text_search", "text_index"]
 
 
 def text_index(
@@ -47,6 +48,15 @@ def text_index(
     chosen = kind if kind is not None else choose_kind(len(texts))
     metadata: list[dict[str, Any] | None] = [{"text": text} for text in texts]
     return Index.build(vectors, None, chosen, metric, metadata=metadata, encoder=provenance, **params)
+
+
+def minilm_fingerprint(provenance: EncoderProvenance) -> str | None:
+    """The SHA-256 of the weights now in the MiniLM folder ``provenance`` records, or None when it records no
+    sentence-transformers folder."""
+    folder = Path(provenance.checkpoint)
+    if not folder.is_dir() or not is_sentence_transformer(folder):
+        return None
+    return sha256(weights_file(folder))
 
 
 def minilm_string_encoder(provenance: EncoderProvenance | None) -> StringEncoder | None:
@@ -74,5 +84,5 @@ def register_text_search() -> None:
     """Let ``crl search`` embed string queries of MiniLM indexes (once per process; the registry is
     :func:`crl.serving.queries.register_string_encoder`)."""
     if not _REGISTERED:
-        register_string_encoder(minilm_string_encoder)
+        register_string_encoder(minilm_string_encoder, minilm_fingerprint)
         _REGISTERED.append(True)

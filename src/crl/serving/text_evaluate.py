@@ -41,13 +41,14 @@ from crl.metrics.text_retrieval import (
     trec_run,
 )
 from crl.models import DualEncoder
-from crl.serving.trained import model_of_state, starting_model
+from crl.serving.trained import model_of_state, run_folder, starting_model
 from crl.train.checkpoint import TrainState
-from crl.train.config import TextData
-from crl.train.data import text_task, text_tokenize
+from crl.train.config import TextData, TextPairsData
+from crl.train.data import text_pairs, text_task, text_tokenize
+from crl.train.fingerprint import data_differences, data_file_print, read_fingerprint, text_fingerprint
 from crl.train.heldout_monitor import text_embedders
 
-__all__ = ["TextEvalResult", "evaluate_text_state"]
+__all__ = ["TextEvalResult", "checked_run_data", "evaluate_text_state"]
 
 _log = logging.getLogger(__name__)
 
@@ -129,6 +130,31 @@ def _announced(embed_texts: EmbedTexts, stage: str) -> EmbedTexts:
     return run
 
 
+def checked_run_data(data: TextData, run_dir: Path) -> TextData:
+    """``data`` reading the file the run was trained on (the absolute path its ``data.json`` records, wherever
+    crl eval runs from), once its training pairs are checked against the recorded fingerprint.
+
+    Raises:
+        ValueError: naming what differs (the file's SHA-256, the pairs' count or SHA-256) and the fix, when the
+            data is not what the run was trained on, so its test split would be another.
+    """
+    saved = read_fingerprint(run_dir)
+    if saved is None:
+        return data
+    if saved.file is not None and isinstance(data, TextPairsData):
+        data = data.model_copy(update={"path": saved.file.path})
+    file = data_file_print(data.path) if isinstance(data, TextPairsData) else None
+    current = text_fingerprint(data.source, text_pairs(data, "train"), file)
+    differences = data_differences(saved, current)
+    if differences:
+        raise ValueError(
+            f"{run_dir}'s data is not what it was trained on ({'; '.join(differences)}), so its test split "
+            "would hold other pairs; restore the data, or evaluate files of your own (crl eval --queries --corpus "
+            "--qrels)"
+        )
+    return data
+
+
 def evaluate_text_state(
     state: TrainState,
     checkpoint: Path,
@@ -143,15 +169,16 @@ def evaluate_text_state(
     run's starting model, and bootstrap each metric's difference with ``draws`` resamples from ``seed``.
 
     Raises:
-        ValueError: if the run is not a text run, its test split is empty (naming test_fraction), or the task
-            has fewer than 2 queries (a paired interval needs 2).
+        ValueError: if the run is not a text run, its data is not what it was trained on
+            (:func:`checked_run_data`), its test split is empty (naming test_fraction), or the task has fewer
+            than 2 queries (a paired interval needs 2).
     """
     data = state.config.data
     if not isinstance(data, TextData):
         raise ValueError(
             f"[data] source = {data.source!r} is not a text source; crl eval scores held-out pairs"
         )
-    chosen = task if task is not None else text_task(data, "test")
+    chosen = task if task is not None else text_task(checked_run_data(data, run_folder(checkpoint)), "test")
     name = task_name if task is not None else f"the test split of [data] source = {data.source!r}"
     if len(chosen.queries) < 2:
         raise ValueError(

@@ -13,15 +13,21 @@ m = 4..1024 is -1.0045 with a half-width of 0.004. The protocol, fixed before da
    its misfit the same way, and test its leading exponent r; its CI comes from the same kind of bootstrap as
    the power law's.
 3. If the two-term model misfits too, the window is not described by either model: :attr:`RateFit.misfit` is
-   set and the verdict is INCONCLUSIVE. No interval is widened.
+   set and the verdict is INCONCLUSIVE. No interval is widened to rescue a misfit.
+
+An exponent interval is never narrower than +-:data:`RESOLUTION` (0.002, the profile grid's step) around its
+exponent: a bootstrap of noise-free values, or a jackknife of seeds that agree exactly, has no spread, and an
+interval of zero width would claim a certainty no fit of a finite window has.
 
 The two-term model describes a rate only where its leading term leads: a > 0 and the model positive at every
 x of the window (y > 0 there). An r whose least-squares (a, b) break this is not a candidate: 4, 3, 2, 1 over
 x = 1..4 is fitted exactly by a x + b with a = -1, whose "rate" +1 describes a curve that falls. The exponent
 is not identified, and the window misfits (with the reason in :attr:`RateFit.reason`), when no candidate r
 remains, when the best one lies on the edge of the searched range, when fewer than 5 points leave the model
-less than 2 degrees of freedom to show misfit, or when more than 1% of the bootstrap resamples are not
-identified either.
+less than 2 degrees of freedom to show misfit, when more than 1% of the bootstrap resamples are not identified
+either, or when the series moves the same way at every step and the exponent says the other (a falling series
+never gets a rising rate: y = 0.05 x^0.5 + 20 x^-0.5 falls from 7.21 to 2.05 over x = 8..256 and is fitted
+exactly with r = +0.5, a leading term that leads only beyond the window).
 
 Rates over seeds (:func:`seed_rate`, C10's k part): each seed s holds one value at every grid point x_j
 (``values[s, j]``, a paired design), and the protocol runs on the seed means ybar_j, their covariance the seeds'
@@ -68,6 +74,27 @@ TWO_TERM_PARAMETERS = 3
 
 MAX_UNIDENTIFIED_SHARE = 0.01
 """Largest share of bootstrap resamples whose exponent may be unidentified before the window misfits."""
+
+RESOLUTION = _GRID_STEP
+"""The half-width below which no exponent interval is reported (module docstring)."""
+
+
+def _resolved(exponent: float, low: float, high: float) -> tuple[float, float]:
+    """The interval [low, high] of ``exponent``, at least +-:data:`RESOLUTION` around it."""
+    return min(low, exponent - RESOLUTION), max(high, exponent + RESOLUTION)
+
+
+def _against_trend(means: FloatArray, exponent: float) -> str:
+    """Why ``exponent`` contradicts a series that moves one way at every step ('' when it does not)."""
+    steps = np.diff(means)
+    falls, rises = bool(np.all(steps < 0.0)), bool(np.all(steps > 0.0))
+    if (falls and exponent > 0.0) or (rises and exponent < 0.0):
+        way = "falls" if falls else "rises"
+        return (
+            f"the series {way} at every step ({means[0]:.4g} -> {means[-1]:.4g}) but the two-term leading "
+            f"exponent is {exponent:+.4g}: its leading term leads only beyond the window"
+        )
+    return ""
 
 
 @dataclass(frozen=True)
@@ -187,10 +214,11 @@ def rate_fit(
         means, power.predict(gx), power_jacobian(gx), standard_errors=se, tolerance=tolerance
     )
     if not power_test.misfit:
+        low, high = _resolved(power.slope, power.ci_low, power.ci_high)
         return RateFit(
             exponent=power.slope,
-            ci_low=power.ci_low,
-            ci_high=power.ci_high,
+            ci_low=low,
+            ci_high=high,
             ci_level=ci,
             model="power",
             power=power,
@@ -284,8 +312,7 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     if not power_test.misfit:
         return RateFit(
             slope,
-            power.ci_low,
-            power.ci_high,
+            *_resolved(slope, power.ci_low, power.ci_high),
             level,
             "power",
             power,
@@ -309,6 +336,8 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     if math.isnan(exponent):
         reason = "no exponent has an interior best fit with a leading term a > 0 and a positive model"
         return _unidentified(power, level, gx.size, reason, power_test=power_test)
+    if reason := _against_trend(means, exponent):
+        return _unidentified(power, level, gx.size, reason, exponent, power_test=power_test)
     fitted, jacobian = _two_term_fitted(u, means, weights, exponent)
     test = judge_misfit(means, fitted, jacobian, seed_values=data)
     residual = test.max_relative_residual
@@ -321,8 +350,7 @@ def seed_rate(x: ArrayLike, values: ArrayLike, level: float) -> RateFit:
     se = jackknife_se(leave_one_out)
     return RateFit(
         exponent,
-        exponent - t * se,
-        exponent + t * se,
+        *_resolved(exponent, exponent - t * se, exponent + t * se),
         level,
         "two-term",
         power,
@@ -401,8 +429,7 @@ def secant_rate(x: ArrayLike, values: ArrayLike, level: float) -> SecantRate:
     )
     return SecantRate(
         interval.value,
-        interval.ci_low,
-        interval.ci_high,
+        *_resolved(interval.value, interval.ci_low, interval.ci_high),
         level,
         interval.se,
         n_seeds,
@@ -446,6 +473,8 @@ def _two_term_rate(
             "a > 0 and a positive model over the window"
         )
         return _unidentified(power, ci, x.size, reason, power_test=power_test)
+    if reason := _against_trend(y * scale, exponent):
+        return _unidentified(power, ci, x.size, reason, exponent, power_test=power_test)
     fitted, jacobian = _two_term_fitted(u, y, weights, exponent)
     test = judge_misfit(y, fitted, jacobian, standard_errors=se, tolerance=tolerance)
     residual = test.max_relative_residual
@@ -456,11 +485,11 @@ def _two_term_rate(
     if unidentified > MAX_UNIDENTIFIED_SHARE * n_boot:
         reason = f"{unidentified} of {n_boot} bootstrap resamples have no identified exponent"
         return _unidentified(power, ci, x.size, reason, exponent, residual, power_test)
-    low, high = np.quantile(identified, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
+    low, high = _resolved(exponent, *map(float, np.quantile(identified, [0.5 - ci / 2.0, 0.5 + ci / 2.0])))
     return RateFit(
         exponent=exponent,
-        ci_low=float(low),
-        ci_high=float(high),
+        ci_low=low,
+        ci_high=high,
         ci_level=ci,
         model="two-term",
         power=power,

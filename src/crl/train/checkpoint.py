@@ -37,6 +37,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from torch import Tensor, nn
 
 from crl._lock import fsync_directory, full_disk_reported, write_atomically
+from crl._validate import missing_file
 from crl.train.config import TrainConfig, parse_saved_config
 from crl.train.cursor import CursorState
 
@@ -153,7 +154,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
         return newest
     if not path.with_suffix(".safetensors").is_file():
         raise FileNotFoundError(
-            f"checkpoint {str(path)!r} does not exist; pass a step-*.safetensors file or a run folder"
+            f"checkpoint {str(path)!r} {missing_file(path.with_suffix('.safetensors'))}; pass a step-*.safetensors "
+            "file or a run folder"
         )
     return path.with_suffix(".safetensors")
 

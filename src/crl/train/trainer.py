@@ -61,6 +61,7 @@ from crl.train.checkpoint import (
 )
 from crl.train.config import (
     ConfigError,
+    TextPairsData,
     TrainConfig,
     config_to_toml,
     parse_saved_config,
@@ -75,7 +76,13 @@ from crl.train.distributed import (
     shutdown,
     wrap_model,
 )
-from crl.train.fingerprint import DataFingerprint, check_same_data, fingerprint_source, write_fingerprint
+from crl.train.fingerprint import (
+    DataFingerprint,
+    check_same_data,
+    data_file_print,
+    fingerprint_source,
+    write_fingerprint,
+)
 from crl.train.heldout_monitor import Monitor, heldout_monitor
 from crl.train.loop import Shard, TrainingLoop, check_finite_loss
 from crl.train.run_log import LogWindowSum, RunLog
@@ -352,7 +359,9 @@ class Trainer:
 
     def _fingerprint(self) -> DataFingerprint:
         """The fingerprint of this run's data (hashed only where a rank checks or writes it)."""
-        return fingerprint_source(self.config.data.source, self.source)
+        data = self.config.data
+        file = data_file_print(data.path) if isinstance(data, TextPairsData) else None
+        return fingerprint_source(data.source, self.source, file)
 
     def _resume(self) -> tuple[int, Path | None]:
         """Restore the newest intact checkpoint (and this rank's log window); (its step, its path) or (0, None)."""

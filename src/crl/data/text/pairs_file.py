@@ -7,10 +7,11 @@
   TABs, with ``""`` for a double quote inside it (``"a<TAB>b"`` is the text a<TAB>b); a field that starts with a
   double quote but is not such a quoted field is an error naming its line.
 
-The file must be UTF-8; a blank line is skipped, and an empty query or positive, or a text holding a lone
-surrogate (a JSON escape such as ``"\\ud800"`` that encodes no character), is an error naming its line. Its line
-reading, TSV fields and text checks (:func:`text_file_lines`, :func:`tsv_fields`, :func:`checked_text`) read
-other text files too (a retrieval task's queries and corpus).
+The file must be UTF-8 and is split into lines at "\\n" only (:func:`crl._lines.split_lines`: U+2028, U+0085 and the
+other characters ``str.splitlines`` breaks at are text inside a line, as JSON allows them); a blank line is skipped,
+and an empty query or positive, or a text holding a lone surrogate (a JSON escape such as ``"\\ud800"`` that encodes
+no character), is an error naming its line. Its line reading, TSV fields and text checks (:func:`text_file_lines`,
+:func:`tsv_fields`, :func:`checked_text`) read other text files too (a retrieval task's queries and corpus).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import csv
 import json
 from pathlib import Path
 
+from crl._lines import split_lines
+from crl._validate import missing_file
 from crl.data.text.pairs import TextPair
 
 __all__ = ["checked_text", "read_pairs_file", "text_file_lines", "tsv_fields"]
@@ -108,7 +111,7 @@ def text_file_lines(
     if suffixes and file.suffix not in suffixes:
         raise ValueError(f"{what} {str(file)!r}: use a {' or '.join(suffixes)} file")
     if not file.is_file():
-        raise ValueError(f"{what} {str(file)!r} does not exist")
+        raise ValueError(f"{what} {str(file)!r} {missing_file(file)}; pass the path of the file")
     try:
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
@@ -116,7 +119,7 @@ def text_file_lines(
             f"{file}: not UTF-8 text ({error.reason} at byte {error.start}); save the file as UTF-8"
         ) from None
     return [
-        (f"{file}:{number}", line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()
+        (f"{file}:{number}", line) for number, line in enumerate(split_lines(text), start=1) if line.strip()
     ]
 
 

@@ -33,6 +33,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel
 
+from crl._validate import missing_file
+
 __all__ = [
     "FLAT_DATA_FIELDS",
     "FLAT_MODEL_FIELDS",
@@ -63,7 +65,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; pass the path of a .toml file")
+        raise ConfigError(f"config file {str(path)!r} {missing_file(path)}; pass the path of a .toml file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

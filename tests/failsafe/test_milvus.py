@@ -1,0 +1,238 @@
+"""A Milvus collection on hostile filters, racing writers and the ids Milvus keeps for itself, against the
+session's real Milvus server on 127.0.0.1 (tests/milvus_server.py; outside CI these skip where it cannot start).
+
+If these fail, one client's filter would mark the connection stale and turn every other client's request into a
+503 while it reconnects, a filter faiss answers would be a Milvus error, one id would become several rows, or an
+id would be counted but never found, or an interrupted export would leave a partial collection that looks
+complete.
+"""
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from crl.commands import app
+from crl.search import BackendUnavailableError, Index
+from crl.search.milvus import UNFINISHED, MilvusIndex, export_index
+from crl.serving.service import create_app
+from tests.milvus_server import uri
+
+N, D = 60, 8
+KEYWORDS = ("like", "and", "or", "not", "in", "exists", "json_contains")
+"""Words of Milvus's expression grammar, used as metadata field names."""
+
+
+@pytest.fixture(scope="module")
+def items() -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
+    """N vectors, ids 0..N-1, and metadata whose fields include every word of :data:`KEYWORDS`."""
+    vectors = np.random.default_rng(5).standard_normal((N, D)).astype(np.float32)
+    metadata: list[dict[str, Any] | None] = [
+        {**{word: i % 3 for word in KEYWORDS}, "label": i % 4, "x": [0.0, 1.5, 3.0][i % 3]} for i in range(N)
+    ]
+    return vectors, np.arange(N), metadata
+
+
+@pytest.fixture(scope="module")
+def collection(milvus_server: Any, items: tuple[np.ndarray, np.ndarray, list[Any]]) -> MilvusIndex:
+    created = MilvusIndex.create(uri(milvus_server, "failsafe_hostile"), D)
+    created.add(*items)
+    return created
+
+
+@pytest.fixture
+def reconnects(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """A list that grows by one each time a collection reopens its connection."""
+    opened: list[int] = []
+    reopen = MilvusIndex._reopen
+
+    def counted(self: MilvusIndex) -> None:
+        opened.append(1)
+        reopen(self)
+
+    monkeypatch.setattr(MilvusIndex, "_reopen", counted)
+    yield opened
+
+
+ANSWERED = [{word: 1} for word in KEYWORDS] + [
+    {"label": {"in": [0, 1.5]}},
+    {"x": {"in": [0, 1.5]}},
+    {"x": {"range": [1, 3]}},
+]
+
+
+@pytest.mark.parametrize("spec", ANSWERED, ids=[str(spec) for spec in ANSWERED])
+def test_filters_faiss_answers_milvus_answers_alike(
+    collection: MilvusIndex, items: tuple[np.ndarray, np.ndarray, list[Any]], spec: dict[str, Any]
+) -> None:
+    """A field named like a word of Milvus's grammar, or an "in" list mixing ints and floats, was a parse error
+    reported as a lost server (503), where faiss answered."""
+    vectors, ids, metadata = items
+    queries = vectors[:3]
+    expected = Index.build(vectors, ids, metadata=metadata).search(queries, 5, filter=spec)
+    found = collection.search(queries, 5, filter=spec)
+    assert found.ids.tolist() == expected.ids.tolist()
+
+
+REFUSED = [
+    ({"label": 2**63}, "int64"),
+    ({"label": -(2**63) - 1}, "int64"),
+    ({"label": "\ud800"}, "surrogate"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), REFUSED, ids=["2**63", "-2**63-1", "lone surrogate"])
+def test_filters_milvus_cannot_compare_are_a_value_error_before_the_server(
+    collection: MilvusIndex, reconnects: list[int], spec: dict[str, Any], message: str
+) -> None:
+    """An integer beyond int64 or a lone surrogate reached the server, failed to parse, and marked the
+    connection stale (the next call reconnected)."""
+    with pytest.raises(ValueError, match=message):
+        collection.search(np.ones((1, D), np.float32), 3, filter=spec)
+    collection.search(np.ones((1, D), np.float32), 3)
+    assert reconnects == []
+
+
+def test_an_expression_the_server_refuses_is_a_value_error_and_keeps_the_connection(
+    collection: MilvusIndex, reconnects: list[int]
+) -> None:
+    """Every server error, a parse error included, was a BackendUnavailableError that marked the connection
+    stale; a request the server refuses is the caller's ValueError, and the next call reuses the connection."""
+    with pytest.raises(ValueError, match="cannot parse expression") as raised:
+        collection._call(lambda c: c.query(expr="(like == 1)", output_fields=["id"], timeout=5))
+    assert not isinstance(raised.value, BackendUnavailableError)
+    assert len(collection) == N
+    assert reconnects == []
+
+
+def test_the_service_answers_hostile_filters_with_a_4xx_or_faiss_ids_and_no_503(
+    collection: MilvusIndex, items: tuple[np.ndarray, np.ndarray, list[Any]], reconnects: list[int]
+) -> None:
+    """One client sending {"filter": {"like": 1}} made every other client's request a 503 while the service
+    reconnected (700 x 503 against 104 x 200)."""
+    vectors, ids, metadata = items
+    faiss = Index.build(vectors, ids, metadata=metadata)
+    with TestClient(create_app(collection)) as http:
+        for spec in [*ANSWERED, *(spec for spec, _ in REFUSED)]:
+            body = json.dumps({"vectors": vectors[:2].tolist(), "k": 4, "filter": spec})
+            answer = http.post("/search", content=body, headers={"content-type": "application/json"})
+            if spec in ANSWERED:
+                assert answer.status_code == 200, answer.text
+                expected = faiss.search(vectors[:2], 4, filter=spec).ids.tolist()
+                assert [result["ids"] for result in answer.json()["results"]] == expected
+            else:
+                assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "filter"]
+        assert http.get("/health").status_code == 200
+    assert reconnects == []
+
+
+def test_four_threads_adding_one_id_make_one_row(milvus_server: Any) -> None:
+    """add() checked then inserted, so 4 threads adding id 7 all succeeded and the collection held 4 rows."""
+    collection = MilvusIndex.create(uri(milvus_server, "failsafe_racing"), D)
+    outcomes: list[str] = []
+    start = threading.Barrier(4)
+
+    def add() -> None:
+        start.wait()
+        try:
+            collection.add(np.ones((1, D), np.float32), [7])
+            outcomes.append("added")
+        except ValueError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=add) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["added", "refused", "refused", "refused"]
+    assert len(collection) == 1 and collection.ids.tolist() == [7]
+
+
+def test_the_id_milvus_keeps_for_itself_is_refused(milvus_server: Any) -> None:
+    """Id 2**63 - 1 was counted but invisible to metadata, vectors and delete, and search(k=10) found 9."""
+    collection = MilvusIndex.create(uri(milvus_server, "failsafe_sentinel"), D)
+    with pytest.raises(ValueError, match="ids holds 9223372036854775807"):
+        collection.add(np.ones((1, D), np.float32), [2**63 - 1])
+    top = 2**63 - 2
+    collection.add(np.eye(D, dtype=np.float32)[:2], [0, top], [{"a": 1}, {"a": 2}])
+    assert len(collection) == 2 and collection.metadata([top]) == [{"a": 2}]
+    assert collection.search(np.ones((1, D), np.float32), 2).found.tolist() == [2]
+    assert collection.delete([top]) == 1
+
+
+class InterruptedExportError(Exception):
+    """The stand-in for a ^C or a lost process in the middle of an export."""
+
+
+def test_an_interrupted_export_leaves_no_collection_that_looks_complete(
+    milvus_server: Any, monkeypatch: pytest.MonkeyPatch, items: tuple[np.ndarray, np.ndarray, list[Any]]
+) -> None:
+    """An export stopped after 2 of 6 batches left a searchable collection of 20 of 60 items under its name, and
+    a rerun said it existed already."""
+    index = Index.build(*items[:2], metadata=items[2])
+    address = uri(milvus_server, "failsafe_exported")
+    add, calls = MilvusIndex.add, []
+
+    def add_then_stop(self: MilvusIndex, *args: Any) -> np.ndarray:
+        calls.append(1)
+        if len(calls) > 2:
+            raise InterruptedExportError
+        return add(self, *args)
+
+    monkeypatch.setattr(MilvusIndex, "add", add_then_stop)
+    with pytest.raises(InterruptedExportError):
+        export_index(index, address, batch=10)
+    monkeypatch.setattr(MilvusIndex, "add", add)
+    with pytest.raises(ValueError, match="does not exist"):
+        MilvusIndex.connect(address)
+    with pytest.raises(ValueError, match="unfinished copy of an export"):
+        MilvusIndex.connect(address + UNFINISHED)
+    exported = export_index(index, address, batch=10)
+    assert len(exported) == N and exported.ids.tolist() == index.ids.tolist()
+
+
+def test_export_refuses_an_existing_collection_unless_overwrite(
+    milvus_server: Any, tmp_path: Path, items: tuple[np.ndarray, np.ndarray, list[Any]]
+) -> None:
+    """crl index export had no way to replace a collection; --overwrite replaces it with the index's items."""
+    vectors, ids, metadata = items
+    address = uri(milvus_server, "failsafe_replaced")
+    Index.build(vectors[:7], ids[:7]).save(tmp_path / "seven")
+    Index.build(vectors, ids, metadata=metadata).save(tmp_path / "all")
+    assert (
+        CliRunner().invoke(app, ["index", "export", str(tmp_path / "seven"), "--to", address]).exit_code == 0
+    )
+    again = CliRunner().invoke(app, ["index", "export", str(tmp_path / "all"), "--to", address])
+    assert again.exit_code == 2 and "--overwrite" in again.output
+    assert len(MilvusIndex.connect(address)) == 7
+    command = ["index", "export", str(tmp_path / "all"), "--to", address, "--overwrite"]
+    replaced = CliRunner().invoke(app, command)
+    assert replaced.exit_code == 0, replaced.output
+    assert MilvusIndex.connect(address).ids.tolist() == ids.tolist()
+
+
+def test_k_at_milvus_largest_with_the_query_item_left_out_names_the_k_passed(collection: MilvusIndex) -> None:
+    """crl search -k 16384 by id (its own item left out, so k + 1 asked) said k = 16385, a k nobody passed."""
+    result = CliRunner().invoke(app, ["search", str(collection.address), "1", "-k", "16384"])
+    assert result.exit_code == 2, result.output
+    assert "-k 16384" in result.output and "16383" in result.output and "16385" not in result.output
+
+
+def test_the_service_names_no_milvus_address_in_a_422_or_its_schema(
+    collection: MilvusIndex, milvus_server: Any
+) -> None:
+    """An unknown id's 422 and /openapi.json's description showed milvus://HOST:PORT/COLLECTION."""
+    with TestClient(create_app(collection)) as http:
+        schema = http.get("/openapi.json")
+        unknown = http.post("/search", json={"ids": [10**6]})
+    assert schema.status_code == 200 and unknown.status_code == 422
+    assert "is not in the collection" in unknown.text
+    for text in (schema.text, unknown.text):
+        assert f"127.0.0.1:{milvus_server.listen_port}" not in text and "failsafe_hostile" not in text
