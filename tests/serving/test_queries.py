@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from crl.search import Index, SearchResult
-from crl.serving.queries import query_items, query_vectors, without_query_items
+from crl.serving.queries import query_items, query_vectors, search_others, without_query_items
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,22 @@ def test_a_row_left_short_keeps_empty_slots_and_says_why() -> None:
     assert left.scores[0, 2] == -np.inf and "left out" in str(left.shortfall)
     kept = SearchResult(_result([[2, -1]]).scores, np.array([[2, -1]]), np.array([1]), "the filter passes 1")
     assert without_query_items(kept, [2], k=1).shortfall == "the filter passes 1"
+
+
+@pytest.mark.parametrize("k", [1, 3, 7, 8])
+def test_search_others_leaves_each_id_querys_item_out_and_returns_k_others(k: int) -> None:
+    """If this fails, crl search and the HTTP service (which both call search_others) do not return, for an id
+    query, its k best other items by a float64 brute force over the stored vectors, or a string query loses an
+    item, or k at the index's size asks the index for more than it holds."""
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((8, 5)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = Index.build(vectors, np.arange(8), kind="flat", metric="cosine")
+    queries = np.stack([vectors[2], rng.standard_normal(5).astype(np.float32)])
+    found = search_others(index, queries, k, own_items=[2, None])
+    scores = queries.astype(np.float64) @ vectors.astype(np.float64).T
+    others = [i for i in np.argsort(-scores[0]) if i != 2][:k]
+    assert found.ids[0][: len(others)].tolist() == others
+    assert found.ids[1].tolist() == np.argsort(-scores[1])[:k].tolist()
+    kept = search_others(index, queries[:1], k, own_items=None)
+    assert kept.ids[0].tolist() == np.argsort(-scores[0])[:k].tolist()

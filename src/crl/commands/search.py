@@ -115,7 +115,7 @@ def search_command(
         from crl.search import Index
 
         # Deferred: it loads faiss, which `crl --help` does not need (no torch: a query by id stays fast).
-        from crl.serving.queries import query_items, query_vectors, without_query_items
+        from crl.serving.queries import query_items, query_vectors, search_others
 
         chosen = _parsed_filter(filter_json)
         _check_utf8(queries)
@@ -145,11 +145,15 @@ def search_command(
                     reading,  # type: ignore[arg-type]
                     allow_other_encoder=allow_other_encoder,
                 )
-        leave_out = exclude_self and any(item is not None for item in items) and 1 <= wanted < len(index)
-        asked = wanted + 1 if leave_out else wanted
-        found = index.search(vectors, asked, ef_search=ef_search, nprobe=nprobe, filter=chosen)
-        if exclude_self:
-            found = without_query_items(found, items, wanted)
+        found = search_others(
+            index,
+            vectors,
+            wanted,
+            own_items=items if exclude_self else None,
+            ef_search=ef_search,
+            nprobe=nprobe,
+            filter=chosen,
+        )
         console = output_console()
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]

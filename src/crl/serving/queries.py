@@ -22,13 +22,13 @@ item, so "the items nearest item 17" does not start with item 17 itself (score 1
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from crl.search import EncoderProvenance, SearchResult
+from crl.search import EncoderProvenance, SearchBackend, SearchResult
 
 __all__ = [
     "READINGS",
@@ -39,6 +39,7 @@ __all__ = [
     "query_items",
     "query_vectors",
     "register_string_encoder",
+    "search_others",
     "string_encoder",
     "without_query_items",
 ]
@@ -227,3 +228,24 @@ def _as_item_id(query: str | int) -> int | None:
 
 def _shown(query: str) -> str:
     return repr(query if len(query) <= QUERY_SHOWN else query[:QUERY_SHOWN] + "...")
+
+
+def search_others(
+    index: SearchBackend,
+    vectors: np.ndarray,
+    k: int,
+    *,
+    own_items: Sequence[int | None] | None,
+    ef_search: int | None = None,
+    nprobe: int | None = None,
+    filter: Mapping[str, Any] | None = None,
+) -> SearchResult:
+    """The k best items of each query; with ``own_items`` (each query's item id, None for a string query) each id
+    query's own item is left out and k others are returned: the search asks for k + 1 (when the index holds more
+    than k items and some query is an item) and :func:`without_query_items` drops the query's item and cuts each
+    row to k. The one way ``crl search`` and the HTTP service leave a query's item out of its results."""
+    leave_out = own_items is not None and any(item is not None for item in own_items) and 1 <= k < len(index)
+    found = index.search(
+        vectors, k + 1 if leave_out else k, ef_search=ef_search, nprobe=nprobe, filter=filter
+    )
+    return found if own_items is None else without_query_items(found, own_items, k)

@@ -57,7 +57,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crl.search import BackendUnavailableError, Index, SearchBackend
 from crl.search.filters import parse_filter
-from crl.serving.queries import string_encoder, without_query_items
+from crl.serving.queries import search_others, string_encoder
 
 __all__ = ["MAX_BATCH", "MAX_K", "SearchRequest", "create_app", "default_max_body_bytes"]
 
@@ -261,22 +261,25 @@ def create_app(
         field = _query_field(request)
         if request.exclude_self and request.ids is None:
             raise RequestError("exclude_self", "exclude_self applies to ids queries; drop it or query by ids")
-        asked = request.k + 1 if request.exclude_self and request.k < held else request.k
         try:
             parse_filter(request.filter)
         except ValueError as error:
             raise RequestError("filter", _preview(str(error), 200)) from None
         try:
-            found = index.search(
-                queries, asked, ef_search=request.ef_search, nprobe=request.nprobe, filter=request.filter
+            found = search_others(
+                index,
+                queries,
+                request.k,
+                own_items=request.ids if request.exclude_self else None,
+                ef_search=request.ef_search,
+                nprobe=request.nprobe,
+                filter=request.filter,
             )
         except ValueError as error:
             message = str(error)
             raise RequestError(
                 next((name for name in ("ef_search", "nprobe", "filter") if name in message), field), message
             ) from None
-        if request.exclude_self:
-            found = without_query_items(found, request.ids or [], request.k)
         _check_scores(found.ids, found.scores, field)
         results = []
         for ids, scores, count in zip(
