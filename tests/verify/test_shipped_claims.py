@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from crl.claims import Role
+from crl.claims import Fidelity, Role
+from crl.claims.replay import export_cells, rejudge
 from tests.quick_verify import RUN, TIMEOUT_S, command, environment
 
 EXPECTED_FILE = Path(__file__).resolve().parents[1] / "expected_quick_verdicts.json"
@@ -91,3 +92,21 @@ def test_quick_verify_gives_the_committed_verdicts_and_resumes(request: pytest.F
         cells_after = conn.execute("SELECT count(*), count(DISTINCT run_id) FROM cells").fetchone()
         runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert cells_after == cells_before and runs == 2
+    for claim in ("C4", "C6"):
+        _check_rejudged(out, claim, rows)
+
+
+def _check_rejudged(out: Path, claim: str, rows: list[tuple[str, str, str, str]]) -> None:
+    """The claim's cells exported as a table and re-judged from it (crl power --export-cells / --rejudge) give the
+    verdicts and statistics the run stored: the committed table of a run carries everything its verdict needs."""
+    table = out / f"{claim}.jsonl.gz"
+    assert export_cells(out, claim, table) > 0
+    again = rejudge(table, claim, Fidelity.QUICK, 0)
+    stored = next(json.loads(payload) for name, _, _, payload in rows if name == claim)
+    assert (
+        str(again.verdict) == stored["verdict"] and str(again.control.verdict) == stored["control"]["verdict"]
+    )
+    for mine, theirs in zip(again.statistics, stored["statistics"], strict=True):
+        assert (mine.value, mine.ci_low, mine.ci_high) == pytest.approx(
+            (float(theirs["value"]), float(theirs["ci_low"]), float(theirs["ci_high"])), rel=1e-12
+        ), (claim, mine.name)

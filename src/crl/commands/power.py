@@ -34,11 +34,26 @@ def power(
     export_table: Annotated[Path | None, typer.Option(help="C6: write the run's per-seed CSV here.")] = None,
     judge_table: Annotated[Path | None, typer.Option(help="C6: re-judge from a per-seed CSV.")] = None,
     q: Annotated[float | None, typer.Option(help="C6: the tolerance (default: the registered one).")] = None,
+    export_cells: Annotated[
+        Path | None,
+        typer.Option(
+            help="Any claim: write RUN_DIR's per-seed cells of --claim here (JSON lines, .jsonl.gz)."
+        ),
+    ] = None,
+    rejudge: Annotated[
+        Path | None,
+        typer.Option(help="Any claim: judge --claim by this checkout's rule on a table of --export-cells."),
+    ] = None,
+    run_seed: Annotated[
+        int, typer.Option(help="With --rejudge: the `crl verify --seed` of the run that wrote the table.")
+    ] = 0,
 ) -> None:
     """Print a trained claim's power table as Markdown (C5, C10), or C6's tolerance choice, gate, per-seed table or
     re-judged verdict."""
 
     def body() -> int:
+        if export_cells is not None or rejudge is not None:
+            return _cells_action(run_dir, claim, fidelity, export_cells, rejudge, run_seed)
         if claim not in POWER_CLAIMS:
             raise ValueError(
                 f"--claim {claim!r} has no power calculation; use one of {', '.join(POWER_CLAIMS)}."
@@ -83,3 +98,32 @@ def power(
         return EXIT_OK
 
     raise typer.Exit(run_reporting_errors(body))
+
+
+def _cells_action(
+    run_dir: Path | None,
+    claim: str,
+    fidelity: str,
+    export_cells: Path | None,
+    rejudge: Path | None,
+    run_seed: int,
+) -> int:
+    """``--export-cells`` or ``--rejudge`` (:mod:`crl.claims.replay`), for any claim."""
+    if export_cells is not None and rejudge is not None:
+        raise ValueError("pass one of --export-cells and --rejudge, not both.")
+    # Deferred: the claims load torch, which `crl --help` does not need.
+    # Deferred: the replay loads every claim and torch, which `crl --help` does not need.
+    from crl.claims import replay
+    from crl.claims.context import Fidelity
+
+    console = Console(soft_wrap=True)
+    if export_cells is not None:
+        if run_dir is None:
+            raise ValueError("RUN_DIR is missing; pass the `crl verify --out` folder whose cells to export.")
+        count = replay.export_cells(run_dir, claim, export_cells)
+        console.print(f"wrote {count} cells of {claim} to {export_cells}", markup=False, highlight=False)
+        return EXIT_OK
+    assert rejudge is not None
+    result = replay.rejudge(rejudge, claim, Fidelity(fidelity), run_seed)
+    console.print("\n".join(replay.verdict_lines(result)), markup=False, highlight=False)
+    return EXIT_OK
