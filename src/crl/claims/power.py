@@ -39,8 +39,9 @@ from crl.claims import c10_generalisation as c10
 from crl.claims import saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
+from crl.claims.replay import stored_records
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
-from crl.sweep import CellRecord, SweepStore
+from crl.sweep import CellRecord
 
 RESAMPLES = 200
 """The contract's minimum number of resamples."""
@@ -373,20 +374,6 @@ class C10Power:
 
 CLAIMS: dict[str, type[C5Power] | type[C10Power]] = {"C5": C5Power, "C10": C10Power}
 """The claims whose power this module computes."""
-
-
-def stored_records(run_dir: Path, claim: str) -> list[CellRecord]:
-    """Every record of ``claim`` in a run folder's store (the namespace with the most cells, if there are several)."""
-    path = run_dir / "results.sqlite"
-    if not path.is_file():
-        raise ValueError(f"run_dir={str(run_dir)!r} has no results.sqlite; pass a `crl verify --out` folder.")
-    with SweepStore(path) as store:
-        spaces = [name for name in store.namespaces() if name.split("@")[0] == claim]
-        if not spaces:
-            raise ValueError(
-                f"claim={claim!r} has no cells in {path}; run `crl verify --claims {claim}` first."
-            )
-        return max((store.records(name) for name in spaces), key=len)
 
 
 def power_table(

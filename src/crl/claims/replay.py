@@ -27,7 +27,7 @@ from crl.claims.result import ClaimResult
 from crl.sweep import Cell, CellFn, CellRecord, SweepStore
 
 
-def _stored(run_dir: Path, claim: str) -> list[CellRecord]:
+def stored_records(run_dir: Path, claim: str) -> list[CellRecord]:
     """Every record of ``claim`` in a run folder's store (the namespace with the most cells)."""
     path = run_dir / "results.sqlite"
     if not path.is_file():
@@ -43,7 +43,7 @@ def _stored(run_dir: Path, claim: str) -> list[CellRecord]:
 
 def export_cells(run_dir: Path, claim: str, path: Path) -> int:
     """Write ``claim``'s stored cells of ``run_dir`` to ``path`` (JSON lines, gzip); returns how many."""
-    records = _stored(run_dir, claim)
+    records = stored_records(run_dir, claim)
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         for record in records:
