@@ -111,10 +111,8 @@ def _cells_action(
     """``--export-cells`` or ``--rejudge`` (:mod:`crl.claims.replay`), for any claim."""
     if export_cells is not None and rejudge is not None:
         raise ValueError("pass one of --export-cells and --rejudge, not both.")
-    # Deferred: the claims load torch, which `crl --help` does not need.
     # Deferred: the replay loads every claim and torch, which `crl --help` does not need.
-    from crl.claims import replay
-    from crl.claims.context import Fidelity
+    from crl.claims import context, replay
 
     console = Console(soft_wrap=True)
     if export_cells is not None:
@@ -124,6 +122,6 @@ def _cells_action(
         console.print(f"wrote {count} cells of {claim} to {export_cells}", markup=False, highlight=False)
         return EXIT_OK
     assert rejudge is not None
-    result = replay.rejudge(rejudge, claim, Fidelity(fidelity), run_seed)
+    result = replay.rejudge(rejudge, claim, context.Fidelity(fidelity), run_seed)
     console.print("\n".join(replay.verdict_lines(result)), markup=False, highlight=False)
     return EXIT_OK
