@@ -34,12 +34,16 @@ from crl.sweep.ray_executor import RayExecutor  # noqa: E402 (after the skip)
 
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[None]:
-    """One local Ray instance for the module (it starts in ~8 s on an idle 2-core machine, 18-26 s under load)."""
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    """One local Ray instance for the module (it starts in ~8 s on an idle 2-core machine, 18-26 s under load; its
+    GCS server once took over Ray's default 30 s to publish its port beside the rest of the suite, so the wait is
+    Ray's own setting raised to 120 s)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_gcs_server_port_wait_time_s", "120")
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def test_ray_sweep_resumes_after_an_interruption(tmp_path: Path, ray_session: None) -> None:
