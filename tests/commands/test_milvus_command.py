@@ -5,9 +5,11 @@ that started it, status or stop cannot find it, a second start from the same fol
 taken port hangs the start instead of naming the port and the fix.
 """
 
+import http.server
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from typer.testing import CliRunner
 
 from crl.commands import app
 from crl.search.milvus import MilvusIndex
+from crl.search.milvus_local import _healthy, free_port
 from tests.milvus_server import listening
 
 
@@ -110,3 +113,27 @@ def test_a_start_that_does_not_answer_in_time_is_stopped_and_quotes_its_log(tmp_
         except OSError:
             continue
         assert command != binary or not _alive(int(process.name)), f"pid {process.name} still runs"
+
+
+def test_the_health_probe_reads_only_a_200_ok_on_loopback() -> None:
+    """If this fails, `crl milvus start` takes a server for ready on an error page or a closed port, or misses one
+    that answers 200 OK (checked against the standard library's own HTTP server on 127.0.0.1)."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == "/healthz"
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            self.wfile.write(b"OK" if ok else b"no")
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert _healthy(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not _healthy(free_port())

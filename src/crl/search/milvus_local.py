@@ -23,8 +23,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -226,12 +224,20 @@ def _is_server(record: ServerRecord) -> bool:
 
 
 def _healthy(metrics_port: int) -> bool:
-    """Whether the server's health endpoint answers OK."""
+    """Whether the server's health endpoint on 127.0.0.1 (``GET /healthz`` on its metrics port) answers OK: one
+    HTTP/1.0 request over a loopback socket, which cannot reach beyond this machine."""
+    request = f"GET /healthz HTTP/1.0\r\nHost: {LOOPBACK}\r\n\r\n".encode("ascii")
     try:
-        with urllib.request.urlopen(f"http://{LOOPBACK}:{metrics_port}/healthz", timeout=2) as answer:
-            return b"OK" in answer.read()
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        with socket.create_connection((LOOPBACK, metrics_port), timeout=2) as connection:
+            connection.sendall(request)
+            answer = b""
+            while chunk := connection.recv(4096):
+                answer += chunk
+    except OSError:
         return False
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    return len(status) >= 2 and status[0].startswith(b"HTTP/") and status[1] == b"200" and b"OK" in body
 
 
 def _log_tail(folder: Path, lines: int = 3) -> str:
