@@ -204,18 +204,6 @@ def test_the_control_is_a_second_null_in_the_claims_place() -> None:
     )
 
 
-def test_a_shift_moves_the_interval_by_itself() -> None:
-    """If this fails, the power calculation's shrunk truth is not a pure translation of DD: every jackknife row
-    moves by the shift, so the interval's ends move by it and its width does not change."""
-    base = _judged(1.0, 0.5, 0.5)
-    grid_n = (16, 32, 64, 128, 256)
-    grids = [tuple(2**i for i in range(1, int(math.log2(16 * n)) + 1)) for n in grid_n]
-    moved = judge(_by_arm(1.0, 0.5, 0.5), grid_n, grids, 0.995, q=0.1, shift=-0.7)
-    assert moved.claim.ci_low == pytest.approx(base.claim.ci_low - 0.7)
-    assert moved.claim.ci_high == pytest.approx(base.claim.ci_high - 0.7)
-    assert moved.control.point == base.control.point
-
-
 def test_the_null_arms_share_their_pairs_and_not_the_claims() -> None:
     """If this fails, a null replicate's two regimes see different pairs, or the claim's pairs, or the second
     null replicate (the control) the first one's."""

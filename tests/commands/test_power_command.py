@@ -4,17 +4,23 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from crl.claims import replay
+from crl.claims.context import Fidelity
 from crl.commands import app
 
-PILOT = Path(__file__).resolve().parents[2] / "results" / "c6" / "pilot_6121_full.csv"
+PILOT = Path(__file__).resolve().parents[2] / "results" / "c6" / "pilot_6121_full.jsonl.gz"
 
 
-def test_c6_pilot_table_is_rejudged_from_the_command_line() -> None:
-    """If this fails, `crl power --claim C6 --judge-table` no longer re-judges the committed pilot table with the
-    checkout's rule: at q = 0.2 its DD is 0.2618, INCONCLUSIVE (docs/claims/C6.md, revision 5's pilot)."""
-    result = CliRunner().invoke(app, ["power", "--claim", "C6", "--judge-table", str(PILOT), "--q", "0.2"])
+def test_a_committed_table_is_rejudged_from_the_command_line() -> None:
+    """If this fails, `crl power --claim C6 --rejudge` does not print what crl.claims.replay judges from the
+    committed pilot cells (the claim's own rule on the table's cells, with the run's seed)."""
+    result = CliRunner().invoke(
+        app,
+        ["power", "--claim", "C6", "--rejudge", str(PILOT), "--fidelity", "full", "--run-seed", "6121"],
+    )
     assert result.exit_code == 0, result.output
-    assert "| claim | INCONCLUSIVE | 0.2618 |" in result.output
+    expected = replay.verdict_lines(replay.rejudge(PILOT, "C6", Fidelity.FULL, 6121))
+    assert result.output.splitlines()[: len(expected)] == expected
 
 
 def test_bad_arguments_are_one_line_naming_the_option(tmp_path: Path) -> None:
@@ -24,6 +30,6 @@ def test_bad_arguments_are_one_line_naming_the_option(tmp_path: Path) -> None:
     unknown = runner.invoke(app, ["power", str(tmp_path), "--claim", "C3"])
     assert unknown.exit_code == 2 and "--claim" in unknown.output
     both = runner.invoke(app, ["power", str(tmp_path), "--claim", "C6", "--gate", "--choose-q"])
-    assert both.exit_code == 2 and "at most one" in both.output
+    assert both.exit_code == 2 and "one of --choose-q and --gate" in both.output
     missing = runner.invoke(app, ["power", "--claim", "C5"])
     assert missing.exit_code == 2 and "RUN_DIR" in missing.output

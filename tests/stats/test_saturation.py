@@ -165,3 +165,16 @@ def test_jackknife_weights_leave_one_seed_out() -> None:
     assert np.allclose(rows[0], 0.25)
     assert np.allclose(rows[1:].sum(axis=1), 1.0)
     assert np.all(np.diag(rows[1:]) == 0.0)
+
+
+def test_a_constant_added_to_every_row_moves_the_interval_by_it() -> None:
+    """If this fails, the power gate's shifted truths are wrong: C6's gate sets DD's truth by adding a constant to
+    the statistic, which must move every jackknife row, so the interval's ends move by the constant and its width
+    and standard error do not change."""
+    rows = np.array([0.3, 0.1, 0.5, 0.2, 0.4, 0.35])
+    base = jackknife_bounds(SlopeBounds(rows, rows, rows), 0.99)
+    moved = jackknife_bounds(SlopeBounds(rows - 0.7, rows - 0.7, rows - 0.7), 0.99)
+    assert moved.ci_low == pytest.approx(base.ci_low - 0.7) and moved.ci_high == pytest.approx(
+        base.ci_high - 0.7
+    )
+    assert moved.se == pytest.approx(base.se)

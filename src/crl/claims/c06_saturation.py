@@ -354,20 +354,16 @@ def judge(
     *,
     q: float = Q,
     unconverged: int = 0,
-    shift: float = 0.0,
 ) -> Judgement:
     """C6's rule on per-seed curves ``by_arm[arm][i]`` (S, M_i) at the i-th n (module docstring): m_q per arm on
     the jackknife rows, the slopes of log m_q on log n, DD of the claim and of the control with their
-    jackknife Student-t intervals, and the verdicts. ``shift`` moves the claim's DD by a constant (the power
-    calculation's shrunk or failing truth): every jackknife row moves by it, so the interval moves by it."""
+    jackknife Student-t intervals, and the verdicts."""
     n_seeds = next(iter(by_arm.values()))[0].shape[0]
     rows = jackknife_weights(n_seeds)
     log_n = np.log(np.asarray(grid_n, dtype=np.float64))
     passages = {arm: passages_by_n(grids, values, rows, q) for arm, values in by_arm.items()}
     slopes = {arm: passage_slopes(log_n, found) for arm, found in passages.items()}
-    claim_rows = difference_of_differences(slopes, CLAIM_TERMS)
-    moved = SlopeBounds(claim_rows.point + shift, claim_rows.low + shift, claim_rows.high + shift)
-    claim = jackknife_bounds(moved, level)
+    claim = jackknife_bounds(difference_of_differences(slopes, CLAIM_TERMS), level)
     control = jackknife_bounds(difference_of_differences(slopes, CONTROL_TERMS), level)
     verdict, reasons = _judge(claim, unconverged)
     control_verdict, control_reasons = _judge(control, unconverged)

@@ -23,7 +23,8 @@ much, stated beside the figures.
 
 C6's gate, its tolerance choice and its re-judging from per-seed tables live in
 :mod:`crl.claims.saturation_gate` (its statistic is continuous, so its truth is moved by a shift of DD);
-:func:`saturation_table` reaches them.
+:func:`saturation_table` reaches them; re-judging any claim from a committed table of its cells is
+:mod:`crl.claims.replay`.
 """
 
 import math
@@ -421,36 +422,21 @@ def markdown(claim: str, parts: list[PartPower], control: ControlPower) -> str:
 
 
 def saturation_table(
-    run_dir: Path | None,
+    run_dir: Path,
     fidelity: Fidelity,
     *,
-    choose_q: bool = False,
     gate: bool = False,
-    export_table: Path | None = None,
-    judge_table: Path | None = None,
     q: float | None = None,
     seeds: int | None = None,
     resamples: int = RESAMPLES,
 ) -> str:
-    """C6's answer as Markdown (:mod:`crl.claims.saturation_gate`): a per-seed table re-judged
-    (``judge_table``), or from a run's store the tolerance choice, the gate (``seeds`` per subsample, default
-    3/8 of the run's seeds), a per-seed table written (``export_table``), or the run re-judged."""
-    tolerance = saturation_gate.c6.Q if q is None else q
-    if judge_table is not None:
-        return saturation_gate.judgement_markdown(
-            saturation_gate.judge_table(saturation_gate.read_table(judge_table), tolerance)
-        )
-    if run_dir is None:
-        raise ValueError("run_dir is missing; pass a `crl verify --out` folder, or --judge-table FILE.")
-    records = stored_records(run_dir, "C6")
-    curves = saturation_gate.curves_from_records(records, fidelity)
-    if choose_q:
+    """C6's pilot figures as Markdown (:mod:`crl.claims.saturation_gate`), from a run's store: the tolerance choice,
+    or with ``gate`` the power gate at ``q`` (default the registered Q; ``seeds`` per subsample, default 3/8 of
+    the run's seeds)."""
+    curves = saturation_gate.curves_from_records(stored_records(run_dir, "C6"), fidelity)
+    if not gate:
         return saturation_gate.tolerance_markdown(*saturation_gate.choose_q(curves))
-    if export_table is not None:
-        saturation_gate.write_table(curves, export_table, saturation_gate.converged_flags(records))
-        return f"wrote {export_table}"
-    if gate:
-        size = seeds or 3 * curves.seeds // 8
-        halves = saturation_gate.power_gate(curves, q=tolerance, seeds=size, resamples=resamples)
-        return saturation_gate.gate_markdown(halves, tolerance, size)
-    return saturation_gate.judgement_markdown(saturation_gate.judge_table(curves, tolerance))
+    tolerance = saturation_gate.c6.Q if q is None else q
+    size = seeds or 3 * curves.seeds // 8
+    halves = saturation_gate.power_gate(curves, q=tolerance, seeds=size, resamples=resamples)
+    return saturation_gate.gate_markdown(halves, tolerance, size)

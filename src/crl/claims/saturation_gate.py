@@ -10,15 +10,12 @@
   P(decide) with DD's truth shrunk to the lower end of the half's own CI (the end nearest the bound 0),
   P(FAIL) with its truth at -2 delta = -0.2, and P(control PASS) as measured, each with its Clopper-Pearson 95%
   interval. A truth is set by shifting DD by a constant, which moves every jackknife row, hence the CI, by it.
-- :func:`write_table` / :func:`read_table`: a run's per-seed excess-risk curves as CSV (one row per arm, n,
-  replicate, m), committed with a confirmatory run; :func:`judge_table` re-judges C6 from it with the checkout's
-  rule (the jackknife is deterministic: no random stream enters).
+
+Re-judging C6 (as any claim) from a committed table of its cells is :mod:`crl.claims.replay`.
 """
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -26,15 +23,14 @@ from scipy import stats as scipy_stats
 from crl.claims import c06_saturation as c6
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
-from crl.claims.verdict import Verdict
-from crl.stats.saturation import jackknife_weights, passages_by_n
+from crl.claims.verdict import Statistic, Verdict, verdict_above
+from crl.stats.saturation import JackknifeBounds, jackknife_weights, passages_by_n
 from crl.sweep import CellRecord
 
 DELTA = 0.1
 """docs/theory.md section 7's default margin: the FAIL truth sits at the bound - 2 delta = -0.2."""
 DECIDE_TARGET = 0.8
 RESAMPLES = 200
-TABLE_FIELDS = ("arm", "n", "replicate", "m", "excess", "converged")
 
 
 @dataclass(frozen=True)
@@ -158,8 +154,8 @@ def power_gate(
             picked = curves.select(rng.choice(members, size=seeds, replace=False))
             found = c6.judge(picked, curves.grid_n, curves.grids, level, q=q)
             point = found.claim.point
-            shrunk = _moved(found.claim.ci_low, found.claim.ci_high, observed.ci_low - observed.point)
-            failing = _moved(found.claim.ci_low, found.claim.ci_high, -2 * DELTA - point)
+            shrunk = _moved(found.claim, observed.ci_low - observed.point)
+            failing = _moved(found.claim, -2 * DELTA - point)
             decide += shrunk is not Verdict.INCONCLUSIVE
             fail += failing is Verdict.FAIL
             control += found.control_verdict is Verdict.PASS
@@ -179,13 +175,11 @@ def power_gate(
     return results
 
 
-def _moved(ci_low: float, ci_high: float, shift: float) -> Verdict:
-    """The verdict of a DD interval moved by ``shift`` (PASS above 0, FAIL below 0)."""
-    if ci_low + shift > 0.0:
-        return Verdict.PASS
-    if ci_high + shift < 0.0:
-        return Verdict.FAIL
-    return Verdict.INCONCLUSIVE
+def _moved(found: JackknifeBounds, shift: float) -> Verdict:
+    """C6's verdict on DD's interval moved by ``shift`` (module docstring: every jackknife row moves by it)."""
+    return verdict_above(
+        Statistic("DD", found.point + shift, found.ci_low + shift, found.ci_high + shift), 0.0
+    )
 
 
 def gate_markdown(halves: list[HalfPower], q: float, seeds: int) -> str:
@@ -218,89 +212,4 @@ def tolerance_markdown(chosen: float, table: list[ToleranceRow]) -> str:
     lines = ["| q | censored (arm, n, row) | DD | jackknife se of DD |", "|---|---|---|---|"]
     lines += [f"| {r.q:g} | {r.censored} | {r.dd:.3g} | {r.se:.3g} |" for r in table]
     lines.append(f"\nChosen: q = {chosen:g}.")
-    return "\n".join(lines)
-
-
-def write_table(curves: Curves, path: Path, converged: dict[tuple[str, int, int], list[bool]]) -> None:
-    """The per-seed curves as CSV (:data:`TABLE_FIELDS`), one row per (arm, n, replicate, m)."""
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(TABLE_FIELDS)
-        for arm, blocks in curves.by_arm.items():
-            for n, grid, values in zip(curves.grid_n, curves.grids, blocks, strict=True):
-                for replicate, row in enumerate(values):
-                    flags = converged[(arm, n, replicate)]
-                    for m, value, ok in zip(grid, row, flags, strict=True):
-                        writer.writerow([arm, n, replicate, m, repr(float(value)), int(ok)])
-
-
-def converged_flags(records: list[CellRecord]) -> dict[tuple[str, int, int], list[bool]]:
-    """Per (arm, n, replicate), the stored fits' convergence flags."""
-    return {
-        (str(r.cell.params["arm"]), int(r.cell.params["n"]), int(r.cell.params["replicate"])): [
-            bool(ok) for ok in r.result["converged"]
-        ]
-        for r in records
-    }
-
-
-def read_table(path: Path) -> Curves:
-    """:class:`Curves` from a CSV written by :func:`write_table`.
-
-    Raises:
-        ValueError: naming the file when a column is missing, an arm is unknown, or a (arm, n) block is not a
-            full seeds x grid table.
-    """
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = set(TABLE_FIELDS) - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{path} lacks the columns {sorted(missing)}; write it with `--export-table`.")
-        rows = list(reader)
-    cells: dict[tuple[str, int], dict[tuple[int, int], float]] = {}
-    unconverged = 0
-    for row in rows:
-        if row["arm"] not in c6.ARMS:
-            raise ValueError(f"{path}: arm {row['arm']!r} is not one of {list(c6.ARMS)}.")
-        cells.setdefault((row["arm"], int(row["n"])), {})[(int(row["replicate"]), int(row["m"]))] = float(
-            row["excess"]
-        )
-        unconverged += row["converged"] != "1"
-    grid_n = tuple(sorted({n for _, n in cells}))
-    by_arm: dict[str, list[np.ndarray]] = {arm: [] for arm in c6.ARMS}
-    grids: list[tuple[int, ...]] = []
-    for n in grid_n:
-        grid = tuple(sorted({m for _, m in cells[(c6.ARMS[0], n)]}))
-        grids.append(grid)
-        for arm in c6.ARMS:
-            block = cells.get((arm, n), {})
-            replicates = sorted({r for r, _ in block})
-            if len(block) != len(replicates) * len(grid):
-                raise ValueError(f"{path}: arm {arm} at n = {n} is not a full seeds x m table.")
-            by_arm[arm].append(np.array([[block[(r, m)] for m in grid] for r in replicates]))
-    return Curves(by_arm, grid_n, grids, unconverged)
-
-
-def judge_table(curves: Curves, q: float = c6.Q) -> c6.Judgement:
-    """C6 re-judged from per-seed curves by this checkout's rule."""
-    return c6.judge(
-        curves.by_arm,
-        curves.grid_n,
-        curves.grids,
-        part_level(c6.CLAIM.parts),
-        q=q,
-        unconverged=curves.unconverged,
-    )
-
-
-def judgement_markdown(found: c6.Judgement) -> str:
-    """The re-judged verdicts as Markdown (CI ends printed in full)."""
-    lines = ["| C6 | verdict | DD | CI |", "|---|---|---|---|"]
-    for name, verdict, stat in (
-        ("claim", found.verdict, found.claim),
-        ("control", found.control_verdict, found.control),
-    ):
-        lines.append(f"| {name} | {verdict} | {stat.point:.4g} | [{stat.ci_low!r}, {stat.ci_high!r}] |")
-    slopes = ", ".join(f"{arm} {found.slopes[arm].point[0]:.3g}" for arm in c6.ARMS)
-    lines.append(f"\nSlopes of log m_q on log n: {slopes}.")
     return "\n".join(lines)

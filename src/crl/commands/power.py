@@ -14,7 +14,7 @@ POWER_CLAIMS = ("C5", "C6", "C10")
 
 def power(
     run_dir: Annotated[
-        Path | None, typer.Argument(help="A `crl verify --out` folder (not needed with --judge-table).")
+        Path | None, typer.Argument(help="A `crl verify --out` folder (not needed with --rejudge).")
     ] = None,
     claim: Annotated[str, typer.Option(help="C5, C6 or C10.")] = "C5",
     fidelity: Annotated[str, typer.Option(help="The run's fidelity: quick, standard or full.")] = "standard",
@@ -31,9 +31,9 @@ def power(
     seed: Annotated[int, typer.Option(help="Seed of the resampling (C5, C10).")] = 0,
     choose_q: Annotated[bool, typer.Option(help="C6: the pilot's tolerance choice.")] = False,
     gate: Annotated[bool, typer.Option(help="C6: the power gate on two halves of the seeds.")] = False,
-    export_table: Annotated[Path | None, typer.Option(help="C6: write the run's per-seed CSV here.")] = None,
-    judge_table: Annotated[Path | None, typer.Option(help="C6: re-judge from a per-seed CSV.")] = None,
-    q: Annotated[float | None, typer.Option(help="C6: the tolerance (default: the registered one).")] = None,
+    q: Annotated[
+        float | None, typer.Option(help="C6's gate: the tolerance (default: the registered one).")
+    ] = None,
     export_cells: Annotated[
         Path | None,
         typer.Option(
@@ -48,8 +48,8 @@ def power(
         int, typer.Option(help="With --rejudge: the `crl verify --seed` of the run that wrote the table.")
     ] = 0,
 ) -> None:
-    """Print a trained claim's power table as Markdown (C5, C10), or C6's tolerance choice, gate, per-seed table or
-    re-judged verdict."""
+    """Print a trained claim's power table as Markdown (C5, C10) or C6's tolerance choice or gate; write any claim's
+    per-seed cells, or re-judge a claim from them."""
 
     def body() -> int:
         if export_cells is not None or rejudge is not None:
@@ -58,8 +58,10 @@ def power(
             raise ValueError(
                 f"--claim {claim!r} has no power calculation; use one of {', '.join(POWER_CLAIMS)}."
             )
-        if sum((choose_q, gate, export_table is not None, judge_table is not None)) > 1:
-            raise ValueError("pass at most one of --choose-q, --gate, --export-table, --judge-table.")
+        if claim == "C6" and choose_q == gate:
+            raise ValueError("--claim C6 takes one of --choose-q and --gate.")
+        if run_dir is None:
+            raise ValueError("RUN_DIR is missing; pass the `crl verify --out` folder of an exploratory run.")
         # Deferred: the claims load torch, which `crl --help` does not need.
         from crl.claims.context import Fidelity
 
@@ -71,19 +73,12 @@ def power(
             text = saturation_table(
                 run_dir,
                 level,
-                choose_q=choose_q,
                 gate=gate,
-                export_table=export_table,
-                judge_table=judge_table,
                 q=q,
                 seeds=seeds,
                 resamples=resamples,
             )
         else:
-            if run_dir is None:
-                raise ValueError(
-                    "RUN_DIR is missing; pass the `crl verify --out` folder of an exploratory run."
-                )
             parts, control = power_table(
                 run_dir,
                 claim,
