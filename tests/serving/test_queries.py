@@ -63,10 +63,10 @@ def test_search_others_leaves_each_id_querys_item_out_and_returns_k_others(k: in
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index = Index.build(vectors, np.arange(8), kind="flat", metric="cosine")
     queries = np.stack([vectors[2], rng.standard_normal(5).astype(np.float32)])
-    found = search_others(index, queries, k, own_items=[2, None])
+    found = search_others(index, queries, k, own_items=[2, None], size=len(index))
     scores = queries.astype(np.float64) @ vectors.astype(np.float64).T
     others = [i for i in np.argsort(-scores[0]) if i != 2][:k]
     assert found.ids[0][: len(others)].tolist() == others
     assert found.ids[1].tolist() == np.argsort(-scores[1])[:k].tolist()
-    kept = search_others(index, queries[:1], k, own_items=None)
+    kept = search_others(index, queries[:1], k, own_items=None, size=len(index))
     assert kept.ids[0].tolist() == np.argsort(-scores[0])[:k].tolist()

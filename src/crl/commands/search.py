@@ -128,7 +128,8 @@ def search_command(
             index = MilvusIndex.connect(str(index_dir))
         else:
             index = Index.load(Path(index_dir))
-        wanted = clipped_k(k, len(index))
+        size = len(index)
+        wanted = clipped_k(k, size)
         with stages_on_stderr():
             if None in items:
                 announce_import("importing torch and transformers for the text queries (a few seconds)")
@@ -150,6 +151,7 @@ def search_command(
             vectors,
             wanted,
             own_items=items if exclude_self else None,
+            size=size,
             ef_search=ef_search,
             nprobe=nprobe,
             filter=chosen,

@@ -236,6 +236,7 @@ def search_others(
     k: int,
     *,
     own_items: Sequence[int | None] | None,
+    size: int,
     ef_search: int | None = None,
     nprobe: int | None = None,
     filter: Mapping[str, Any] | None = None,
@@ -243,8 +244,9 @@ def search_others(
     """The k best items of each query; with ``own_items`` (each query's item id, None for a string query) each id
     query's own item is left out and k others are returned: the search asks for k + 1 (when the index holds more
     than k items and some query is an item) and :func:`without_query_items` drops the query's item and cuts each
-    row to k. The one way ``crl search`` and the HTTP service leave a query's item out of its results."""
-    leave_out = own_items is not None and any(item is not None for item in own_items) and 1 <= k < len(index)
+    row to k. ``size`` is the index's item count, which the caller has read already (a Milvus count is a request).
+    The one way ``crl search`` and the HTTP service leave a query's item out of its results."""
+    leave_out = own_items is not None and any(item is not None for item in own_items) and 1 <= k < size
     found = index.search(
         vectors, k + 1 if leave_out else k, ef_search=ef_search, nprobe=nprobe, filter=filter
     )

@@ -271,6 +271,7 @@ def create_app(
                 queries,
                 request.k,
                 own_items=request.ids if request.exclude_self else None,
+                size=held,
                 ef_search=request.ef_search,
                 nprobe=request.nprobe,
                 filter=request.filter,
