@@ -75,3 +75,12 @@ def test_q_is_chosen_by_censoring_then_precision_never_by_the_effect() -> None:
     uncensored = [row for row in table if row.censored == 0]
     assert chosen == min(uncensored, key=lambda row: (row.se, row.q)).q
     assert "Chosen: q = " in gate.tolerance_markdown(chosen, table)
+
+
+def test_a_fit_that_did_not_converge_keeps_the_gate_from_passing() -> None:
+    """If this fails, the gate judges subsamples more leniently than the rule judges the run: one unconverged fit
+    makes C6 INCONCLUSIVE, so no subsample may decide."""
+    records = _records(24)
+    records[0].result["converged"][0] = False
+    halves = gate.power_gate(gate.curves_from_records(records, Fidelity.QUICK), q=0.05, seeds=9, resamples=5)
+    assert all(h.p_decide.value == 0.0 and h.p_fail.value == 0.0 and not h.passes for h in halves)

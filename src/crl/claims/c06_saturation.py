@@ -370,11 +370,11 @@ def judge(
     return Judgement(passages, slopes, claim, control, verdict, reasons, control_verdict, control_reasons)
 
 
-def stack_arms(records: list[Any], fidelity: Fidelity, key: str = "excess") -> dict[str, list[np.ndarray]]:
-    """Per arm, per n of ``fidelity``'s plan, the (S, M_n) array of the stored cells' per-m values ``key``."""
+def stack_arms(records: list[Any], fidelity: Fidelity) -> dict[str, list[np.ndarray]]:
+    """Per arm, per n of ``fidelity``'s plan, the (S, M_n) array of the stored cells' excess risks."""
     grid_n = PLANS[fidelity]["n"]
     n_seeds = 1 + max(int(r.cell.params["replicate"]) for r in records)
-    return {arm: _stack(records, arm, grid_n, n_seeds, key) for arm in ARMS}
+    return {arm: _stack(records, arm, grid_n, n_seeds, "excess") for arm in ARMS}
 
 
 class Saturation(Claim):

@@ -137,7 +137,8 @@ def power_gate(
     curves: Curves, *, q: float, seeds: int, resamples: int = RESAMPLES, seed: int = 6121
 ) -> list[HalfPower]:
     """The gate on the two halves of ``curves``' seeds (module docstring); the half h draws its subsamples of
-    ``seeds`` seeds (fewer than the half holds) from ``numpy.random.default_rng(seed + h)``."""
+    ``seeds`` seeds (fewer than the half holds) from ``numpy.random.default_rng(seed + h)``. A run with a fit that
+    did not converge is INCONCLUSIVE in every subsample, as its rule judges it."""
     level = part_level(c6.CLAIM.parts)
     half_size = curves.seeds // 2
     if not 3 <= seeds < half_size:
@@ -147,12 +148,14 @@ def power_gate(
     results = []
     for half in (0, 1):
         members = np.arange(half * half_size, (half + 1) * half_size)
-        observed = c6.judge(curves.select(members), curves.grid_n, curves.grids, level, q=q).claim
+        observed = c6.judge(
+            curves.select(members), curves.grid_n, curves.grids, level, q=q, unconverged=curves.unconverged
+        ).claim
         rng = np.random.default_rng(seed + half)
         decide = fail = control = 0
         for _ in range(resamples):
             picked = curves.select(rng.choice(members, size=seeds, replace=False))
-            found = c6.judge(picked, curves.grid_n, curves.grids, level, q=q)
+            found = c6.judge(picked, curves.grid_n, curves.grids, level, q=q, unconverged=curves.unconverged)
             point = found.claim.point
             shrunk = _moved(found.claim, observed.ci_low - observed.point)
             failing = _moved(found.claim, -2 * DELTA - point)
