@@ -157,8 +157,8 @@ def power_gate(
             picked = curves.select(rng.choice(members, size=seeds, replace=False))
             found = c6.judge(picked, curves.grid_n, curves.grids, level, q=q, unconverged=curves.unconverged)
             point = found.claim.point
-            shrunk = _moved(found.claim, observed.ci_low - observed.point)
-            failing = _moved(found.claim, -2 * DELTA - point)
+            shrunk = _moved(found.claim, observed.ci_low - observed.point, curves.unconverged)
+            failing = _moved(found.claim, -2 * DELTA - point, curves.unconverged)
             decide += shrunk is not Verdict.INCONCLUSIVE
             fail += failing is Verdict.FAIL
             control += found.control_verdict is Verdict.PASS
@@ -178,8 +178,11 @@ def power_gate(
     return results
 
 
-def _moved(found: JackknifeBounds, shift: float) -> Verdict:
-    """C6's verdict on DD's interval moved by ``shift`` (module docstring: every jackknife row moves by it)."""
+def _moved(found: JackknifeBounds, shift: float, unconverged: int) -> Verdict:
+    """C6's verdict on DD's interval moved by ``shift`` (module docstring: every jackknife row moves by it);
+    INCONCLUSIVE with unconverged fits, as the rule."""
+    if unconverged:
+        return Verdict.INCONCLUSIVE
     return verdict_above(
         Statistic("DD", found.point + shift, found.ci_low + shift, found.ci_high + shift), 0.0
     )
