@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy import integrate, special
+from scipy import integrate, special, stats
 
-from crl.synthetic import VMFUniform, sample_uniform_sphere, sample_vmf
+from crl.synthetic import VMFUniform, sample_uniform_sphere, sample_vmf, vmf
 from crl.synthetic._special import vmf_mean_resultant_length
 from crl.synthetic.vmf import vmf_uniform_optimal_auc
 
@@ -43,6 +43,22 @@ def test_vmf_sampler_cosine_law_matches_the_exact_cdf() -> None:
     exact = (np.exp(kappa * cosines) - math.exp(-kappa)) / (math.exp(kappa) - math.exp(-kappa))
     empirical = np.arange(1, n + 1) / n
     assert np.max(np.abs(exact - empirical)) < 1.63 / math.sqrt(n)  # KS 1% critical value
+
+
+@pytest.mark.parametrize("kappa", [1e-9, 0.3, 2.0, 30.0, 1e6])
+def test_s2_inverse_cdf_matches_the_exact_cdf_and_wood(kappa: float) -> None:
+    """On S^2 the cosine's exact CDF ``F(w) = e^{-kappa (1 - w)} expm1(-kappa (1 + w)) / expm1(-2 kappa)`` (the
+    overflow-free form) lies within the 1% KS distance of the inverse-CDF sampler's draws, and Wood's rejection
+    sampler (the d = 3 case of the general sampler) agrees with it by the two-sample KS test."""
+    n = 20000
+    kappas = torch.full((n,), kappa, dtype=torch.float64)
+    w, root = vmf._sample_vmf_cosine_s2(kappas, _generator(5))
+    assert torch.allclose(w.square() + root.square(), torch.ones(n, dtype=torch.float64), atol=1e-12)
+    cosines = np.sort(w.numpy())
+    exact = np.exp(-kappa * (1.0 - cosines)) * np.expm1(-kappa * (1.0 + cosines)) / math.expm1(-2.0 * kappa)
+    assert np.max(np.abs(exact - np.arange(1, n + 1) / n)) < 1.63 / math.sqrt(n)
+    wood, _ = vmf._sample_vmf_cosine(kappas, 3, _generator(6))
+    assert stats.ks_2samp(w.numpy(), wood.numpy()).pvalue > 0.001
 
 
 def test_vmf_sampler_tangent_direction_is_isotropic() -> None:

@@ -115,6 +115,22 @@ def _sample_vmf_cosine(kappa: Tensor, dim: int, generator: torch.Generator) -> t
     )
 
 
+def _sample_vmf_cosine_s2(kappa: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The exact inverse-CDF draw of w = <mu, y>, y ~ vMF(mu, kappa) on S^2 (d = 3); one w per kappa.
+
+    On S^2, w has density ``kappa e^{kappa w} / (2 sinh kappa)`` on [-1, 1], so ``F(w) = (e^{kappa w} -
+    e^{-kappa}) / (e^{kappa} - e^{-kappa})`` and, for u ~ U(0, 1], ``t = 1 - w = -log1p((1 - u) expm1(-2 kappa))
+    / kappa``: one uniform per draw, no rejection, stable at small kappa (expm1) and large kappa (t = -log(u)/kappa).
+    ``sqrt(1 - w^2) = sqrt(t (2 - t))`` keeps its digits where w is near 1.
+
+    Returns:
+        ``(w, sqrt(1 - w^2))``, each of kappa's shape (n,), float64.
+    """
+    u = 1.0 - torch.rand(kappa.shape[0], generator=generator, dtype=torch.float64, device=kappa.device)
+    t = (-torch.log1p((1.0 - u) * torch.expm1(-2.0 * kappa)) / kappa).clamp(0.0, 2.0)
+    return 1.0 - t, torch.sqrt(t * (2.0 - t))
+
+
 def _row_kappas(kappa: object, n: int, device: torch.device) -> Tensor:
     """kappa as n float64 concentrations, one per row: from a real number, or from n (or one) real values.
 
@@ -139,9 +155,10 @@ def _row_kappas(kappa: object, n: int, device: torch.device) -> Tensor:
 def sample_vmf(
     mean: Tensor, kappa: float | Tensor, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> Tensor:
-    """One draw of vMF(mean_i, kappa_i) on S^{d-1} per row of ``mean`` (Wood 1994, exact rejection sampler).
+    """One draw of vMF(mean_i, kappa_i) on S^{d-1} per row of ``mean``, exactly.
 
-    ``y = w mean + sqrt(1 - w^2) v`` with w from Wood's sampler and v uniform on the unit sphere of mean's
+    ``y = w mean + sqrt(1 - w^2) v`` with w from the inverse CDF on S^2 (d = 3, :func:`_sample_vmf_cosine_s2`) or
+    Wood's (1994) rejection sampler (any other d), and v uniform on the unit sphere of mean's
     orthogonal complement (a normal vector projected and normalised).
 
     Args:
@@ -159,8 +176,8 @@ def sample_vmf(
         ValueError: for a mean that is not (n, d) unit vectors, or a kappa of the wrong shape or not in (0, inf).
         TypeError: for a bool, string or complex kappa.
 
-    Memory: each rejection round draws 2(d-1) normals per pending row for the Beta proposal, plus d for the
-    tangent, so peak memory is about 3 n d float64 numbers.
+    Memory: d = 3 draws one uniform per row plus d normals for the tangent; otherwise each rejection round draws
+    2(d-1) normals per pending row for the Beta proposal. Peak memory is about 3 n d float64 numbers.
     """
     check_generator(generator)
     if mean.ndim != 2 or mean.shape[1] < 2:
@@ -180,7 +197,9 @@ def sample_vmf(
             f"kappa must be finite and > 0 everywhere, got kappa={float(kappas[bad][0])}; for kappa = inf "
             "(a point mass) use mean itself"
         )
-    w, root = _sample_vmf_cosine(kappas, dim, generator)
+    w, root = (
+        _sample_vmf_cosine_s2(kappas, generator) if dim == 3 else _sample_vmf_cosine(kappas, dim, generator)
+    )
     tangent = torch.randn((n, dim), generator=generator, dtype=torch.float64, device=mu.device)
     tangent = tangent - (tangent * mu).sum(dim=-1, keepdim=True) * mu
     tangent = tangent / tangent.norm(dim=-1, keepdim=True)
