@@ -23,7 +23,8 @@ import shlex
 import subprocess
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,7 +53,7 @@ from crl.experiments.learned_vs_ideal import (
 from crl.report.document import ReportFiles, write_report
 from crl.report.sections import NoteSection, RunInfo
 from crl.report.summary import SummaryCell, Tone, checks, overall, summary_cells, verdicts
-from crl.sweep import Executor, StoreError, SweepStore, check_results_file, new_run_id, run_cells
+from crl.sweep import Executor, StoreError, SweepStore, WarmPool, check_results_file, new_run_id, run_cells
 
 RESULTS_FILE = "results.sqlite"
 
@@ -103,7 +104,8 @@ def run_verify(
             ``report.N-claims.md`` (:func:`crl._lock.check_report_items`).
         claim_ids: ids like ``["C3", "C7"]`` (case-insensitive); ``None`` runs every registered claim.
         seed: base seed; each claim derives its seeds from it and its id.
-        workers: process-pool size for the claims' cells (1: in process).
+        workers: process-pool size for the claims' cells (1: in process); one pool serves the whole run
+            (:class:`crl.sweep.WarmPool`: its workers start once, not once per sweep).
         executor: where the cells are computed instead (e.g. :class:`crl.sweep.ray_executor.RayExecutor`);
             this process stays the single writer of ``out/results.sqlite``.
         fresh: delete ``out/results.sqlite`` first, recomputing every cell (default: resume).
@@ -144,7 +146,9 @@ def run_verify(
         # the code that computes the cells, even if the checkout changes during the run
         commit = _git_commit()
         check_results_file(out / RESULTS_FILE)  # a damaged or foreign file: named, with --fresh
-        with SweepStore(out / RESULTS_FILE) as store:
+        pool = WarmPool(workers) if executor is None and workers > 1 else None
+        with SweepStore(out / RESULTS_FILE) as store, _closing(pool):
+            executor = executor if pool is None else pool
             store.begin_run(
                 run_id,
                 {
@@ -187,6 +191,16 @@ def run_verify(
         failed = bool(broken) or any(result.fails_run for result in results)
         _print_summary(console, results, info, report)
         return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
+
+
+@contextmanager
+def _closing(executor: Executor | None) -> Iterator[None]:
+    """Close ``executor`` (when there is one) on leaving the block, however it is left."""
+    try:
+        yield
+    finally:
+        if executor is not None:
+            executor.close()
 
 
 LEARNED_VS_IDEAL = "learned-vs-ideal"

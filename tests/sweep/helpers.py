@@ -153,6 +153,13 @@ def pid_then_sleep(cell: Cell) -> dict[str, Any]:
     return {"i": cell.params["i"]}
 
 
+def worker_pid(cell: Cell) -> dict[str, Any]:
+    """The cell's i, one draw of its rng, and the pid of the process that computed it (after a short sleep, so
+    that both workers of a pool take cells)."""
+    time.sleep(0.05)
+    return {"i": cell.params["i"], "draw": float(cell.numpy_rng().standard_normal()), "pid": os.getpid()}
+
+
 def children_of(pid: int) -> set[int]:
     """The pids of the processes whose parent is ``pid``, read from /proc (Linux)."""
     found = set()

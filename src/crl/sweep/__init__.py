@@ -20,7 +20,7 @@ meta)``; ``claim_results(run_id, claim, verdict, control_verdict, result, create
 """
 
 from crl.sweep._integrity import check_results_file
-from crl.sweep.executors import Executor, InProcess, ProcessPool, default_executor
+from crl.sweep.executors import Executor, InProcess, ProcessPool, WarmPool, default_executor
 from crl.sweep.run import run_cells
 from crl.sweep.store import (
     Cell,
@@ -46,6 +46,7 @@ __all__ = [
     "ProgressHook",
     "StoreError",
     "SweepStore",
+    "WarmPool",
     "canonical_json",
     "check_results_file",
     "default_executor",

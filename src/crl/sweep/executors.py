@@ -8,6 +8,7 @@ hands it back, so an interrupted sweep loses at most the cells in flight, whiche
 - :class:`InProcess`: one cell after another in this process.
 - :class:`ProcessPool`: a ``spawn`` process pool of this machine (the default for ``workers > 1``); on Linux its
   workers die with the process that started them, even one killed with SIGKILL.
+- :class:`WarmPool`: the same pool kept up across sweeps until closed (`crl verify`'s, one for the whole run).
 - :class:`crl.sweep.ray_executor.RayExecutor`: the tasks of a Ray cluster (the optional extra ``crl[ray]``).
 """
 
@@ -33,6 +34,7 @@ __all__ = [
     "Executor",
     "InProcess",
     "ProcessPool",
+    "WarmPool",
     "check_workers",
     "default_executor",
     "die_with_parent",
@@ -130,6 +132,49 @@ class ProcessPool:
 
     def close(self) -> None:
         """Nothing to release (each :meth:`run` starts and ends its own pool)."""
+
+
+class WarmPool:
+    """A ``spawn`` process pool of ``workers`` processes that stays up across :meth:`run` calls until :meth:`close`.
+
+    :class:`ProcessPool` starts and ends a pool per sweep, so each sweep pays the workers' start (a fresh
+    interpreter importing torch and crl: seconds); a run of many short sweeps (`crl verify`: every claim, often
+    several sweeps each) pays it once here. Workers are started and die as :class:`ProcessPool`'s; a cell must not
+    leave state behind in its worker (crl's cells take their randomness from their own generators).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = check_workers(workers)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[CellOutcome]:
+        """Yield each cell's outcome as a worker finishes it (in process for one worker or fewer than two cells)."""
+        if self.workers == 1 or len(cells) <= 1:
+            yield from InProcess().run(fn, cells)
+            return
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(os.getpid(),),
+            )
+        futures = {self._pool.submit(timed_cell, fn, cell): cell for cell in cells}
+        try:
+            remaining = set(futures)
+            while remaining:
+                finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield (futures[future], *future.result())
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def close(self) -> None:
+        """End the workers (cells not started are cancelled; a running one is waited for)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def _start_worker(parent_pid: int) -> None:

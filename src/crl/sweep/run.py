@@ -3,7 +3,7 @@
 
 from collections.abc import Generator, Sequence
 
-from crl.sweep.executors import Executor, check_workers, default_executor
+from crl.sweep.executors import Executor, InProcess, WarmPool, check_workers, default_executor
 from crl.sweep.ray_executor import RayExecutor
 from crl.sweep.store import Cell, CellFn, CellRecord, ProgressHook, StoreError, SweepStore
 
@@ -94,7 +94,8 @@ def _check_unique(claim: str, cells: Sequence[Cell]) -> None:
 def executor_named(name: str, *, workers: int = 1, address: str | None = None) -> Executor:
     """The executor of ``crl verify --executor NAME --workers W --address A``.
 
-    ``"process"``: :func:`default_executor` (``workers`` processes of this machine). ``"ray"``:
+    ``"process"``: ``workers`` processes of this machine, one :class:`~crl.sweep.executors.WarmPool` for the whole
+    run (in process for 1); the caller closes it. ``"ray"``:
     :class:`~crl.sweep.ray_executor.RayExecutor`, joining the cluster at ``address``, or starting a local Ray
     instance of ``workers`` CPUs when there is none.
 
@@ -110,7 +111,7 @@ def executor_named(name: str, *, workers: int = 1, address: str | None = None) -
             raise ValueError(
                 f"--address {address!r} names a Ray cluster; add --executor ray, or leave out --address"
             )
-        return default_executor(workers)
+        return InProcess() if check_workers(workers) == 1 else WarmPool(workers)
     if address is None:
         return RayExecutor(num_cpus=check_workers(workers))
     if workers != 1:
