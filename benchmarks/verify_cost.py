@@ -25,6 +25,7 @@ on one thread, the K cells of each kind at the kind's largest grid point (first 
 
 import argparse
 import gzip
+import importlib
 import json
 import sqlite3
 import sys
@@ -124,8 +125,7 @@ def sampled_cells(path: Path, per_kind: int) -> dict[str, list[dict[str, object]
 
 def time_sample(path: Path, function: str, per_kind: int) -> None:
     """Recompute :func:`sampled_cells` with ``function`` (``module:name``) on one thread; print seconds per kind."""
-    import importlib
-
+    # Loaded only for --time-sample: the cost table reads SQLite or a JSON table and needs neither torch nor crl.
     import torch
 
     from crl.sweep import Cell

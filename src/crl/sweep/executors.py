@@ -110,25 +110,8 @@ class ProcessPool:
         if self.workers == 1 or len(cells) <= 1:
             yield from InProcess().run(fn, cells)
             return
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            max_workers=min(self.workers, len(cells)),
-            mp_context=context,
-            initializer=_start_worker,
-            initargs=(os.getpid(),),
-        ) as pool:
-            futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
-                pool.submit(timed_cell, fn, cell): cell for cell in cells
-            }
-            try:
-                remaining = set(futures)
-                while remaining:
-                    finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        yield (futures[future], *future.result())
-            finally:
-                for future in futures:
-                    future.cancel()
+        with _spawn_pool(min(self.workers, len(cells))) as pool:
+            yield from _as_finished(pool, fn, cells)
 
     def close(self) -> None:
         """Nothing to release (each :meth:`run` starts and ends its own pool)."""
@@ -153,28 +136,41 @@ class WarmPool:
             yield from InProcess().run(fn, cells)
             return
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker,
-                initargs=(os.getpid(),),
-            )
-        futures = {self._pool.submit(timed_cell, fn, cell): cell for cell in cells}
-        try:
-            remaining = set(futures)
-            while remaining:
-                finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield (futures[future], *future.result())
-        finally:
-            for future in futures:
-                future.cancel()
+            self._pool = _spawn_pool(self.workers)
+        yield from _as_finished(self._pool, fn, cells)
 
     def close(self) -> None:
         """End the workers (cells not started are cancelled; a running one is waited for)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _spawn_pool(workers: int) -> ProcessPoolExecutor:
+    """A ``spawn`` pool of ``workers`` processes that die with this one and use one torch thread each."""
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
+    )
+
+
+def _as_finished(pool: ProcessPoolExecutor, fn: CellFn, cells: Sequence[Cell]) -> Iterator[CellOutcome]:
+    """Submit every cell to ``pool`` and yield each outcome as it finishes; leaving early cancels the cells not
+    started yet."""
+    futures: dict[Future[tuple[Mapping[str, Any], float]], Cell] = {
+        pool.submit(timed_cell, fn, cell): cell for cell in cells
+    }
+    try:
+        remaining = set(futures)
+        while remaining:
+            finished, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield (futures[future], *future.result())
+    finally:
+        for future in futures:
+            future.cancel()
 
 
 def _start_worker(parent_pid: int) -> None:
