@@ -61,6 +61,48 @@ def test_s2_inverse_cdf_matches_the_exact_cdf_and_wood(kappa: float) -> None:
     assert stats.ks_2samp(w.numpy(), wood.numpy()).pvalue > 0.001
 
 
+def _wood_gathering_every_round(kappa: torch.Tensor, dim: int, generator: torch.Generator) -> torch.Tensor:
+    """Wood's rejection rounds as first written: each round gathers the pending rows' constants by index."""
+    dof = dim - 1
+    ratio = 0.5 * dof / kappa
+    b = torch.where(
+        kappa > dof,
+        ratio / (1.0 + torch.sqrt(1.0 + ratio.square())),
+        dof / (2.0 * kappa + torch.sqrt(4.0 * kappa.square() + dof * dof)),
+    )
+    one_minus_x0 = 2.0 * b / (1.0 + b)
+    log_one_minus_x0_sq = torch.log(4.0 * b) - 2.0 * torch.log1p(b)
+    w = torch.empty(kappa.shape[0], dtype=torch.float64)
+    pending = torch.arange(kappa.shape[0])
+    while pending.numel():
+        b_p, k_p = b[pending], kappa[pending]
+        gauss = torch.randn((2, pending.numel(), dof), generator=generator, dtype=torch.float64)
+        chi2 = gauss.square().sum(dim=-1)
+        z = chi2[0] / (chi2[0] + chi2[1])
+        one_minus_w = 2.0 * b_p * z / (1.0 - (1.0 - b_p) * z)
+        log_accept = k_p * (one_minus_x0[pending] - one_minus_w) + dof * (
+            torch.log(one_minus_x0[pending] + (1.0 - one_minus_x0[pending]) * one_minus_w)
+            - log_one_minus_x0_sq[pending]
+        )
+        accept = log_accept >= torch.log(torch.rand(pending.numel(), generator=generator, dtype=torch.float64))
+        w[pending[accept]] = (1.0 - one_minus_w)[accept]
+        pending = pending[~accept]
+    return w
+
+
+@pytest.mark.parametrize(("dim", "kappa"), [(2, 0.3), (2, 4.0), (5, 2.0), (2, 1e4)])
+def test_wood_sampler_with_one_kappa_draws_exactly_what_gathering_draws(dim: int, kappa: float) -> None:
+    """If this fails, the one-kappa shortcut (views instead of gathers) changed a draw, so every stored cell of a
+    claim drawn on the circle would change with it."""
+    kappas = torch.full((5000,), kappa, dtype=torch.float64)
+    w, _ = vmf._sample_vmf_cosine(kappas, dim, _generator(7))
+    assert torch.equal(w, _wood_gathering_every_round(kappas, dim, _generator(7)))
+    mixed = kappas.clone()
+    mixed[::2] = 2.0 * kappa
+    w, _ = vmf._sample_vmf_cosine(mixed, dim, _generator(8))
+    assert torch.equal(w, _wood_gathering_every_round(mixed, dim, _generator(8)))
+
+
 def test_vmf_sampler_tangent_direction_is_isotropic() -> None:
     """The component of y orthogonal to mu is uniform on the orthogonal sphere: its mean is ~0."""
     n = 20000

@@ -90,16 +90,19 @@ def _sample_vmf_cosine(kappa: Tensor, dim: int, generator: torch.Generator) -> t
     w = torch.empty(n, dtype=torch.float64, device=kappa.device)
     root = torch.empty(n, dtype=torch.float64, device=kappa.device)
     pending = torch.arange(n, device=kappa.device)
+    one_kappa = n > 0 and bool((kappa == kappa[0]).all())
     for _ in range(_MAX_REJECTION_ROUNDS):
         if pending.numel() == 0:
             return w, root
-        b_p, x0_p, k_p = b[pending], x0[pending], kappa[pending]
+        # One kappa for every row: the pending rows' constants are any rows' (a view), not a gather.
+        rows = slice(pending.numel()) if one_kappa else pending
+        b_p, x0_p, k_p = b[rows], x0[rows], kappa[rows]
         z = _sample_symmetric_beta(pending.numel(), dof, generator)
         denominator = 1.0 - (1.0 - b_p) * z
         one_minus_w = 2.0 * b_p * z / denominator
-        one_minus_x0_w = one_minus_x0[pending] + x0_p * one_minus_w
-        log_accept = k_p * (one_minus_x0[pending] - one_minus_w) + dof * (
-            torch.log(one_minus_x0_w) - log_one_minus_x0_sq[pending]
+        one_minus_x0_w = one_minus_x0[rows] + x0_p * one_minus_w
+        log_accept = k_p * (one_minus_x0[rows] - one_minus_w) + dof * (
+            torch.log(one_minus_x0_w) - log_one_minus_x0_sq[rows]
         )
         u = torch.rand(pending.numel(), generator=generator, dtype=torch.float64, device=kappa.device)
         accept = log_accept >= torch.log(u)
