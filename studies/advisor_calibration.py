@@ -48,6 +48,16 @@ GRIDS: dict[str, tuple[str, str]] = {
 """Held-out grid -> (its store, its data name). The reduced CNN store holds the same cells as the full one's first
 3 seeds at n <= 2,000 and is not read."""
 REGIMES = ("shared", "independent")
+HEADER = (
+    "# The advisor's q, calibrated out of sample on the committed m*(n) grids",
+    "",
+    "Written by `python -m studies.advisor_calibration --out-md docs/advisor_calibration.md --out-json "
+    "docs/advisor_calibration.json` from the committed stores `results/mstar_real/{fashion,wordnet,"
+    "fashion_cnn_full}/results.sqlite` (read-only; the in-sample arm, both regimes, 4 seeds per cell). The method "
+    "and the rule for q: studies/advisor_calibration.py and docs/advisor.md. Every row but the first three is in "
+    "sample (scored at the q fitted to all points).",
+    "",
+)
 COVERAGE = 0.9
 
 
@@ -100,6 +110,8 @@ class Score:
     agree: int
     always_m: int
     always_n: int
+    decided: int
+    decided_right: int
 
 
 def score(points: Sequence[Point], q: float) -> Score:
@@ -108,7 +120,11 @@ def score(points: Sequence[Point], q: float) -> Score:
     decisive = [p for p in points if p.truth.decisive]
     agree = sum((p.estimate.d_hat > 0) == (p.truth.value > 0) and p.estimate.d_hat != 0 for p in decisive)
     always_m = sum(p.truth.value > 0 for p in decisive)
-    return Score(q, len(points), covered, len(decisive), agree, always_m, len(decisive) - always_m)
+    decided = [p for p in points if not p.estimate.covers(q, 0.0)]
+    right = sum((p.estimate.d_hat > 0) == (p.truth.value > 0) for p in decided)
+    return Score(
+        q, len(points), covered, len(decisive), agree, always_m, len(decisive) - always_m, len(decided), right
+    )
 
 
 def calibrated(points: Sequence[Point], coverage: float = COVERAGE) -> float:
@@ -134,8 +150,9 @@ def table(points: Sequence[Point]) -> tuple[list[str], dict[str, object]]:
     rows: dict[str, object] = {}
     lines = [
         "| held-out grid | points (SSCRL + SCRL) | q from the other grids | coverage | decisive | direction "
-        "agreement | always m | always n | median half-width | median \\|D\\| |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "agreement | always m | always n | decided (interval excludes 0): measured sign agrees | median "
+        "half-width | median \\|D\\| |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for grid in GRIDS:
         held = [p for p in points if p.grid == grid]
@@ -145,6 +162,9 @@ def table(points: Sequence[Point]) -> tuple[list[str], dict[str, object]]:
     q_all = calibrated(points)
     lines.append(_row("all three, at the advisor's q (in sample)", points, q_all))
     rows["all"] = _row_json(points, q_all)
+    for n in sorted({p.estimate.n for p in points}):
+        at_n = [p for p in points if p.estimate.n == n]
+        lines.append(_row(f"N = {n:,} (all grids, the advisor's q)", at_n, q_all))
     return lines, {"q": q_all, "coverage_target": COVERAGE, "rows": rows}
 
 
@@ -162,7 +182,7 @@ def _row(name: str, points: Sequence[Point], q: float) -> str:
     return (
         f"| {name} | {s.points} ({shared} + {s.points - shared}) | {q:.2f} | {_share(s.covered, s.points)} | "
         f"{s.decisive} | {_share(s.agree, s.decisive)} | {_share(s.always_m, s.decisive)} | "
-        f"{_share(s.always_n, s.decisive)} | {half:.4f} | {size:.4f} |"
+        f"{_share(s.always_n, s.decisive)} | {_share(s.decided_right, s.decided)} | {half:.4f} | {size:.4f} |"
     )
 
 
@@ -197,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("\n".join(lines))
     print(f"advisor's q (all grids, {COVERAGE:.0%} coverage): {document['q']:.3f}")
     if args.out_md is not None:
-        args.out_md.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        args.out_md.write_text("\n".join([*HEADER, *lines, ""]), encoding="utf-8")
     if args.out_json is not None:
         args.out_json.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
 
