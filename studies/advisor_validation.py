@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(
                 f"no predictions for {args.data}: run `predict --data {args.data}` and commit them first"
             )
-        run(args.data, truth)
+        run(args.data, sorted(truth, key=lambda cell: (cell[1], cell[0])))
     else:
         result = score(args.data)
         (OUT / args.data / "score.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
