@@ -42,3 +42,18 @@ def test_validation_power_is_binomial() -> None:
     direct = sum(comb(30, k) * 0.9**k * 0.1 ** (30 - k) for k in range(24, 31))
     cover, _ = advisor_validation.power(30, 15)
     assert abs(cover - direct) < 1e-12
+
+
+def test_validation_figure_draws_a_score(tmp_path: Path) -> None:
+    from studies import advisor_validation_figure
+
+    row = {"m": 8, "d_hat": 0.01, "low": -0.02, "high": 0.04, "measured": 0.005, "measured_low": -0.001}
+    rows = [
+        {**row, "measured_high": 0.011, "decisive": False},
+        {**row, "m": 16, "measured_high": 0.0, "decisive": True},
+    ]
+    score = {"data": "x", "points_scored": 2, "points": 30, "covered": 2, "agree": 1, "decisive": 1}
+    path = advisor_validation_figure.draw(
+        {**score, "always_m": 1, "always_n": 0, "rows": rows}, tmp_path / "f.png"
+    )
+    assert path.stat().st_size > 5_000
