@@ -50,7 +50,7 @@ def test_validation_figure_draws_a_score(tmp_path: Path) -> None:
     row = {"m": 8, "d_hat": 0.01, "low": -0.02, "high": 0.04, "measured": 0.005, "measured_low": -0.001}
     rows = [
         {**row, "measured_high": 0.011, "decisive": False},
-        {**row, "m": 16, "measured_high": 0.0, "decisive": True},
+        {**row, "m": 16, "measured_low": 0.001, "measured_high": 0.009, "decisive": True},
     ]
     score = {"data": "x", "points_scored": 2, "points": 30, "covered": 2, "agree": 1, "decisive": 1}
     path = advisor_validation_figure.draw(
