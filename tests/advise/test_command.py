@@ -1,4 +1,4 @@
-"""``crl advise`` end to end on a tiny synthetic truth: plan, pilot, fit, advice, files, resume, bad input."""
+"""``crl advise`` end to end on a tiny synthetic truth: plan, pilot, answer, files, resume, bad input."""
 
 import json
 import sqlite3
@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from crl.advise.validate import load_session
 from crl.commands import app
 
 CONFIG = """
@@ -35,18 +34,7 @@ total_steps = 10
 warmup_steps = 2
 """
 
-ARGS = [
-    "--budget",
-    "1000000",
-    "--seeds",
-    "3",
-    "--levels",
-    "3",
-    "--fractions",
-    "0.05,0.3,1",
-    "--eval-queries",
-    "200",
-]
+ARGS = ["--seeds", "3", "--epochs", "1", "--eval-queries", "200"]
 
 
 @pytest.fixture
@@ -61,11 +49,14 @@ def _stored_runs(out: Path) -> list[tuple[int, str]]:
         return connection.execute("select count(*), group_concat(distinct run_id) from cells").fetchall()
 
 
-def test_dry_run_shows_design_and_wall_time_and_writes_nothing(config: Path, tmp_path: Path) -> None:
+def test_dry_run_states_the_cells_and_the_wall_time_and_writes_nothing(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "advise"
-    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out), "--dry-run"])
+    result = CliRunner().invoke(
+        app, ["advise", str(config), *ARGS, "--out", str(out), "--dry-run", "--check"]
+    )
     assert result.exit_code == 0, result.output
-    assert "pilot: n in {64, 128, 256}" in result.output
+    assert "pilot cells (n, m): (512, 4), (256, 8), (256, 4), (256, 2), (128, 4) x 3 seeds" in result.output
+    assert "check cells: (1,024, 8), (512, 16)" in result.output
     assert "timing probe" in result.output and "min for the pilot" in result.output
     assert not out.exists()
 
@@ -73,36 +64,44 @@ def test_dry_run_shows_design_and_wall_time_and_writes_nothing(config: Path, tmp
 @pytest.mark.slow
 def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_thread: None) -> None:
     out = tmp_path / "advise"
-    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out)])
+    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out), "--check"])
     assert result.exit_code == 0, result.output
-    assert "pilot and check cells: 27/27" in result.output, (
-        "a log must show the pilot's progress line by line"
-    )
+    assert "cells: 21/21" in result.output, "a log must show the cells' progress line by line"
     document = json.loads((out / "advice.json").read_text(encoding="utf-8"))
-    assert document["metric"] == "excess_risk" and document["n_full"] == 512 and document["m_now"] == 8
-    assert len(document["pilot"]["points"]) == 9 and len(document["fit"]["replicates"]) == 3
-    assert document["advice"]["recommendation"] in result.output.replace("\n", " ") or "advice" in document
-    assert {"m_star", "gain_double_m", "gain_double_n", "alpha", "supported"} <= set(document["advice"])
-    assert document["check"] is None
+    answer = document["answer"]
+    assert next(iter(document)) == "answer" and next(iter(answer)) == "sentence"
+    assert answer["sentence"] in result.output.replace("\n", " ")
+    assert answer["double"] in ("m", "n") and answer["decided"] == (answer["low"] > 0 or answer["high"] < 0)
+    assert "the whole mlp model" in answer["sentence"]
+    assert (document["n"], document["m"], document["metric"]) == (512, 8, "excess_risk")
+    assert document["recipe"]["128"] == {"batch": 16, "steps": 8, "epochs": 1}
+    assert answer["check"] is not None and len(document["cells"]) == 7
     assert (out / "advice.png").stat().st_size > 10_000
     first = _stored_runs(out)
-    assert first[0][0] == 9 * 3
-    session = load_session(out)
-    assert session.fit.full is not None and session.fit.full.as_dict() == document["fit"]["full"]
-    assert session.reach["pilot_n_max"] == 256 and session.regime == document["regime"]
-    again = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out)])
+    assert first[0][0] == 7 * 3
+    again = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--out", str(out), "--check"])
     assert again.exit_code == 0, again.output
     assert _stored_runs(out) == first, "a rerun must recompute nothing and store nothing twice"
+    assert json.loads((out / "advice.json").read_text(encoding="utf-8")) == document
 
 
-def test_too_small_budget_is_one_line_and_exit_2(config: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["advise", str(config), "--budget", "10", "--out", str(tmp_path / "x")])
-    assert result.exit_code == 2
-    assert "--budget 10 processed samples is too small" in result.output
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--set", "loss.n_negatives=6"], "m = 6: the pilot halves m twice"),
+        (["--set", "data.n_train=200"], "n = 200: the pilot halves n twice"),
+        (["--seeds", "1"], "--seeds 1 must be >= 2"),
+        (["--epochs", "0"], "--epochs 0 must be >= 1"),
+        (["--metric", "knn_error"], "--metric 'knn_error' is not available"),
+        (["--workers", "0"], "--workers 0 must be >= 1"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_argument_and_exit_2(
+    config: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(
+        app, ["advise", str(config), *ARGS, *extra, "--dry-run", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output.replace("\n", " ")
     assert "Traceback" not in result.output
-
-
-def test_unknown_metric_is_named(config: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--metric", "knn_error", "--dry-run"])
-    assert result.exit_code == 2
-    assert "--metric 'knn_error' is not available" in result.output

@@ -1,41 +1,42 @@
-"""``crl advise``: more negatives or more data? Answered from a pilot of the user's own training runs.
+"""``crl advise``: more negatives or more data? Answered at the user's (N, M) by a local doubling pilot.
 
-A pilot over (n, m) (:mod:`crl.advise.pilot`) through the sweep engine, a held-out error per cell
-(:mod:`crl.advise.heldout`), a fitted error surface with an n-m interaction (:mod:`crl.advise.surface`) and
-Student-t intervals over seeds (:mod:`crl.advise.intervals`), advice at the user's n (:mod:`crl.advise.advice`),
-a figure (:mod:`crl.advise.figure`) and a check against cells the pilot did not see (:mod:`crl.advise.check`);
-:mod:`crl.advise.session` ties them together. docs/advisor.md is the user's guide.
+The pilot's cells and their estimate D_hat with its drift (:mod:`crl.advise.local`), trained by the recipe map
+(:func:`crl.train.locked.train_shape`) through the sweep engine (:mod:`crl.advise.pilot`), a held-out error per
+cell (:mod:`crl.advise.heldout`), the answer with its calibrated interval and the options' costs
+(:mod:`crl.advise.answer`), a figure (:mod:`crl.advise.figure`); :mod:`crl.advise.session` ties them together.
+docs/advisor.md is the user's guide.
 """
 
-from crl.advise.advice import Advice, advise
-from crl.advise.check import CheckSummary, check_points, summarise_checks
+from crl.advise.answer import Answer, OptionCost, Q, answer_of
 from crl.advise.heldout import EvalSizes, Metric, heldout_error
-from crl.advise.pilot import PilotDesign, PilotPoint, design_pilot, pilot_cell, pilot_config
+from crl.advise.local import (
+    LocalEstimate,
+    MeasuredDifference,
+    calibrate_q,
+    local_estimate,
+    measured_difference,
+    pilot_points,
+    truth_points,
+)
 from crl.advise.session import AdviseOptions, AdviseResult, plan_session, run_session
-from crl.advise.surface import Interval, SurfaceFit, SurfaceParams, fit_seed_surface, fit_surface, t_interval
 
 __all__ = [
-    "Advice",
     "AdviseOptions",
     "AdviseResult",
-    "CheckSummary",
+    "Answer",
     "EvalSizes",
-    "Interval",
+    "LocalEstimate",
+    "MeasuredDifference",
     "Metric",
-    "PilotDesign",
-    "PilotPoint",
-    "SurfaceFit",
-    "SurfaceParams",
-    "advise",
-    "check_points",
-    "design_pilot",
-    "fit_seed_surface",
-    "fit_surface",
+    "OptionCost",
+    "Q",
+    "answer_of",
+    "calibrate_q",
     "heldout_error",
-    "pilot_cell",
-    "pilot_config",
+    "local_estimate",
+    "measured_difference",
+    "pilot_points",
     "plan_session",
     "run_session",
-    "summarise_checks",
-    "t_interval",
+    "truth_points",
 ]

@@ -1,95 +1,61 @@
-"""The advisor's figure: predicted held-out error contours over (n, m), the pilot and check cells, and m*(n).
+"""The advisor's figure: the pilot's cells and its answer, the same as advice.json holds.
 
-Drawn on matplotlib's Agg canvas (no pyplot, no display), log-log axes: filled contours of the fitted surface's
-prediction, the pilot cells (dots), the check cells when present (squares), the user's (n, m) (a star) and,
-when the advice is supported, the curve m*(n) with its interval band (a withheld answer draws no m*).
+Drawn on matplotlib's Agg canvas (no pyplot, no display). Left: the mean held-out error of each pilot cell (and
+check cell) with +- 2 standard errors, against n, one marker per m. Right: D_hat with its calibrated interval,
+D_back, and the measured D of the check cells when present (Welch 95%), beside the zero line; the title is the
+answer's sentence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
-from crl.advise.advice import Advice
-from crl.advise.heldout import RATE_METRICS
-from crl.advise.surface import SurfaceFit, SurfaceParams
+from crl.advise.answer import Answer
+from crl.advise.local import Cell, CellMean
 
-__all__ = ["draw_advice"]
-
-
-def _m_star_curve(fit: SurfaceFit, n_grid: np.ndarray, tol: float) -> np.ndarray:
-    """(3, len(n_grid)): m*(n) estimate, low and high."""
-    rows = []
-    for n in n_grid:
-
-        def m_star(params: SurfaceParams, n: float = float(n)) -> float:
-            return params.saturation(n, tol * float(params.plateau(n)))
-
-        interval = fit.quantity(m_star)
-        rows.append((interval.estimate, interval.low, interval.high))
-    return np.array(rows).T
+__all__ = ["draw_answer"]
 
 
-def draw_advice(
-    fit: SurfaceFit,
-    advice: Advice,
-    path: str | Path,
-    *,
-    pilot: Sequence[tuple[int, int]],
-    checks: Sequence[tuple[int, int]] = (),
-    metric: str = "error",
-) -> Path:
-    """Write the PNG to ``path`` and return it."""
-    points = [*pilot, *checks, (advice.n, advice.m)]
-    n_lo, n_hi = min(p[0] for p in points) / 1.5, max(p[0] for p in points) * 2.5
-    top = max(p[1] for p in points)
-    m_lo, m_hi = 1.0, (max(top, advice.m_star.high) if advice.supported else top) * 2.0
-    n_grid, m_grid = np.geomspace(n_lo, n_hi, 80), np.geomspace(m_lo, m_hi, 80)
-    observed = [cell[2] for cell in fit.cells]
-    low, high = 0.8 * min(observed), 1.5 * max(observed)
-    if metric in RATE_METRICS:
-        high = max(min(high, 1.0), max(observed))
-    surface = np.clip(fit.predicted_surface(n_grid[None, :], m_grid[:, None]), low, high)
-    figure = Figure(figsize=(7.5, 6.0))
+def draw_answer(answer: Answer, means: Mapping[Cell, CellMean], path: str | Path, *, metric: str) -> Path:
+    """Write the PNG to ``path`` and return it; ``means`` holds every cell run (pilot and check)."""
+    figure = Figure(figsize=(10.0, 5.2))
     FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    filled = axes.contourf(
-        n_grid, m_grid, surface, levels=np.geomspace(low, high, 15), norm=LogNorm(low, high), cmap="viridis"
-    )
-    figure.colorbar(filled, ax=axes, label=f"predicted held-out {metric}", format="%.3g")
-    if advice.supported:
-        curve = _m_star_curve(fit, n_grid[::4], advice.tolerance)
-        axes.plot(n_grid[::4], curve[0], color="magenta", linewidth=2, label="m*(n)")
-        axes.fill_between(
-            n_grid[::4],
-            curve[1],
-            curve[2],
-            color="magenta",
-            alpha=0.15,
-            label=f"m* {advice.m_star.level:.0%} interval",
+    cells_axes, answer_axes = figure.subplots(1, 2, gridspec_kw={"width_ratios": (3, 2)})
+    for m in sorted({m for _, m in means}):
+        row = sorted((n, mean) for (n, mm), mean in means.items() if mm == m)
+        cells_axes.errorbar(
+            [n for n, _ in row],
+            [mean.mean for _, mean in row],
+            yerr=[2 * mean.se for _, mean in row],
+            marker="o",
+            capsize=3,
+            label=f"m = {m:,}",
         )
-    axes.scatter(*zip(*pilot, strict=True), color="tab:red", edgecolor="k", zorder=4, label="pilot cells")
-    if checks:
-        axes.scatter(
-            *zip(*checks, strict=True),
-            marker="s",
-            color="tab:orange",
-            edgecolor="k",
-            zorder=4,
-            label="check cells",
+    cells_axes.set(xscale="log", xlabel="n (training pairs)", ylabel=f"held-out {metric} (mean +- 2 se)")
+    cells_axes.legend(fontsize=7, frameon=False)
+    estimate = answer.estimate
+    rows = [
+        ("D_hat (one step back)", estimate.d_hat, answer.low, answer.high, "tab:red"),
+        ("D_back (two steps back)", estimate.d_back, estimate.d_back, estimate.d_back, "tab:gray"),
+    ]
+    if answer.check is not None:
+        rows.append(
+            ("measured D (check cells)", answer.check.value, answer.check.low, answer.check.high, "k")
         )
-    axes.scatter(
-        [advice.n], [advice.m], marker="*", s=250, color="gold", edgecolor="k", zorder=5, label="your (n, m)"
-    )
-    axes.set(xscale="log", yscale="log", xlim=(n_lo, n_hi), ylim=(m_lo, m_hi), xlabel="n (training pairs)")
-    axes.set_ylabel("m (negatives)")
-    figure.suptitle("crl advise: predicted held-out error over (n, m), clipped to the pilot's range")
-    axes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, fontsize=7, frameon=False)
+    for position, (_, value, low, high, colour) in enumerate(rows):
+        answer_axes.errorbar(
+            [value], [position], xerr=[[value - low], [high - value]], fmt="o", color=colour, capsize=4
+        )
+    answer_axes.axvline(0.0, color="k", linewidth=0.8)
+    answer_axes.set_yticks(range(len(rows)), [row[0] for row in rows], fontsize=8)
+    answer_axes.set(xlabel="D = gain of doubling m - gain of doubling n", ylim=(-0.7, len(rows) - 0.3))
+    figure.suptitle("\n".join(textwrap.wrap(answer.sentence, 150)), fontsize=7.5)
+    figure.tight_layout(rect=(0.0, 0.0, 1.0, 0.86))
     target = Path(path)
     figure.savefig(target, dpi=120)
     return target

@@ -1,4 +1,4 @@
-"""The held-out error of a trained pilot model: the quantity err(n, m) whose surface the advisor fits.
+"""The held-out error of a trained pilot model: the quantity err(n, m) of every advisor cell.
 
 Three errors, all "lower is better" and positive:
 

@@ -1,34 +1,32 @@
-"""One advisor session: plan the pilot, run it (and the check cells), fit, advise, and write JSON and figure.
+"""One advisor session: plan the local pilot at the user's (N, M), run it (and the check cells), answer, and write
+``advice.json`` and ``advice.png``.
 
 Files in the output folder: ``advise.sqlite`` (the sweep store: a rerun resumes and recomputes nothing stored),
-``advice.json`` and ``advice.png``.
+``advice.json`` (the answer's sentence first, then the decision, the estimate, the costs, the cells) and
+``advice.png`` (:mod:`crl.advise.figure`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crl.advise.advice import Advice, advise
-from crl.advise.check import CheckSummary, check_points, summarise_checks
-from crl.advise.figure import draw_advice
+from crl.advise.answer import Answer, OptionCost, Q, answer_of
+from crl.advise.figure import draw_answer
 from crl.advise.heldout import EvalSizes, Metric, check_metric, default_metric
-from crl.advise.pilot import (
-    FRACTIONS,
-    PilotDesign,
-    PilotPoint,
-    TimingProbe,
-    cell_samples,
-    design_pilot,
-    full_n,
-    pilot_cells,
-    probe_timing,
-    run_pilot,
+from crl.advise.local import (
+    Cell,
+    CellMean,
+    cell_mean,
+    local_estimate,
+    measured_difference,
+    pilot_points,
+    truth_points,
 )
-from crl.advise.surface import SurfaceFit, fit_seed_surface
+from crl.advise.pilot import TimingProbe, cell_samples, full_n, pilot_cells, probe_timing, run_pilot, shape_of
 from crl.sweep import CellRecord, ProgressHook, SweepStore
 from crl.train.config import LockedData, TrainConfig
 from crl.train.negative_kinds import NEGATIVES_FACTS
@@ -38,7 +36,9 @@ __all__ = [
     "AdviseResult",
     "Plan",
     "current_m",
+    "errors_of",
     "model_covered",
+    "option_costs",
     "plan_session",
     "run_session",
 ]
@@ -48,16 +48,10 @@ __all__ = [
 class AdviseOptions:
     """The knobs of ``crl advise`` (see its ``--help``)."""
 
-    budget: int
-    seeds: int = 3
-    levels: int = 4
-    steps: int | None = None
-    epochs: int | None = None
-    fractions: tuple[float, ...] = FRACTIONS
-    max_m: int | None = None
+    seeds: int = 4
+    epochs: int = 10
+    first_seed: int = 0
     metric: str | None = None
-    level: float = 0.9
-    rel_tol: float = 0.01
     workers: int = 1
     check: bool = False
     sizes: EvalSizes = field(default_factory=EvalSizes)
@@ -65,20 +59,20 @@ class AdviseOptions:
 
 @dataclass(frozen=True)
 class Plan:
-    """What will run: the pilot design, the check cells, the metric, the user's (n, m) and the timing probe."""
+    """What will run: the pilot and check cells at the user's (N, M), seeds, epochs, metric and the timing probe."""
 
-    design: PilotDesign
-    checks: tuple[PilotPoint, ...]
-    metric: Metric
     n_full: int
     m_now: int
+    points: tuple[Cell, ...]
+    checks: tuple[Cell, ...]
+    seeds: tuple[int, ...]
+    epochs: int
+    metric: Metric
     probe: TimingProbe | None
 
-    def check_samples(self, config: TrainConfig) -> int:
-        """Processed samples of the check cells (all seeds)."""
-        shapes = [(p, self.design.shape_at(p.n, config.data.batch_size)) for p in self.checks]
-        per_seed = sum(cell_samples(config, p.m, shape.steps, shape.batch, p.n) for p, shape in shapes)
-        return per_seed * len(self.design.seeds)
+    def samples(self, config: TrainConfig, points: Sequence[Cell]) -> int:
+        """Processed samples of ``points`` over all seeds."""
+        return len(self.seeds) * sum(cell_samples(config, n, m, self.epochs) for n, m in points)
 
 
 @dataclass(frozen=True)
@@ -86,9 +80,8 @@ class AdviseResult:
     """A finished session."""
 
     plan: Plan
-    fit: SurfaceFit
-    advice: Advice
-    check: CheckSummary | None
+    answer: Answer
+    means: dict[Cell, CellMean]
     json_path: Path
     figure_path: Path
 
@@ -103,61 +96,60 @@ def current_m(config: TrainConfig) -> int:
 
 
 def model_covered(config: TrainConfig) -> str:
-    """The model the advice covers, in words: on locked features, the head (its backbone is not trained)."""
-    model = config.model
+    """What the answer covers, in words: on locked features the head (its backbone is frozen), else the model."""
     data = config.data
     if isinstance(data, LockedData):
-        hidden = getattr(model, "hidden", [])
+        hidden = getattr(config.model, "hidden", [])
         kind = "a linear head" if not hidden else f"a head with hidden layer(s) {list(hidden)}"
-        return (
-            f"{kind} onto S^{model.embedding_dim - 1} on locked {data.backbone} features of {data.dataset} "
-            "(the backbone is frozen: the advice covers this head, not the backbone's training)"
-        )
-    return f"the {model.encoder} encoder of the config, trained end to end on [data] source = {data.source!r}"
+        return f"{kind} on frozen {data.backbone} features of {data.dataset}, not the backbone"
+    return f"the whole {config.model.encoder} model trained end to end on {data.source} pairs"
 
 
 def plan_session(config: TrainConfig, options: AdviseOptions, *, probe: bool = True) -> Plan:
-    """The pilot that fits the budget (:func:`~crl.advise.pilot.design_pilot`), the check cells when asked, and
-    a timing probe of this machine.
+    """The pilot at the user's (N, M) (the config's n and m), the check cells when asked, a timing probe.
 
     Raises:
-        ValueError: for ``--eval-queries 0`` (the whole test split) on data that are not locked features, or
-            ``--steps`` together with ``--epochs``.
+        ValueError: naming the option or config field to change: ``--seeds`` below 2, ``--epochs`` below 1,
+            ``--eval-queries 0`` on data that are not locked features, an (N, M) the pilot cannot halve twice.
     """
+    if options.seeds < 2:
+        raise ValueError(
+            f"--seeds {options.seeds} must be >= 2 (a standard error per cell); q is calibrated at 4"
+        )
+    if options.epochs < 1:
+        raise ValueError(f"--epochs {options.epochs} must be >= 1")
     metric = check_metric(config, options.metric) if options.metric else default_metric(config)
     if options.sizes.queries == 0 and not isinstance(config.data, LockedData):
         raise ValueError(
             "--eval-queries 0 (the whole test split) is for [data] source = 'locked'; pass a count >= 2"
         )
-    if options.steps is not None and options.epochs is not None:
-        raise ValueError("pass --steps (steps per cell) or --epochs (epochs of each cell's n), not both")
-    n_full = full_n(config)
-    design = design_pilot(
-        config,
-        options.budget,
-        n_full=n_full,
-        fractions=options.fractions,
-        levels=options.levels,
-        seeds=options.seeds,
-        steps=options.steps,
-        max_m=options.max_m,
-        epochs=options.epochs,
-    )
-    checks = (
-        check_points(design.n_values[-1], n_full, options.fractions, max_m=options.max_m)
-        if options.check
-        else ()
-    )
-    timing = probe_timing(config, design, metric, options.sizes) if probe else None
-    return Plan(
-        design, tuple(p for p in checks if p not in design.points), metric, n_full, current_m(config), timing
-    )
+    n_full, m_now = full_n(config), current_m(config)
+    points = pilot_points(n_full, m_now)
+    checks = truth_points(n_full, m_now) if options.check else ()
+    seeds = tuple(range(options.first_seed, options.first_seed + options.seeds))
+    timing = probe_timing(config, points, metric, options.sizes) if probe else None
+    return Plan(n_full, m_now, points, checks, seeds, options.epochs, metric, timing)
 
 
-def _observations(records: Sequence[CellRecord]) -> tuple[list[int], list[int], list[int], list[float]]:
-    n = [int(r.cell.params["n"]) for r in records]
-    m = [int(r.cell.params["m"]) for r in records]
-    return n, m, [r.cell.seed for r in records], [float(r.result["error"]) for r in records]
+def errors_of(records: Sequence[CellRecord]) -> dict[Cell, list[float]]:
+    """(n, m) -> the error of each run of the records."""
+    errors: dict[Cell, list[float]] = {}
+    for record in records:
+        key = (int(record.cell.params["n"]), int(record.cell.params["m"]))
+        errors.setdefault(key, []).append(float(record.result["error"]))
+    return errors
+
+
+def option_costs(
+    config: TrainConfig, n: int, m: int, epochs: int, gain_m: float, gain_n: float
+) -> tuple[OptionCost, OptionCost]:
+    """The two doublings at the base (N/2, M/2): (N/2, M) and (N, M/2), in processed samples (module docstring
+    of :mod:`crl.advise.answer`)."""
+    base = cell_samples(config, n // 2, m // 2, epochs)
+    return (
+        OptionCost("m", base, cell_samples(config, n // 2, m, epochs), gain_m),
+        OptionCost("n", base, cell_samples(config, n, m // 2, epochs), gain_n),
+    )
 
 
 def run_session(
@@ -168,72 +160,43 @@ def run_session(
     *,
     progress: ProgressHook | None = None,
 ) -> AdviseResult:
-    """Run the pilot (and checks), fit the surface, advise, and write ``advice.json`` and ``advice.png``."""
+    """Run the pilot (and check) cells, answer, and write ``advice.json`` and ``advice.png``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    design = plan.design
     cells = pilot_cells(
-        config, design.points, design.seeds, design.steps, plan.metric, options.sizes, design.epochs
-    )
-    checks = pilot_cells(
-        config, plan.checks, design.seeds, design.steps, plan.metric, options.sizes, design.epochs
+        config, (*plan.points, *plan.checks), plan.seeds, plan.epochs, plan.metric, options.sizes
     )
     with SweepStore(out / "advise.sqlite") as store:
-        records = run_pilot(store, cells + checks, workers=options.workers, progress=progress)
-    pilot_records, check_records = records[: len(cells)], records[len(cells) :]
-    fit = fit_seed_surface(*_observations(pilot_records), level=options.level)
-    advice = advise(
-        fit,
-        n=plan.n_full,
-        m=plan.m_now,
-        regime=config.loss.regime,
-        pilot_n_max=design.n_values[-1],
-        pilot_m_max=max(p.m for p in design.points),
-        pilot_m_over_n=(min(p.m / p.n for p in design.points), max(p.m / p.n for p in design.points)),
-        rel_tol=options.rel_tol,
-        model=model_covered(config),
+        records = run_pilot(store, cells, workers=options.workers, progress=progress)
+    errors = errors_of(records)
+    estimate = local_estimate(errors, plan.n_full, plan.m_now)
+    answer = answer_of(
+        estimate,
+        seeds=len(plan.seeds),
+        covers=model_covered(config),
+        costs=option_costs(config, plan.n_full, plan.m_now, plan.epochs, estimate.gain_m, estimate.gain_n),
+        q=Q,
+        check=measured_difference(errors, plan.n_full, plan.m_now) if plan.checks else None,
     )
-    summary = summarise_checks(fit, check_records) if check_records else None
-    figure = draw_advice(
-        fit,
-        advice,
-        out / "advice.png",
-        pilot=[(p.n, p.m) for p in design.points],
-        checks=[(p.n, p.m) for p in plan.checks],
-        metric=plan.metric,
-    )
-    document = _document(config, plan, fit, advice, summary)
+    means = {cell: cell_mean(values) for cell, values in errors.items()}
+    figure = draw_answer(answer, means, out / "advice.png", metric=plan.metric)
     json_path = out / "advice.json"
-    json_path.write_text(json.dumps(document, indent=1), encoding="utf-8")
-    return AdviseResult(plan, fit, advice, summary, json_path, figure)
+    json_path.write_text(json.dumps(_document(config, plan, answer, means), indent=1), encoding="utf-8")
+    return AdviseResult(plan, answer, means, json_path, figure)
 
 
-def _document(
-    config: TrainConfig, plan: Plan, fit: SurfaceFit, advice: Advice, summary: CheckSummary | None
-) -> dict[str, Any]:
+def _document(config: TrainConfig, plan: Plan, answer: Answer, means: dict[Cell, CellMean]) -> dict[str, Any]:
     return {
+        "answer": answer.as_dict(),
         "metric": plan.metric,
         "regime": config.loss.regime,
         "negatives": config.loss.negatives,
-        "n_full": plan.n_full,
-        "m_now": plan.m_now,
-        "pilot": {
-            "points": [[p.n, p.m] for p in plan.design.points],
-            "seeds": list(plan.design.seeds),
-            "steps": plan.design.steps if plan.design.epochs is None else None,
-            "epochs": plan.design.epochs,
-            "processed_samples": plan.design.total_samples,
-        },
-        "fit": {
-            "level": fit.level,
-            "method": fit.method,
-            "full": fit.full.as_dict() if fit.full is not None else None,
-            "replicates": [p.as_dict() for p in fit.replicates],
-            "converged": list(fit.converged),
-            "at_bound": [list(names) for names in fit.at_bound],
-            "cell_noise": fit.cell_noise,
-            "cells": [list(cell) for cell in fit.cells],
-        },
-        "advice": advice.as_dict(),
-        "check": summary.as_dict() if summary is not None else None,
+        "n": plan.n_full,
+        "m": plan.m_now,
+        "seeds": list(plan.seeds),
+        "epochs": plan.epochs,
+        "recipe": {f"{n}": asdict(shape_of(config, n, plan.epochs)) for n in sorted({n for n, _ in means})},
+        "pilot": [list(point) for point in plan.points],
+        "checks": [list(point) for point in plan.checks],
+        "cells": [{"n": n, "m": m, **asdict(mean)} for (n, m), mean in sorted(means.items())],
     }

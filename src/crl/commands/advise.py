@@ -1,9 +1,9 @@
-"""``crl advise CONFIG --budget SAMPLES``: more negatives or more data? A pilot over (n, m) answers it.
+"""``crl advise CONFIG``: more negatives or more data? A local doubling pilot at the config's (n, m) answers it.
 
-Prints the pilot design and the wall time it implies on this machine (from a short timing probe) before
-starting; ``--dry-run`` stops there. The pilot runs through the sweep store in ``--out`` (a rerun resumes) under a
-live count of its cells, then the fitted surface (each parameter's interval with what makes it implausible, if
-anything), the advice at the config's own n and m, and the files written (advice.json, advice.png).
+Prints the pilot's cells and the wall time they imply on this machine (from a short timing probe) before starting;
+``--dry-run`` stops there. The cells run through the sweep store in ``--out`` (a rerun resumes) under a live count,
+then the answer in one sentence, the cells, the two options' costs, and the files written (advice.json,
+advice.png).
 """
 
 from __future__ import annotations
@@ -24,41 +24,32 @@ if TYPE_CHECKING:
     from crl.train.config import TrainConfig
 
 PROGRESS_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-"""The live line of the pilot's cells in a terminal: done of total (resumed cells count as done), elapsed time;
-elsewhere (a log, a pipe) one plain line per finished cell."""
+"""The live line of the cells in a terminal: done of total (stored cells count as done), elapsed time; elsewhere
+(a log, a pipe) one plain line per finished cell."""
 
 
 def advise(
-    config: Annotated[Path, typer.Argument(help="The TOML training config you plan to run at full n.")],
-    budget: Annotated[
-        int, typer.Option(help="Pilot budget in processed samples (inputs through an encoder).")
+    config: Annotated[
+        Path,
+        typer.Argument(help="The TOML training config at your (n, m): [data] n_train, [loss] n_negatives."),
     ],
     out: Annotated[Path, typer.Option(help="Output folder (sweep store, advice.json, advice.png).")] = Path(
         "advise"
     ),
-    seeds: Annotated[int, typer.Option(help="Seed replicates of the pilot (>= 2).")] = 3,
-    levels: Annotated[int, typer.Option(help="Number of pilot n values, halving down (>= 3).")] = 4,
-    steps: Annotated[
-        int | None, typer.Option(help="Steps per pilot cell (default: optim.total_steps).")
-    ] = None,
+    seeds: Annotated[
+        int, typer.Option(help="Seed runs per cell (>= 2; the interval's q is calibrated at 4).")
+    ] = 4,
     epochs: Annotated[
-        int | None,
-        typer.Option(
-            help="Train each pilot cell E epochs of its n pairs (E floor(n / b) steps) instead of --steps."
-        ),
-    ] = None,
-    max_m: Annotated[int | None, typer.Option(help="Cap on the pilot's m.")] = None,
-    fractions: Annotated[
-        str, typer.Option(help="The m/n grid, comma-separated ([A]'s 1%, 10%, 40%, 70%, 100%).")
-    ] = "0.01,0.1,0.4,0.7,1.0",
+        int, typer.Option(help="E: every cell trains E epochs of its n pairs (the recipe map).")
+    ] = 10,
+    first_seed: Annotated[int, typer.Option(help="The first of the seeds (seeds first..first+S-1).")] = 0,
     metric: Annotated[
         str | None,
         typer.Option(
             help="excess_risk (synthetic), knn_error (labels), recall_error, ndcg_error (locked texts)."
         ),
     ] = None,
-    tol: Annotated[float, typer.Option(help="m* tolerance relative to the plateau (C6: 0.01).")] = 0.01,
-    workers: Annotated[int, typer.Option(help="Parallel pilot processes.")] = 1,
+    workers: Annotated[int, typer.Option(help="Parallel processes.")] = 1,
     eval_queries: Annotated[
         int,
         typer.Option(
@@ -67,16 +58,17 @@ def advise(
         ),
     ] = 2000,
     check: Annotated[
-        bool, typer.Option(help="Also run check cells at 2x and 4x the largest pilot n and report coverage.")
+        bool, typer.Option(help="Also run the cells (2n, m) and (n, 2m) and compare the answer with them.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option(help="Show the design and implied wall time, run nothing.")
+        bool, typer.Option(help="Show the cells and their wall time here, run nothing.")
     ] = False,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config field, e.g. --set optim.lr=0.003.")
+        list[str] | None,
+        typer.Option("--set", help="Override a config field, e.g. --set loss.n_negatives=160."),
     ] = None,
 ) -> None:
-    """Should you spend compute on more negatives (m) or more data (n)? Fit a pilot's error surface and say."""
+    """Should you double the negatives (m) or the data (n)? Run a local pilot at your (n, m) and say."""
     # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.advise.heldout import EvalSizes
 
@@ -88,30 +80,15 @@ def advise(
             f"--eval-queries {eval_queries} must be >= 2 (or 0: the whole locked test split)"
         )
     options = AdviseOptions(
-        budget=budget,
-        fractions=_fractions(fractions),
         seeds=seeds,
-        levels=levels,
-        steps=steps,
         epochs=epochs,
-        max_m=max_m,
+        first_seed=first_seed,
         metric=metric,
-        rel_tol=tol,
         workers=workers,
         check=check,
         sizes=EvalSizes(queries=eval_queries),
     )
     raise typer.Exit(advise_command(config, options, out=out, dry_run=dry_run, overrides=set_ or []))
-
-
-def _fractions(text: str) -> tuple[float, ...]:
-    """``"0.01,0.1,1"`` -> (0.01, 0.1, 1.0); an unreadable list exits 2 with the option named."""
-    try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise typer.BadParameter(
-            f"--fractions {text!r}: give numbers separated by commas, e.g. 0.01,0.1,0.4,1"
-        ) from None
 
 
 def advise_command(
@@ -122,7 +99,7 @@ def advise_command(
     dry_run: bool = False,
     overrides: list[str] | None = None,
 ) -> int:
-    """Run ``crl advise``; 0 on success (also when the advice is withheld), 2 for bad input."""
+    """Run ``crl advise``; 0 on success (also when the answer is too close to call), 2 for bad input."""
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
@@ -131,8 +108,6 @@ def advise_command(
         # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import load_config
 
-        if not 0 < options.rel_tol < 1:
-            raise ValueError(f"--tol {options.rel_tol} must lie in (0, 1), e.g. 0.01")
         if options.workers < 1:
             raise ValueError(f"--workers {options.workers} must be >= 1")
         config = load_config(config_path, overrides or [])
@@ -159,7 +134,7 @@ def _session(
 
     if console.is_terminal:
         with Progress(*PROGRESS_COLUMNS, console=console) as progress:
-            task = progress.add_task("pilot and check cells", total=None)
+            task = progress.add_task("cells", total=None)
 
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
@@ -167,32 +142,32 @@ def _session(
             return run_session(config, options, plan, out, progress=advance)
 
     def line(done: int, total: int) -> None:
-        console.print(f"pilot and check cells: {done}/{total}", markup=False)
+        console.print(f"cells: {done}/{total}", markup=False)
 
     return run_session(config, options, plan, out, progress=line)
 
 
+def _cells(points: tuple[tuple[int, int], ...]) -> str:
+    return ", ".join(f"({n:,}, {m:,})" for n, m in points)
+
+
 def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int) -> None:
-    design = plan.design
-    n_values = ", ".join(str(n) for n in design.n_values)
+    seeds = len(plan.seeds)
     console.print(
-        f"pilot: n in {{{n_values}}}, {len(design.points)} (n, m) cells x {len(design.seeds)} seeds, "
-        + (
-            f"{design.steps} steps each, "
-            if design.epochs is None
-            else f"{design.epochs} epochs of its n each, "
-        )
-        + f"{design.total_samples:,} processed samples; metric {plan.metric}; "
-        f"your n = {plan.n_full}, m = {plan.m_now} ({config.loss.regime} negatives)",
+        f"your (n, m) = ({plan.n_full:,}, {plan.m_now:,}), {config.loss.regime} negatives, metric {plan.metric}; "
+        f"pilot cells (n, m): {_cells(plan.points)} x {seeds} seeds (first {plan.seeds[0]}), {plan.epochs} epochs "
+        f"of each n, {plan.samples(config, plan.points):,} processed samples",
         markup=False,
     )
     if plan.checks:
-        cells = ", ".join(f"({p.n}, {p.m})" for p in plan.checks)
-        console.print(f"check cells: {cells}, {plan.check_samples(config):,} processed samples", markup=False)
+        console.print(
+            f"check cells: {_cells(plan.checks)} x {seeds} seeds, {plan.samples(config, plan.checks):,} processed "
+            "samples",
+            markup=False,
+        )
     if plan.probe is not None:
-        steps, seeds = design.steps, len(design.seeds)
-        pilot_s = plan.probe.wall_seconds(design.points, seeds, steps, config, workers, design.epochs)
-        check_s = plan.probe.wall_seconds(plan.checks, seeds, steps, config, workers, design.epochs)
+        pilot_s = plan.probe.wall_seconds(config, plan.points, seeds, plan.epochs, workers)
+        check_s = plan.probe.wall_seconds(config, plan.checks, seeds, plan.epochs, workers)
         console.print(
             f"timing probe: {1e3 * plan.probe.seconds_per_step:.2f} ms per step + "
             f"{1e6 * plan.probe.seconds_per_sample:.1f} us per processed sample, {plan.probe.eval_seconds:.2f} s "
@@ -204,23 +179,25 @@ def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int)
 
 
 def _print_result(console: Console, result: AdviseResult) -> None:
-    advice = result.advice
-    table = Table(title=f"error surface ({advice.parameters['alpha'].level:.0%} intervals over seeds)")
-    for column in ("parameter", "estimate", "low", "high"):
+    answer = result.answer
+    console.print(answer.sentence, markup=False)
+    table = Table(title=f"cells: mean held-out {result.plan.metric} over seeds")
+    for column in ("n", "m", "mean", "standard error", "runs"):
         table.add_column(column, justify="right")
-    table.add_column("implausible?")
-    for name, interval in advice.parameters.items():
-        flags = "; ".join(advice.flags.get(name, ()))
-        table.add_row(name, f"{interval.estimate:.4g}", f"{interval.low:.4g}", f"{interval.high:.4g}", flags)
+    for (n, m), mean in sorted(result.means.items()):
+        table.add_row(f"{n:,}", f"{m:,}", f"{mean.mean:.4f}", f"{mean.se:.4f}", str(mean.runs))
     console.print(table)
-    console.print(f"alpha vs [A]'s bound: {advice.rate_comparison}", markup=False)
-    console.print(f"this advice covers: {advice.model}", markup=False)
-    console.print(advice.recommendation, markup=False)
-    console.print(advice.local_answer, markup=False)
-    if result.check is not None:
+    for cost in answer.costs:
         console.print(
-            f"check cells: coverage {result.check.coverage:.0%} of {len(result.check.rows)}, median |relative "
-            f"error| {result.check.median_abs_error:.1%}",
+            f"doubling {cost.option} at the base: {cost.ratio:.2f}x the base's processed samples, gain "
+            f"{cost.gain:+.4f} ({cost.gain_per_million:+.3g} per million extra samples)",
+            markup=False,
+        )
+    if answer.check is not None:
+        inside = answer.low <= answer.check.value <= answer.high
+        console.print(
+            f"check cells: measured D = {answer.check.value:+.4f} (Welch 95%: {answer.check.low:+.4f} to "
+            f"{answer.check.high:+.4f}), {'inside' if inside else 'outside'} the answer's interval",
             markup=False,
         )
     console.print(f"written: {result.json_path}, {result.figure_path}", markup=False)

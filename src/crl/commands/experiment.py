@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -66,13 +65,6 @@ def experiment(
     threads: Annotated[
         int, typer.Option(help="torch threads in this process (features, and cells with --workers 1).")
     ] = 1,
-    advice: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="A crl advise output folder (repeatable) to check against the in-sample grid: coverage on the "
-            "cells beyond its pilot, the direction of its local answer (docs/advisor.md section 6)."
-        ),
-    ] = None,
     report_only: Annotated[
         bool,
         typer.Option(
@@ -101,7 +93,6 @@ def experiment(
         executor=executor,
         address=address,
         threads=threads,
-        advice=advice or [],
         report_only=report_only,
         mq_tables=mq_tables,
     )
@@ -156,14 +147,12 @@ def experiment_command(
     executor: str = "process",
     address: str | None = None,
     threads: int = 1,
-    advice: list[Path] | None = None,
     report_only: bool = False,
     mq_tables: bool = False,
 ) -> int:
     """Run ``crl experiment``: compute the grid's missing locked features, then its missing cells (progress
     printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
-    the commit checked out when it started; with ``advice``, each advisor session checked against the grid
-    (OUT/advisor_check.json and a report section); with ``report_only``, no cell is computed and the report covers
+    the commit checked out when it started; with ``report_only``, no cell is computed and the report covers
     the cells the store holds; with ``mq_tables``, only OUT/mq.md and OUT/mq.png from the store (no features, no
     cells, nothing written into the store). One process writes into OUT at a time (its lock), OUT must not hold
     another command's results, a report covering no cell is refused, and one covering fewer cells than the report
@@ -267,13 +256,6 @@ def experiment_command(
             commit=commit,
             overlaps=scrl_overlaps(named, grid),
         )
-        if advice:
-            # Deferred: the advisor's fit loads scipy, which `crl --help` does not need.
-            from crl.advise.mstar_check import advisor_check, advisor_section
-
-            checks = [advisor_check(records, named, folder) for folder in advice]
-            (out / "advisor_check.json").write_text(json.dumps(checks, indent=1), encoding="utf-8")
-            report += "\n" + "\n".join(advisor_section(checks))
         (out / "report.md").write_text(report, encoding="utf-8")
         say("written " + ", ".join(str(path) for path in (out / "report.md", *figures)))
         return EXIT_OK

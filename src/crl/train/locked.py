@@ -53,16 +53,68 @@ from crl.train.config import LockedData
 from crl.train.model_kinds import build_model
 from crl.train.streams import derive_generator
 
-__all__ = ["VIEWS", "LockedSplit", "batch_for", "locked_source", "locked_split", "text_pairs"]
+__all__ = [
+    "VIEWS",
+    "LockedSplit",
+    "TrainShape",
+    "batch_for",
+    "locked_source",
+    "locked_split",
+    "text_pairs",
+    "train_shape",
+]
 
 VIEWS = ImageAugmentation(crop_scale=(0.6, 1.0), max_shift=0, flip_p=0.5, erase_p=0.0, noise_std=0.0)
 """The two fixed views of each image: random resized crop (area 0.6-1), horizontal flip (p = 0.5)."""
 
 
 def batch_for(n: int, cap: int) -> int:
-    """b at n when a head trains E epochs of n pairs: the largest power of two <= min(cap, n / 8), so that every n
-    has at least 8 steps per epoch (the m*(n) experiment's cells, ``crl advise --epochs``)."""
+    """b(n) of the recipe map (:func:`train_shape`): the largest power of two <= min(cap, n / 8)."""
     return 1 << int(math.log2(max(1, min(cap, n // 8))))
+
+
+@dataclass(frozen=True)
+class TrainShape:
+    """How a cell with n pairs trains under the recipe map (:func:`train_shape`).
+
+    Attributes:
+        batch: b, anchors per step.
+        steps: optimiser steps, E floor(n / b).
+        epochs: E, passes over the n pairs (each a fresh permutation, its last incomplete batch dropped).
+    """
+
+    batch: int
+    steps: int
+    epochs: int
+
+    @property
+    def pairs(self) -> int:
+        """Training pairs processed, b x steps = E b floor(n / b) (within one batch per epoch of E n)."""
+        return self.batch * self.steps
+
+
+def train_shape(n: int, epochs: int, cap: int) -> TrainShape:
+    """The recipe map: a cell with n pairs (any m) trains E = ``epochs`` epochs at b(n) = the largest power of two
+    <= min(cap, n / 8) (at least 8 steps per epoch), E floor(n / b(n)) steps.
+
+    Doubling n is the same E epochs over twice the pairs (twice the pairs processed): from n >= 8 cap the batch stays
+    at the cap and the steps double; from n < 8 cap the batch doubles (to at most the cap) and the steps per epoch
+    stay within rounding (8 to 15). Doubling m changes nothing here: twice the negatives, the same (b, steps, E).
+    Used by the m*(n) experiment's in-sample and disjoint arms (every committed cell of results/mstar_real follows
+    it, E = 10, cap 256) and by ``crl advise`` for the pilot and check cells.
+
+    Raises:
+        ValueError: if n, epochs or cap is below 1.
+
+    Examples:
+        >>> train_shape(16000, 10, 256), train_shape(500, 10, 256).steps
+        (TrainShape(batch=256, steps=620, epochs=10), 150)
+    """
+    for name, value in (("n", n), ("epochs", epochs), ("cap", cap)):
+        if value < 1:
+            raise ValueError(f"{name} = {value} must be >= 1")
+    batch = batch_for(n, cap)
+    return TrainShape(batch, epochs * max(1, n // batch), epochs)
 
 
 _IMAGE_SHAPES = ((28, 28), (1, 28, 28))

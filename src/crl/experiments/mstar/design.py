@@ -5,11 +5,12 @@ held-out score. A data set's *recipe* fixes everything but (arm, regime, n, m, s
 negatives come from and how long a run trains:
 
 - ``in_sample``: [A]'s ERM analogue. n training pairs of locked features, a linear head onto the sphere (one map
-  for both sides) at b = :func:`batch_for` (n), the gcl L_hat at a fixed tau over every anchor's fixed m negatives
-  drawn from the n training items (``[loss] negatives = "fixed_pool"`` for SSCRL, ``"fixed_sets"`` for SCRL: exact
-  at every step, no cap, no moving average), E epochs of the data cursor: steps = E floor(n / b) (each epoch a
-  fresh permutation, its last incomplete batch dropped), so the anchors processed, E b floor(n / b), are
-  proportional to n up to less than one batch per epoch;
+  for both sides) trained by the recipe map :func:`crl.train.locked.train_shape` (b = :func:`batch_for` (n)), the
+  gcl L_hat at a fixed tau over every anchor's fixed m negatives drawn from the n training items (``[loss]
+  negatives = "fixed_pool"`` for SSCRL, ``"fixed_sets"`` for SCRL: exact at every step, no cap, no moving
+  average), E epochs of the data cursor: steps = E floor(n / b) (each epoch a fresh permutation, its last
+  incomplete batch dropped), so the anchors processed, E b floor(n / b), are proportional to n up to less than one
+  batch per epoch;
 - ``disjoint``: the same, the negatives drawn from a pool of P = ``pool_ratio`` x n further items of the split,
   disjoint from the n training pairs (``[data] negatives_from = "disjoint"``), closer to [A]'s i.i.d. negatives;
 - ``budget``: the same as in_sample but every run processes the same B anchors whatever n: steps = ceil(B / b);
@@ -38,7 +39,7 @@ from crl._validate import check_choice
 from crl._vocab import Regime
 from crl.sweep import Cell, derive_seed
 from crl.train.config import LockedData, TrainConfig, parse_config
-from crl.train.locked import VIEWS, batch_for
+from crl.train.locked import VIEWS, batch_for, train_shape
 
 __all__ = [
     "ABLATION_CAP",
@@ -366,7 +367,8 @@ class _Run:
 
 
 def _runs(grid: Grid) -> list[_Run]:
-    """The runs of every curve of the grid; the main arms' b is :func:`batch_for` (module docstring)."""
+    """The runs of every curve of the grid: the in-sample and disjoint arms train by the recipe map
+    (:func:`crl.train.locked.train_shape`), the budget arm at its batch for ceil(B / b) steps (module docstring)."""
     both: tuple[Regime, ...] = ("shared", "independent")
     main: tuple[tuple[Arm, tuple[int, ...]], ...] = (
         ("in_sample", grid.ns),
@@ -376,9 +378,9 @@ def _runs(grid: Grid) -> list[_Run]:
     runs = []
     for arm, ns in main:
         for n in ns:
-            recipe = replace(grid.recipe, batch=batch_for(n, grid.recipe.batch))
-            b = recipe.batch
-            steps = math.ceil(grid.budget_anchors / b) if arm == "budget" else grid.epochs * (n // b)
+            shape = train_shape(n, grid.epochs, grid.recipe.batch)
+            recipe = replace(grid.recipe, batch=shape.batch)
+            steps = math.ceil(grid.budget_anchors / shape.batch) if arm == "budget" else shape.steps
             pool = grid.pool_ratio * n if arm == "disjoint" else 0
             runs.append(_Run(arm, both, n, steps, pool, recipe))
     ablations: tuple[Arm, ...] = ("ablation_exact", "ablation_cap")
