@@ -84,7 +84,9 @@ def _wood_gathering_every_round(kappa: torch.Tensor, dim: int, generator: torch.
             torch.log(one_minus_x0[pending] + (1.0 - one_minus_x0[pending]) * one_minus_w)
             - log_one_minus_x0_sq[pending]
         )
-        accept = log_accept >= torch.log(torch.rand(pending.numel(), generator=generator, dtype=torch.float64))
+        accept = log_accept >= torch.log(
+            torch.rand(pending.numel(), generator=generator, dtype=torch.float64)
+        )
         w[pending[accept]] = (1.0 - one_minus_w)[accept]
         pending = pending[~accept]
     return w
