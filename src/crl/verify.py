@@ -23,8 +23,8 @@ import shlex
 import subprocess
 import time
 import traceback
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -147,7 +147,7 @@ def run_verify(
         commit = _git_commit()
         check_results_file(out / RESULTS_FILE)  # a damaged or foreign file: named, with --fresh
         pool = WarmPool(workers) if executor is None and workers > 1 else None
-        with SweepStore(out / RESULTS_FILE) as store, _closing(pool):
+        with SweepStore(out / RESULTS_FILE) as store, closing(pool) if pool is not None else nullcontext():
             executor = executor if pool is None else pool
             store.begin_run(
                 run_id,
@@ -191,16 +191,6 @@ def run_verify(
         failed = bool(broken) or any(result.fails_run for result in results)
         _print_summary(console, results, info, report)
         return VerifyOutcome(run_id, tuple(results), broken, report, 1 if failed else 0)
-
-
-@contextmanager
-def _closing(executor: Executor | None) -> Iterator[None]:
-    """Close ``executor`` (when there is one) on leaving the block, however it is left."""
-    try:
-        yield
-    finally:
-        if executor is not None:
-            executor.close()
 
 
 LEARNED_VS_IDEAL = "learned-vs-ideal"
