@@ -23,9 +23,14 @@ class _Fake(Claim):
         raise NotImplementedError
 
 
-def _result(fidelity: Fidelity, verdict: Verdict) -> ClaimResult:
-    ctx = ClaimContext("C5", fidelity, None, 0, "run", level=0.999)  # type: ignore[arg-type]
-    return _Fake().result(
+class _FakeC6(_Fake):
+    id = "C6"
+    parts = 1
+
+
+def _result(fidelity: Fidelity, verdict: Verdict, claim: type[Claim] = _Fake) -> ClaimResult:
+    ctx = ClaimContext(claim.id, fidelity, None, 0, "run", level=0.999)  # type: ignore[arg-type]
+    return claim().result(
         ctx, verdict=verdict, statistics=[], control_verdict=Verdict.FAIL, control_statistics=[]
     )
 
@@ -36,6 +41,15 @@ def test_a_pass_with_a_failed_gate_says_it_was_not_shown_able_to_fail() -> None:
     cell = verdict_cell(_result(Fidelity.FULL, Verdict.PASS))
     assert cell.text.startswith("PASS; this rule was not shown able to FAIL here")
     assert "SSCRL exponent in m: P(FAIL) 0.025" in cell.text
+
+
+def test_c6s_pass_at_full_names_its_failed_gate() -> None:
+    """If this fails, C6's PASS at full is printed as a plain PASS although revision 5's gate gave P(FAIL) 0 at
+    DD = -0.2 on both halves of its pilot's seeds: at 64 seeds a true DD of -0.2 cannot FAIL."""
+    text = verdict_cell(_result(Fidelity.FULL, Verdict.PASS, _FakeC6)).text
+    assert text.startswith("PASS; this rule was not shown able to FAIL here")
+    assert "DD: P(FAIL) 0.000 [0.000, 0.018] at -0.2" in text
+    assert _result(Fidelity.FULL, Verdict.INCONCLUSIVE, _FakeC6).unshown_fail == ()
 
 
 def test_other_verdicts_and_fidelities_without_a_record_are_untouched() -> None:

@@ -2,10 +2,12 @@
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from crl.claims import replay
 from crl.claims.context import Fidelity
+from crl.claims.gates import shortfalls
 from crl.commands import app
 
 PILOT = Path(__file__).resolve().parents[2] / "results" / "c6" / "pilot_6121_full.jsonl.gz"
@@ -23,6 +25,23 @@ def test_a_committed_table_is_rejudged_from_the_command_line() -> None:
     assert result.output.splitlines()[: len(expected)] == expected
 
 
+@pytest.mark.parametrize("fidelity", ["standard", "full"])
+def test_c6s_recorded_gate_is_the_one_its_pilot_table_gives(fidelity: str) -> None:
+    """If this fails, the P(FAIL) that labels a C6 PASS "not shown able to FAIL" (crl.claims.gates) is not what
+    `crl power TABLE --claim C6 --gate` computes from the committed pilot cells on that fidelity's grid (full: the
+    registered gate of docs/claims/C6.md; standard: the same cells at n <= 256)."""
+    result = CliRunner().invoke(
+        app, ["power", str(PILOT), "--claim", "C6", "--fidelity", fidelity, "--gate", "--seeds", "24"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = [
+        line.split(" | ") for line in result.output.splitlines() if line.startswith(("| 0 (32)", "| 1 (32)"))
+    ]
+    assert len(rows) == 2 and all(row[-1] == "fails |" for row in rows)
+    (recorded,) = shortfalls("C6", Fidelity(fidelity))
+    assert all(recorded.p_fail.startswith(row[3]) for row in rows)
+
+
 def test_bad_arguments_are_one_line_naming_the_option(tmp_path: Path) -> None:
     """If this fails, an unknown claim, two C6 actions at once or a missing run folder give a traceback instead of
     exit status 2 with the option named."""
@@ -33,3 +52,5 @@ def test_bad_arguments_are_one_line_naming_the_option(tmp_path: Path) -> None:
     assert both.exit_code == 2 and "one of --choose-q and --gate" in both.output
     missing = runner.invoke(app, ["power", "--claim", "C5"])
     assert missing.exit_code == 2 and "RUN_DIR" in missing.output
+    other = runner.invoke(app, ["power", str(tmp_path / "missing"), "--claim", "C6", "--gate"])
+    assert other.exit_code == 2 and "results.sqlite" in other.output

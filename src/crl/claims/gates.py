@@ -6,8 +6,9 @@ a PASS of its claim at that fidelity is reported as "PASS; this rule was not sho
 the parts and their P(FAIL) with its Clopper-Pearson 95% interval over the 200 resamples, until a re-registered
 design passes the gate and is confirmed. The figures are those of the power calculations committed in
 docs/verdicts.md (C5 and C10 at full: the exploratory runs of the full-fidelity revisions; at standard: the
-contract-v2 calculation at the registered seeds). C6's revision 5 carries its own gate
-(:mod:`crl.claims.saturation_gate`); a claim or fidelity absent here has no failed gate on record.
+contract-v2 calculation at the registered seeds; C6: revision 5's gate, :mod:`crl.claims.saturation_gate`, on the
+cells of its pilot at seed offset 6121 read on each fidelity's grid, docs/claims/C6.md). A claim or fidelity
+absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ SHORTFALLS: dict[tuple[str, Fidelity], tuple[GateShortfall, ...]] = {
         GateShortfall("secant in n of the floor-free gap", "0.020 [0.005, 0.050] at -0.35"),
         GateShortfall("secant in n of the excess risk", "0.025 [0.008, 0.057] at -0.35"),
     ),
+    ("C6", Fidelity.FULL): (GateShortfall("DD", "0.000 [0.000, 0.018] at -0.2, on both seed halves"),),
+    ("C6", Fidelity.STANDARD): (GateShortfall("DD", "0.000 [0.000, 0.018] at -0.2, on both seed halves"),),
     ("C10", Fidelity.FULL): (GateShortfall("secant in n", "0.660 [0.590, 0.725] at -0.35"),),
     ("C10", Fidelity.STANDARD): (
         GateShortfall("secant in n", "0.220 [0.165, 0.284] at -0.35"),

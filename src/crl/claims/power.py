@@ -40,7 +40,7 @@ from crl.claims import c10_generalisation as c10
 from crl.claims import saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
-from crl.claims.replay import stored_records
+from crl.claims.replay import read_cells, stored_records
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.sweep import CellRecord
 
@@ -422,7 +422,7 @@ def markdown(claim: str, parts: list[PartPower], control: ControlPower) -> str:
 
 
 def saturation_table(
-    run_dir: Path,
+    source: Path,
     fidelity: Fidelity,
     *,
     gate: bool = False,
@@ -430,13 +430,29 @@ def saturation_table(
     seeds: int | None = None,
     resamples: int = RESAMPLES,
 ) -> str:
-    """C6's pilot figures as Markdown (:mod:`crl.claims.saturation_gate`), from a run's store: the tolerance choice,
-    or with ``gate`` the power gate at ``q`` (default the registered Q; ``seeds`` per subsample, default 3/8 of
-    the run's seeds)."""
-    curves = saturation_gate.curves_from_records(stored_records(run_dir, "C6"), fidelity)
+    """C6's pilot figures as Markdown (:mod:`crl.claims.saturation_gate`), from a run's store or a table of its
+    cells (``source``: a `crl verify --out` folder or a ``--export-cells`` file) read on ``fidelity``'s grids: the
+    tolerance choice, or with ``gate`` the power gate at ``q`` (default the registered Q; ``seeds`` per
+    subsample, default 3/8 of the run's seeds)."""
+    curves = saturation_gate.curves_from_records(_c6_records(source), fidelity)
     if not gate:
         return saturation_gate.tolerance_markdown(*saturation_gate.choose_q(curves))
     tolerance = saturation_gate.c6.Q if q is None else q
     size = seeds or 3 * curves.seeds // 8
     halves = saturation_gate.power_gate(curves, q=tolerance, seeds=size, resamples=resamples)
     return saturation_gate.gate_markdown(halves, tolerance, size)
+
+
+def _c6_records(source: Path) -> list[CellRecord]:
+    """C6's cells from a run folder's store or from a table written by ``--export-cells``.
+
+    Raises:
+        ValueError: when the table holds cells of another claim.
+    """
+    if not source.is_file():
+        return stored_records(source, "C6")
+    records = read_cells(source)
+    others = sorted({record.claim.split("@")[0] for record in records} - {"C6"})
+    if others:
+        raise ValueError(f"{source} holds cells of {', '.join(others)}; pass a table of C6's cells.")
+    return records

@@ -74,11 +74,32 @@ class Curves:
 
 
 def curves_from_records(records: list[CellRecord], fidelity: Fidelity) -> Curves:
-    """The stored cells of a C6 run as :class:`Curves` on ``fidelity``'s grids."""
-    unconverged = sum(not ok for record in records for ok in record.result["converged"])
-    return Curves(
-        c6.stack_arms(records, fidelity), tuple(c6.PLANS[fidelity]["n"]), c6.m_grids(fidelity), unconverged
-    )
+    """The stored cells of a C6 run as :class:`Curves` on ``fidelity``'s grids.
+
+    Cells at an n outside ``fidelity``'s plan are left out, so a full run's cells read at standard are those of
+    n <= 256 (both fidelities run m = 2, ..., 16 n at every n).
+
+    Raises:
+        ValueError: when an n of the plan has no cells, or a cell's m grid is not the plan's at its n.
+    """
+    plan = c6.PLANS[fidelity]
+    grid_n = tuple(plan["n"])
+    kept = [record for record in records if int(record.cell.params["n"]) in grid_n]
+    missing = sorted(set(grid_n) - {int(record.cell.params["n"]) for record in kept})
+    if missing:
+        raise ValueError(
+            f"fidelity={fidelity.value!r} reads C6 at n = {list(grid_n)}, but the cells have none at n = "
+            f"{missing}; pass the fidelity of the run that wrote them, or one whose n grid they cover."
+        )
+    for record in kept:
+        n = int(record.cell.params["n"])
+        if len(record.result["excess"]) != len(c6.m_grid(n, plan["m_over_n"])):
+            raise ValueError(
+                f"fidelity={fidelity.value!r} runs m = 2 .. {plan['m_over_n'] * n} at n = {n}, but a cell there "
+                f"holds {len(record.result['excess'])} values of m; pass the fidelity of the run that wrote it."
+            )
+    unconverged = sum(not ok for record in kept for ok in record.result["converged"])
+    return Curves(c6.stack_arms(kept, fidelity), grid_n, c6.m_grids(fidelity), unconverged)
 
 
 @dataclass(frozen=True)

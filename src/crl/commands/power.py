@@ -14,7 +14,11 @@ POWER_CLAIMS = ("C5", "C6", "C10")
 
 def power(
     run_dir: Annotated[
-        Path | None, typer.Argument(help="A `crl verify --out` folder (not needed with --rejudge).")
+        Path | None,
+        typer.Argument(
+            help="A `crl verify --out` folder, or for C6's --choose-q and --gate a table of --export-cells "
+            "(not needed with --rejudge)."
+        ),
     ] = None,
     claim: Annotated[str, typer.Option(help="C5, C6 or C10.")] = "C5",
     fidelity: Annotated[str, typer.Option(help="The run's fidelity: quick, standard or full.")] = "standard",
