@@ -11,6 +11,7 @@ from crl.claims.gates import shortfalls
 from crl.commands import app
 
 PILOT = Path(__file__).resolve().parents[2] / "results" / "c6" / "pilot_6121_full.jsonl.gz"
+FULL_SEED_0 = PILOT.with_name("full_0.jsonl.gz")
 
 
 def test_a_committed_table_is_rejudged_from_the_command_line() -> None:
@@ -23,6 +24,20 @@ def test_a_committed_table_is_rejudged_from_the_command_line() -> None:
     assert result.exit_code == 0, result.output
     expected = replay.verdict_lines(replay.rejudge(PILOT, "C6", Fidelity.FULL, 6121))
     assert result.output.splitlines()[: len(expected)] == expected
+
+
+def test_a_rejudged_pass_whose_gate_failed_says_so() -> None:
+    """If this fails, re-judging C6's cells of the timed full run at seed 0 (a PASS, DD 0.543 [0.104, 0.982])
+    prints a plain PASS, hiding that its gate gave P(FAIL) 0 at DD = -0.2."""
+    result = CliRunner().invoke(
+        app,
+        ["power", "--claim", "C6", "--rejudge", str(FULL_SEED_0), "--fidelity", "full", "--run-seed", "0"],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        "C6: PASS; this rule was not shown able to FAIL here (DD: P(FAIL) 0.000 [0.000, 0.018] at -0.2"
+    )
+    assert "| 0.5426 | [0.1037" in result.output
 
 
 @pytest.mark.parametrize("fidelity", ["standard", "full"])
