@@ -69,3 +69,7 @@ def test_bad_arguments_are_one_line_naming_the_option(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "RUN_DIR" in missing.output
     other = runner.invoke(app, ["power", str(tmp_path / "missing"), "--claim", "C6", "--gate"])
     assert other.exit_code == 2 and "results.sqlite" in other.output
+    wrong = runner.invoke(
+        app, ["power", str(PILOT.parents[1] / "c5" / "full_3931.jsonl.gz"), "--claim", "C6", "--gate"]
+    )
+    assert wrong.exit_code == 2 and "holds cells of C5" in wrong.output
