@@ -86,33 +86,21 @@ def test_a_fit_that_did_not_converge_keeps_the_gate_from_passing() -> None:
     assert all(h.p_decide.value == 0.0 and h.p_fail.value == 0.0 and not h.passes for h in halves)
 
 
+def _one_m_cell(n: int, converged: bool) -> CellRecord:
+    """An SSCRL cell at ``n``, replicate 0, holding one value of m."""
+    params = {"arm": "sscrl", "n": n, "replicate": 0}
+    return CellRecord("C6", Cell(params, 0), {"excess": [1.0], "converged": [converged]}, "run", "now", 0.0)
+
+
 def test_cells_are_read_on_the_fidelitys_own_n_grid() -> None:
     """If this fails, a finer run's cells read at a coarser fidelity keep the n outside its plan (standard's gate
     on the full pilot would use n = 512), or a grid the cells do not cover gives a KeyError instead of a message
     naming the fidelity."""
     records = _records(12)
-    extra = CellRecord(
-        "C6",
-        Cell({"arm": "sscrl", "n": 128, "replicate": 0}, 0),
-        {"excess": [1.0], "converged": [False]},
-        "run",
-        "now",
-        0.0,
-    )
-    curves = gate.curves_from_records([*records, extra], Fidelity.QUICK)
+    curves = gate.curves_from_records([*records, _one_m_cell(128, converged=False)], Fidelity.QUICK)
     assert curves.grid_n == tuple(c6.PLANS[Fidelity.QUICK]["n"]) and curves.unconverged == 0
     with pytest.raises(ValueError, match=r"fidelity='standard'.*none at n = \[128, 256\]"):
         gate.curves_from_records(records, Fidelity.STANDARD)
     short = [r for r in records if r.cell.params["n"] != 4]
-    short.append(
-        CellRecord(
-            "C6",
-            Cell({"arm": "sscrl", "n": 4, "replicate": 0}, 0),
-            {"excess": [1.0], "converged": [True]},
-            "run",
-            "now",
-            0.0,
-        )
-    )
     with pytest.raises(ValueError, match="1 values of m"):
-        gate.curves_from_records(short, Fidelity.QUICK)
+        gate.curves_from_records([*short, _one_m_cell(4, converged=True)], Fidelity.QUICK)
