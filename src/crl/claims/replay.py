@@ -138,10 +138,8 @@ def rejudge(path: Path, claim_id: str, fidelity: Fidelity, seed: int) -> ClaimRe
 def verdict_lines(result: ClaimResult) -> list[str]:
     """The re-judged claim as Markdown lines: verdict (a PASS whose power gate failed says so, naming the parts),
     control, and every statistic with its interval."""
-    unshown = f"; this rule was not shown able to FAIL here ({'; '.join(result.unshown_fail)})"
-    verdict = f"{result.verdict}{unshown if result.unshown_fail else ''}"
     lines = [
-        f"{result.claim_id}: {verdict} (control {result.control.verdict}), level {result.level:g}",
+        f"{result.claim_id}: {result.verdict_text} (control {result.control.verdict}), level {result.level:g}",
         "",
         "| statistic | value | CI |",
         "|---|---|---|",

@@ -116,6 +116,14 @@ class ClaimResult:
     unshown_fail: tuple[str, ...] = ()
 
     @property
+    def verdict_text(self) -> str:
+        """The verdict as printed: ``"PASS; this rule was not shown able to FAIL here (<parts>)"`` for a PASS with
+        parts whose power gate failed (:attr:`unshown_fail`), else the verdict itself."""
+        if self.verdict is Verdict.PASS and self.unshown_fail:
+            return f"PASS; this rule was not shown able to FAIL here ({'; '.join(self.unshown_fail)})"
+        return str(self.verdict)
+
+    @property
     def is_verdict(self) -> bool:
         """Whether this is a verdict (not a reconstruction check): only verdicts go into the verdict table."""
         return self.role is Role.VERDICT

@@ -165,9 +165,7 @@ def verdict_cell(result: ClaimResult, *, reasons: bool = True) -> SummaryCell:
     ``reasons=False``); a PASS with parts whose power gate failed is unsure: "PASS; this rule was not shown able
     to FAIL here" with those parts and their P(FAIL)."""
     if result.verdict is Verdict.PASS and result.unshown_fail:
-        return SummaryCell(
-            f"PASS; this rule was not shown able to FAIL here ({'; '.join(result.unshown_fail)})", Tone.UNSURE
-        )
+        return SummaryCell(result.verdict_text, Tone.UNSURE)
     return _verdict_cell(result.verdict, result.reasons if reasons else None, good=Verdict.PASS)
 
 
