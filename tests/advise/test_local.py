@@ -5,7 +5,7 @@ import math
 import statistics
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from crl.advise.answer import Answer, OptionCost, answer_of
@@ -105,9 +105,11 @@ def _estimate(d_hat: float, scale: float) -> LocalEstimate:
     ),
     coverage=st.sampled_from([0.5, 0.8, 0.9, 1.0]),
 )
+@example(points=[(0.0, 0.001, 1.0), (0.0, 0.0010000000000000002, 1.0)], coverage=0.8)
 def test_calibrated_q_is_the_smallest_reaching_the_coverage(points: list, coverage: float) -> None:
     """Against a brute-force search over the candidate q (each point's own required q): the smallest candidate
-    whose intervals hold at least the coverage."""
+    whose intervals hold at least the coverage. The reference's interval test carries a relative tolerance of
+    1e-12, so a candidate within it of q counts as q (the example: required q 1000 and 999.9999999999998)."""
     estimates = [_estimate(d, s) for d, s, _ in points]
     truths = [t for _, _, t in points]
     q = calibrate_q(estimates, truths, coverage)
@@ -118,7 +120,7 @@ def test_calibrated_q_is_the_smallest_reaching_the_coverage(points: list, covera
 
     candidates = sorted(required_q(e, t) for e, t in zip(estimates, truths, strict=True))
     brute = min(c for c in candidates if held(c) >= coverage * len(points) - 1e-9)
-    assert q == brute
+    assert brute <= q <= brute * (1 + 1e-12)
 
 
 def test_required_q_at_a_zero_scale() -> None:
