@@ -1,5 +1,6 @@
-"""crl.claims.power: the resampling engine against the noncentral-t power of a one-sample t test, and C10's and
-C5's part powers on constructed cells whose verdicts are known."""
+"""crl.claims.power, the one power method: its normal designs against the sample mean and covariance, its
+P(decide) and P(FAIL) against the noncentral-t power of a t test, and C10's and C5's parts (crl.claims.power_claims)
+on constructed and committed cells."""
 
 import math
 from pathlib import Path
@@ -9,40 +10,64 @@ import pytest
 from scipy import stats
 
 from crl.claims import c10_generalisation as c10
-from crl.claims import power
+from crl.claims import power, power_claims
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, verdict_above
 from crl.sweep import Cell, CellRecord, SweepStore
 
 LEVEL = 0.95
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
-def _mean_judge(values: np.ndarray):
+def test_normal_designs_have_the_seed_sets_mean_and_covariance() -> None:
+    """If this fails, a design's seeds are not drawn from N(mu, Sigma) of the measured rows: the draws' mean and
+    covariance must match the sample's (here 5 seeds of 3 values: Sigma is singular, p >= S0 - 1 is allowed)."""
+    values = np.random.default_rng(0).normal(size=(5, 3)) * [1.0, 2.0, 0.5] + [1.0, -1.0, 3.0]
+    draws = power.normal_designs(values, 50, 2000, np.random.default_rng(1)).reshape(-1, 3)
+    assert draws.mean(axis=0) == pytest.approx(values.mean(axis=0), abs=0.03)
+    assert np.cov(draws.T) == pytest.approx(np.cov(values.T), abs=0.03)
+    with pytest.raises(ValueError, match="NaN"):
+        power.normal_designs(np.array([[1.0], [np.nan], [2.0]]), 5, 2, np.random.default_rng(0))
+
+
+def _mean_judge(values: np.ndarray, shift: float) -> tuple[Verdict, Statistic | None]:
     """A one-sided part on a mean: Student-t interval at LEVEL, PASS above 0."""
-
-    def judge(index: np.ndarray, shift: float) -> tuple[Verdict, Statistic | None]:
-        sample = values[index] + shift
-        half = stats.t.ppf(0.5 + LEVEL / 2, sample.size - 1) * sample.std(ddof=1) / math.sqrt(sample.size)
-        statistic = Statistic("mean", float(sample.mean()), sample.mean() - half, sample.mean() + half, LEVEL)
-        return verdict_above(statistic, 0.0), statistic
-
-    return judge
+    sample = values[:, 0] + shift
+    half = stats.t.ppf(0.5 + LEVEL / 2, sample.size - 1) * sample.std(ddof=1) / math.sqrt(sample.size)
+    statistic = Statistic("mean", float(sample.mean()), sample.mean() - half, sample.mean() + half, LEVEL)
+    return verdict_above(statistic, 0.0), statistic
 
 
 def test_part_power_matches_the_noncentral_t_power_of_a_t_test() -> None:
-    """If this fails, the engine's P(PASS) after shrinking is not the power a t test has at that truth: 2,000
-    standard normal draws stand in for the population, 20 seeds per resample, truth moved to the CI's lower end."""
-    rng = np.random.default_rng(0)
-    values = rng.standard_normal(2000) + 0.3
-    spec = power.PartSpec("mean", 0.0, None, False, _mean_judge(values))
-    result = power.part_power(spec, values.size, 20, 1000, np.random.default_rng(1))
-    effect = result.shrunk
-    critical = stats.t.ppf(0.5 + LEVEL / 2, 19)
-    expected = stats.nct.sf(critical, 19, effect * math.sqrt(20))
-    assert result.p_pass == pytest.approx(expected, abs=0.04)
-    mirrored = stats.nct.cdf(-critical, 19, -effect * math.sqrt(20))
-    assert result.failing == pytest.approx(-effect)
-    assert result.p_fail == pytest.approx(mirrored, abs=0.04)
+    """If this fails, the engine's P(decide) at the shrunk truth and P(FAIL) at its mirror are not the powers a
+    t test has there: 40 measured seeds, a design of 80 (larger than the set: the point of the method)."""
+    values = np.random.default_rng(0).standard_normal((40, 1)) + 0.5
+    spec = power.PartSpec("mean", 0.0, None, False, values, _mean_judge)
+    result = power.part_power(spec, "set", 80, 2000, np.random.default_rng(1))
+    sd = float(values.std(ddof=1))
+    critical = stats.t.ppf(0.5 + LEVEL / 2, 79)
+    noncentral = result.shrunk / sd * math.sqrt(80)
+    decide = stats.nct.sf(critical, 79, noncentral) + stats.nct.cdf(-critical, 79, noncentral)
+    assert result.p_decide.value == pytest.approx(decide, abs=0.035)
+    assert result.failing == pytest.approx(-result.shrunk)
+    assert result.p_fail.value == pytest.approx(stats.nct.cdf(-critical, 79, -noncentral), abs=0.035)
+    assert result.p_decide.low <= result.p_decide.value <= result.p_decide.high
+
+
+def test_shares_carry_the_exact_binomial_interval() -> None:
+    """If this fails, a power figure's interval is not Clopper-Pearson: 0 of 400 must still allow about 0.9%
+    (the exact upper end, 1 - 0.025^(1/400)), and 320 of 400 must match scipy's exact interval."""
+    none = power.share(0, 400)
+    assert none.value == 0.0 and none.low == 0.0
+    assert none.high == pytest.approx(1.0 - 0.025 ** (1 / 400), rel=1e-9)
+    some = power.share(320, 400)
+    assert (some.low, some.high) == pytest.approx(tuple(stats.beta.ppf([0.025, 0.975], [320, 321], [81, 80])))
+
+
+def test_one_seed_set_is_refused() -> None:
+    """If this fails, a gate can be computed on a single seed set, which the contract does not allow."""
+    with pytest.raises(ValueError, match="at least two"):
+        power.design_power("C0", [power.SeedSetSpecs("one", [], [])], 10)
 
 
 def _c10_records(noise: float, seeds: int) -> list[CellRecord]:
@@ -71,27 +96,46 @@ def _c10_records(noise: float, seeds: int) -> list[CellRecord]:
 def test_c10_power_is_high_with_little_noise_and_low_with_much(
     noise: float, decides: bool, tmp_path: Path
 ) -> None:
-    """If this fails, C10's power does not follow the noise of its seeds, or its control (flat in n) could PASS."""
-    seeds = 16
+    """If this fails, C10's power does not follow the noise of its seeds, or its control (flat in n) could PASS;
+    one run's seeds are split into two halves, the two seed sets."""
     with SweepStore(tmp_path / "results.sqlite") as store:
-        for record in _c10_records(noise, seeds):
+        for record in _c10_records(noise, 16):
             store.put("C10@abc", record.cell, record.result, run_id="run", wall_s=0.0)
-    parts, control = power.power_table(tmp_path, "C10", Fidelity.QUICK, resamples=40)
-    by_name = {p.part: p for p in parts}
-    n_part = by_name["C10 secant slope of the gap in n"]
-    assert n_part.estimate == pytest.approx(-1.0, abs=0.1 if decides else 1.0)
-    assert (n_part.p_decide >= 0.8) is decides
-    assert control.p_pass == 0.0
-    assert all(p.resamples == 40 and p.seeds == seeds for p in parts)
-    assert "| control |" in power.markdown("C10", parts, control)
+    found = power_claims.claim_power([tmp_path], "C10", Fidelity.QUICK, seeds=16, resamples=40)
+    n_parts = [p for p in found.parts if p.part == "C10 secant slope of the gap in n"]
+    assert len(n_parts) == 2 and all(p.measured_seeds == 8 and p.seeds == 16 for p in n_parts)
+    assert all(p.estimate == pytest.approx(-1.0, abs=0.1 if decides else 1.0) for p in n_parts)
+    assert all((p.p_decide.value >= 0.8) is decides for p in n_parts)
+    assert all(c.p_pass.value == 0.0 for c in found.controls)
+    assert "| control: C10" in power.markdown(found)
 
 
-def test_a_run_folder_without_the_claim_is_named(tmp_path: Path) -> None:
-    """If this fails, a folder without a store or without the claim's cells gives a traceback, not the fix."""
+def test_c5s_parts_on_its_two_committed_runs() -> None:
+    """If this fails, C5's engine does not rebuild its parts from the committed tables by the claim's own rules:
+    each of the two runs must give the five parts' measured statistics the claim prints (SCRL r -1.079 and -1.083;
+    the offset-free SSCRL rate about -1.1) and the two controls."""
+    found = power_claims.claim_power(
+        [RESULTS / "c5" / "full_2671.jsonl.gz", RESULTS / "c5" / "full_3931.jsonl.gz"],
+        "C5",
+        Fidelity.FULL,
+        seeds=64,
+        resamples=3,
+    )
+    estimates = {(p.part, p.seed_set.split("/")[-1]): p.estimate for p in found.parts}
+    assert estimates[("C5 r in m, SCRL", "full_2671.jsonl.gz")] == pytest.approx(-1.079, abs=0.001)
+    assert estimates[("C5 r in m, SCRL", "full_3931.jsonl.gz")] == pytest.approx(-1.083, abs=0.001)
+    assert estimates[("C5 r in m, SSCRL (offset-free)", "full_2671.jsonl.gz")] == pytest.approx(
+        -1.09, abs=0.05
+    )
+    assert len(found.parts) == 10 and len(found.controls) == 4
+
+
+def test_bad_sources_are_named(tmp_path: Path) -> None:
+    """If this fails, a folder without a store, a claim without a power calculation or a table of another
+    claim gives a traceback, not the fix."""
     with pytest.raises(ValueError, match=r"results\.sqlite"):
-        power.stored_records(tmp_path, "C5")
-    SweepStore(tmp_path / "results.sqlite").close()
-    with pytest.raises(ValueError, match=r"crl verify --claims C5"):
-        power.stored_records(tmp_path, "C5")
+        power_claims.records_of(tmp_path, "C5")
     with pytest.raises(ValueError, match=r"claim='C3'"):
-        power.power_table(tmp_path, "C3", Fidelity.QUICK)
+        power_claims.claim_power([tmp_path], "C3", Fidelity.QUICK, seeds=4)
+    with pytest.raises(ValueError, match="holds cells of C5"):
+        power_claims.records_of(RESULTS / "c5" / "full_3931.jsonl.gz", "C6")

@@ -1,15 +1,19 @@
-"""C6's tolerance choice, power gate and per-seed tables (crl.claims.saturation_gate)."""
+"""C6's tolerance choice, power by the one method, stability test and per-seed tables (crl.claims.saturation_gate)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
 
 from crl.claims import c06_saturation as c6
+from crl.claims import replay
 from crl.claims import saturation_gate as gate
 from crl.claims.context import Fidelity
+from crl.stats.saturation import QBand
 from crl.sweep import Cell, CellRecord
+
+PILOT = Path(__file__).resolve().parents[2] / "results" / "c6" / "pilot_6121_full.jsonl.gz"
 
 
 def _records(seeds: int, sscrl_power: float = 1.0, noise: float = 0.001) -> list[CellRecord]:
@@ -29,61 +33,74 @@ def _records(seeds: int, sscrl_power: float = 1.0, noise: float = 0.001) -> list
     return records
 
 
-def test_shares_carry_the_exact_binomial_interval() -> None:
-    """If this fails, a power figure's interval is not Clopper-Pearson: 0 of 200 must still allow about 1.8%
-    (the exact upper end, 1 - 0.025^(1/200)), and 160 of 200 must match scipy's exact interval."""
-    none = gate.share(0, 200)
-    assert none.value == 0.0 and none.low == 0.0
-    assert none.high == pytest.approx(1.0 - 0.025 ** (1 / 200), rel=1e-9)
-    some = gate.share(160, 200)
-    reference = scipy_stats.beta.ppf([0.025, 0.975], [160, 161], [41, 40])
-    assert (some.low, some.high) == pytest.approx(tuple(reference), rel=1e-9)
-
-
 def test_the_gate_passes_a_clear_effect_on_both_halves() -> None:
-    """If this fails, the gate does not judge subsamples by C6's own rule: SSCRL's m_q ~ n against sqrt(n) in
-    every other arm must decide when shrunk to its CI's lower end, FAIL when moved to -0.2, and the two alike null
-    replicates must never PASS (with resamples drawn with replacement they PASSed 55% of the time: repeated
-    seeds make the delete-one jackknife too narrow)."""
+    """If this fails, the one power method does not judge C6's designs by its own rule: SSCRL's m_q ~ n against
+    sqrt(n) in every other arm must decide when shrunk to its CI's lower end, FAIL when moved to -0.2, and the two
+    exchangeable null replicates, judged at their true DD of 0, must never PASS."""
     curves = gate.curves_from_records(_records(24), Fidelity.QUICK)
-    halves = gate.power_gate(curves, q=0.05, seeds=9, resamples=20)
-    assert [h.half for h in halves] == [0, 1] and all(h.seeds_in_half == 12 for h in halves)
-    for h in halves:
-        assert h.estimate == pytest.approx(0.5, abs=0.05)
-        assert h.p_decide.value >= 0.8 and h.p_fail.value >= 0.8 and h.p_control_pass.value == 0.0
-        assert h.passes
-    assert "passes" in gate.gate_markdown(halves, 0.05, 9)
-    with pytest.raises(ValueError, match="without replacement"):
-        gate.power_gate(curves, q=0.05, seeds=12, resamples=2)
+    found = gate.design_power_of(curves, tolerance=0.05, seeds=16, resamples=20)
+    assert [p.seed_set for p in found.parts] == ["replicates 0-11", "replicates 12-23"]
+    for part in found.parts:
+        assert (
+            part.estimate == pytest.approx(0.5, abs=0.05) and part.seeds == 16 and part.measured_seeds == 12
+        )
+        assert part.p_decide.value >= 0.8 and part.p_fail.value >= 0.8
+    assert all(c.p_pass.value == 0.0 for c in found.controls)
+    assert found.passes
 
 
 def test_the_gate_fails_where_the_data_cannot_decide() -> None:
     """If this fails, the gate can pass whatever the data: with seed noise of 30% and no effect the shrunk truth
     sits at the CI's lower end far below 0, the rule cannot decide, and the gate must fail."""
     curves = gate.curves_from_records(_records(24, sscrl_power=0.5, noise=0.3), Fidelity.QUICK)
-    halves = gate.power_gate(curves, q=0.05, seeds=9, resamples=20)
-    assert not all(h.passes for h in halves)
+    assert not gate.design_power_of(curves, tolerance=0.05, seeds=12, resamples=20).passes
+
+
+def test_the_control_is_judged_at_its_true_value_of_zero() -> None:
+    """If this fails, a design larger than the seed set takes the set's estimate of the control's DD for its truth:
+    null2 SSCRL growing like n^0.75 in place of sqrt(n) gives the control a measured DD of 0.25, which 64 seeds
+    would PASS; its true value is 0 (two exchangeable null replicates), at which it must not."""
+    records = [r for r in _records(24, noise=0.01) if r.cell.params["arm"] != "null2-sscrl"] + [
+        r for r in _records(24, sscrl_power=0.75, noise=0.01) if r.cell.params["arm"] == "sscrl"
+    ]
+    for record in records[-120:]:
+        record.cell.params["arm"] = "null2-sscrl"
+    curves = gate.curves_from_records(records, Fidelity.QUICK)
+    found = gate.design_power_of(curves, tolerance=0.05, seeds=64, resamples=20)
+    assert all(c.p_pass.value == 0.0 for c in found.controls)
+
+
+def test_the_band_dd_passes_the_stability_test_on_the_pilot() -> None:
+    """If this fails, C6's registered statistic (log m_q averaged over its band) has a delete-one move beyond
+    c = 4 root mean square moves on the committed pilot's 64 seeds or on either half (contract v4: a judged
+    statistic without jumps)."""
+    curves = gate.curves_from_records(replay.read_cells(PILOT), Fidelity.FULL)
+    for name, members in [("all", np.arange(64)), *gate.halves(curves)]:
+        found = gate.stability(curves, c6.TOLERANCE, members, name)
+        assert found.passes, (name, found.ratio)
 
 
 def test_q_is_chosen_by_censoring_then_precision_never_by_the_effect() -> None:
     """If this fails, the pilot's criterion changed: a q that censors some m_q loses to one that does not, and
     among the uncensored the smallest jackknife se wins; DD's value never enters."""
     curves = gate.curves_from_records(_records(12, noise=0.02), Fidelity.QUICK)
-    chosen, table = gate.choose_q(curves, (0.001, 0.05, 0.2))
-    by_q = {row.q: row for row in table}
-    assert by_q[0.001].censored > 0
+    chosen, table = gate.choose_q(curves, (0.001, 0.05, 0.2, QBand(0.05, 0.2)))
+    by_q = {str(row.q): row for row in table}
+    assert by_q["0.001"].censored > 0
     uncensored = [row for row in table if row.censored == 0]
-    assert chosen == min(uncensored, key=lambda row: (row.se, row.q)).q
-    assert "Chosen: q = " in gate.tolerance_markdown(chosen, table)
+    assert chosen == min(uncensored, key=lambda row: row.se).q
+    assert "Chosen: " in gate.tolerance_markdown(chosen, table)
 
 
 def test_a_fit_that_did_not_converge_keeps_the_gate_from_passing() -> None:
-    """If this fails, the gate judges subsamples more leniently than the rule judges the run: one unconverged fit
-    makes C6 INCONCLUSIVE, so no subsample may decide."""
+    """If this fails, the gate judges designs more leniently than the rule judges the run: one unconverged fit
+    makes C6 INCONCLUSIVE, so no design may decide."""
     records = _records(24)
     records[0].result["converged"][0] = False
-    halves = gate.power_gate(gate.curves_from_records(records, Fidelity.QUICK), q=0.05, seeds=9, resamples=5)
-    assert all(h.p_decide.value == 0.0 and h.p_fail.value == 0.0 and not h.passes for h in halves)
+    found = gate.design_power_of(
+        gate.curves_from_records(records, Fidelity.QUICK), tolerance=0.05, seeds=9, resamples=5
+    )
+    assert all(p.p_decide.value == 0.0 and p.p_fail.value == 0.0 for p in found.parts) and not found.passes
 
 
 def _one_m_cell(n: int, converged: bool) -> CellRecord:

@@ -17,7 +17,11 @@ quantiles, :func:`crl.stats.jackknife_t`; contract v2 of docs/theory.md section 
    (:func:`crl.claims.verdict.verdict_at_most`, bound = r + delta with r = -1, delta = 0.1); INCONCLUSIVE
    with fewer than 5 window points (the misfit test needs 2 degrees of freedom beside a, b, r) or a misfit
    that is material and significant (:func:`crl.stats.judge_misfit` on the seeds' covariance).
-2. SSCRL, the same with bound -0.4 (r = -1/2).
+2. SSCRL, offset-free (contract v4): on the window's consecutive doublings (m, 2m), the per-seed differences
+   D(m) = G_cv(m) - G_cv(2m), whose mean is b (1 - 2^r) m^r when G = a + b m^r: a pure power law with the same r
+   and no offset to absorb it. r is the rate of the seed means of D by :func:`crl.stats.seed_rate` (the misfit
+   protocol, jackknife Student-t); at least 4 differences; PASS when r's CI upper end <= -0.4 (r = -1/2), FAIL
+   when its lower end > -0.4; a mean D <= 0 is INCONCLUSIVE.
 3. SSCRL's |G| above SCRL's at each m of both windows with m <= n/4 (above it both regimes share the n-floor):
    the CI of log(|G|_SSCRL/|G|_SCRL) above 0 at every such m (each m at the part's level divided over those m,
    Bonferroni), below 0 at some m: FAIL.
@@ -70,7 +74,7 @@ from crl.claims.figure_spec import FigureSpec, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_above, verdict_at_most
 from crl.erm.trained import erm_record, ideal_parameters
-from crl.stats import NonPositiveMeanError, jackknife_t, judge_misfit, secant_rate
+from crl.stats import FewSeedsError, NonPositiveMeanError, jackknife_t, judge_misfit, secant_rate, seed_rate
 from crl.stats.misfit import offset_power_jacobian
 from crl.sweep import Cell, CellRecord
 from crl.synthetic import GaussianTwoTower, VMFUniform
@@ -219,6 +223,8 @@ N_BOUND = -0.45
 """-1/2 + 0.05: the secant slope in n of the floor-free gap and of the excess risk."""
 MIN_WINDOW = 5
 """a, b and r plus the 2 degrees of freedom the misfit test needs."""
+MIN_DIFFERENCES = 4
+"""Part 2's differences D(m): a power law's 2 parameters plus the 2 degrees of freedom of the misfit test."""
 RATIO_SHARE = 4
 """The SSCRL/SCRL ratio is judged only where m <= n / 4."""
 
@@ -240,16 +246,20 @@ class TrainedGap(Claim):
         "fixed-m floor and the excess risk decay in n at least like 1/sqrt(n)."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C5 (contract v2), on VMFUniform(3, kappa=4), tau = 0.5, ERM of gcl L_hat "
+        "docs/theory.md section 7, C5 (contract v4), on VMFUniform(3, kappa=4), tau = 0.5, ERM of gcl L_hat "
         "over x^T W y + b^T y with |theta| <= 1.5 |theta*| (Newton with a multiplier search, KKT residual <= "
         "1e-8 per fit). |G| = |seed mean of G_cv| (G minus the fixed-s* gap of the same sample plus its "
         "expectation). Intervals: delete-one-seed jackknife, Student-t with seeds - 1 dof. (1) SCRL and (2) "
         "SSCRL vs m at n = 1024 (quick 256, full 4096), m in {8, ..., 1024} (quick to 256, full {32, ..., "
         "2048}), on the window of m "
-        "where no seed's ball binds and every fit converged (at least 5 m, else INCONCLUSIVE): fit |G| = a + b "
-        "m^r by relative least squares; a misfit that is material and significant (chi^2 on the seeds' "
-        "covariance at alpha 0.05 and a relative residual above 5% beyond t se) is INCONCLUSIVE; PASS if r's "
-        "CI upper end <= -0.9 (SCRL) or <= -0.4 (SSCRL), FAIL if its lower end is above it, else INCONCLUSIVE. "
+        "where no seed's ball binds and every fit converged. (1) SCRL (at least 5 m, else INCONCLUSIVE): fit "
+        "|G| = a + b m^r by relative least squares; a misfit that is material and significant (chi^2 on the "
+        "seeds' covariance at alpha 0.05 and a relative residual above 5% beyond t se) is INCONCLUSIVE; PASS if "
+        "r's CI upper end <= -0.9, FAIL if its lower end is above it, else INCONCLUSIVE. (2) SSCRL, offset-free: "
+        "the per-seed differences D(m) = G_cv(m) - G_cv(2m) on the window's doublings (at least 4, else "
+        "INCONCLUSIVE), r = the power-law rate of their seed means (the same misfit protocol, with the two-term "
+        "model as its fallback; a mean D <= 0 is INCONCLUSIVE); PASS if r's CI upper end <= -0.4, FAIL if its "
+        "lower end is above it, else INCONCLUSIVE. "
         "(3) At every m <= n/4 of both windows the CI of log(|G| SSCRL / |G| SCRL) lies above 0 (Bonferroni "
         "over those m): PASS; below 0 at some m: FAIL. (4, 5) SCRL vs n at m = 256 (quick 64), n in {256, ..., "
         "4096} (quick {128, ..., 1024}, full to 16384), end to end: the secant slope between the window's ends "
@@ -394,8 +404,11 @@ def m_parts(
     for regime in ("independent", "shared"):
         window = [m for m in grid if data.usable((arm, regime, n, m))]
         windows[regime] = window
-        name = f"{arm}: r of |G| = a + b m^r, {REGIME_LABELS[regime]}, n = {n}, window m = {window}"
-        verdict, statistic, reason = exponent_part(data, arm, regime, n, window, level, name)
+        if regime == "independent":
+            name = f"{arm}: r of |G| = a + b m^r, {REGIME_LABELS[regime]}, n = {n}, window m = {window}"
+            verdict, statistic, reason = exponent_part(data, arm, regime, n, window, level, name)
+        else:
+            verdict, statistic, reason = difference_part(data, arm, regime, n, window, level)
         verdicts.append(verdict)
         stats.extend(statistic)
         reasons.extend(reason)
@@ -439,6 +452,56 @@ def exponent_part(
         return Verdict.INCONCLUSIVE, [stat], [f"{label}: misfit, material and significant ({detail})"]
     verdict = verdict_at_most(stat, BOUNDS[regime])
     reason = [] if verdict is not Verdict.INCONCLUSIVE else [f"{label}: CI of r straddles {BOUNDS[regime]}"]
+    return verdict, [stat], reason
+
+
+def doublings(window: list[int]) -> list[int]:
+    """The m of ``window`` whose double is in it too: part 2's differences D(m) = G_cv(m) - G_cv(2m)."""
+    return [m for m in window if 2 * m in window]
+
+
+def differences(data: Series, arm: str, regime: str, n: int, window: list[int]) -> np.ndarray:
+    """(seeds, len(doublings(window))) per-seed D(m) = G_cv(m) - G_cv(2m)."""
+    return np.column_stack(
+        [
+            data.values((arm, regime, n, m), "gap_cv") - data.values((arm, regime, n, 2 * m), "gap_cv")
+            for m in doublings(window)
+        ]
+    )
+
+
+def difference_part(
+    data: Series, arm: str, regime: str, n: int, window: list[int], level: float
+) -> tuple[Verdict, list[Statistic], list[str]]:
+    """Part 2 (module docstring): the rate in m of the differences D(m) = G_cv(m) - G_cv(2m) on the window."""
+    label = f"{arm} {REGIME_LABELS[regime]}"
+    x = doublings(window)
+    if len(x) < MIN_DIFFERENCES:
+        return (
+            Verdict.INCONCLUSIVE,
+            [],
+            [
+                f"{label}: {len(x)} doublings (m, 2m) in the window {window} (< {MIN_DIFFERENCES}): too few points"
+            ],
+        )
+    name = f"{arm}: r of D(m) = G(m) - G(2m) (offset-free), {REGIME_LABELS[regime]}, n = {n}, m = {x}"
+    return difference_rate_part(x, differences(data, arm, regime, n, window), level, name, BOUNDS[regime])
+
+
+def difference_rate_part(
+    x: list[int], values: np.ndarray, level: float, name: str, bound: float
+) -> tuple[Verdict, list[Statistic], list[str]]:
+    """The upper-bound rule on the rate of the seed means of ``values`` (seeds, len(x)) in x
+    (:func:`crl.stats.seed_rate`: power law, misfit protocol, jackknife Student-t)."""
+    try:
+        fit = seed_rate(x, values, level)
+    except (NonPositiveMeanError, FewSeedsError) as error:
+        return Verdict.INCONCLUSIVE, [], [f"{name}: {error}"]
+    stat = Statistic.from_rate(name, fit)
+    if fit.misfit:
+        return Verdict.INCONCLUSIVE, [stat], [f"{name}: misfit, material and significant ({fit.describe()})"]
+    verdict = verdict_at_most(stat, bound)
+    reason = [] if verdict is not Verdict.INCONCLUSIVE else [f"{name}: CI of r straddles {bound}"]
     return verdict, [stat], reason
 
 

@@ -11,8 +11,9 @@ or SSCRL (m shared). The metric is the exact excess risk L(s_hat) - L*. A cell i
 the pairs once (shared by SCRL and SSCRL of that seed and n) and fits every grid m with fresh negatives.
 
 Rule (one part, :mod:`crl.stats.saturation`). Per arm and n, the first-passage point m_q(n): the smallest m
-at which the seed-mean curve comes within the fixed relative tolerance :data:`Q` of its plateau (the mean at the
-two largest m), interpolated log-log between grid points, censored at the grid's ends. Per arm the least-squares
+at which the seed-mean curve comes within a relative tolerance q of its plateau (the mean at the two largest m),
+interpolated log-log between grid points, censored at the grid's ends; log m_q is averaged over q in the band
+:data:`TOLERANCE` (revision 6: a fixed q jumps where a curve crosses it more than once). Per arm the least-squares
 slope b of log m_q on log n (censored points as half-lines). The judged statistic is the difference of slope
 differences ``DD = [b(SSCRL) - b(SCRL)] - [b(null-SSCRL) - b(null-SCRL)]`` with a delete-one-seed jackknife
 Student-t interval; PASS when it lies above 0.
@@ -81,7 +82,9 @@ from crl.stats.saturation import (
     RIGHT,
     JackknifeBounds,
     Passages,
+    QBand,
     SlopeBounds,
+    Tolerance,
     combine_slopes,
     jackknife_bounds,
     jackknife_weights,
@@ -261,10 +264,18 @@ PLANS: dict[Fidelity, dict[str, Any]] = {
 }
 """Per fidelity: the n grid, the seeds, and m_max(n) = m_over_n n (docs/claims/C6.md, revision 5)."""
 Q = 0.2
-"""The relative tolerance of m_q, fixed by the pilot at seed offset 6121 (docs/claims/C6.md, revision 5): of the
-candidates, the one with no censored m_q and the smallest jackknife standard error of DD."""
-Q_CANDIDATES = (0.02, 0.05, 0.10, 0.20)
-"""The tolerances the pilot chooses Q from (docs/claims/C6.md, revision 5)."""
+"""Revision 5's fixed tolerance (its pilot's choice), reported beside the band's m_q."""
+TOLERANCE_CANDIDATES: tuple[Tolerance, ...] = (
+    QBand(0.05, 0.20),
+    QBand(0.10, 0.20),
+    QBand(0.10, 0.30),
+    QBand(0.05, 0.30),
+)
+"""The bands of q the pilot at 6121 chooses :data:`TOLERANCE` from (docs/claims/C6.md, revision 6)."""
+TOLERANCE: Tolerance = QBand(0.10, 0.30)
+"""The band of q over which log m_q is averaged (:func:`crl.stats.saturation.band_passage`), fixed by the pilot
+at seed offset 6121 (docs/claims/C6.md, revision 6): of the candidates, the one with no censored m_band and the
+smallest jackknife standard error of DD."""
 CLAIM_TERMS = (("sscrl", 1.0), ("scrl", -1.0), ("null-sscrl", -1.0), ("null-scrl", 1.0))
 """DD = [b(SSCRL) - b(SCRL)] - [b(null-SSCRL) - b(null-SCRL)]."""
 CONTROL_TERMS = (("null2-sscrl", 1.0), ("null2-scrl", -1.0), ("null-sscrl", -1.0), ("null-scrl", 1.0))
@@ -352,7 +363,7 @@ def judge(
     grids: Sequence[Sequence[int]],
     level: float,
     *,
-    q: float = Q,
+    q: Tolerance = TOLERANCE,
     unconverged: int = 0,
 ) -> Judgement:
     """C6's rule on per-seed curves ``by_arm[arm][i]`` (S, M_i) at the i-th n (module docstring): m_q per arm on
@@ -394,18 +405,20 @@ class Saturation(Claim):
         "has its own (SCRL, m* ~ n^(1/2)), by more than in a setting where [A]'s mechanism is absent."
     )
     rule: ClassVar[str] = (
-        "docs/theory.md section 7, C6 (revision 5): DD = [slope(SSCRL) - slope(SCRL)] - [slope(null-SSCRL) - "
+        "docs/theory.md section 7, C6 (revision 6): DD = [slope(SSCRL) - slope(SCRL)] - [slope(null-SSCRL) - "
         "slope(null-SCRL)] of log m_q(n) on log n is > 0. Fixed by crl: AsymmetricSphere(2, kappa=4, "
         "anchor_kappa=2, p- = pi), tau = 0.5, s(x,y) = <Ax + b, y> in the ball |theta| <= 6 (contains s*), "
         "s_hat = argmin of the gcl L_hat over the ball (crl.erm.convex.fit_ball, warm started along m; KKT "
         "residual, the gradient-mapping norm, <= 1e-7), metric "
         "L(s_hat) - L* (exact); null arms: uniform anchors (VMFUniform(2, kappa=4)) and the class s = c <x, y>, "
         "|c| <= 6/sqrt(2). Every arm at n runs on m = 2, 4, ..., 16 n. m_q(n) = the smallest m at which the "
-        "seed-mean curve comes within q = 0.2 of its plateau (mean at the two largest m) relative to it, interpolated "
+        "seed-mean curve comes within q of its plateau (mean at the two largest m) relative to it, interpolated "
         "log-log between grid points; left-censored at m_1, right-censored at m_(K-1) when no m up to it comes "
-        "within q. Censored points enter the least-squares slopes as half-lines (interval arithmetic, never "
-        "dropped). CI: delete-one-seed jackknife Student-t on S - 1 degrees of freedom, lower end from the "
-        "lower bounds, upper end from the upper bounds, an end infinite when the data or any delete-one row "
+        "within q. The statistic per arm and n is log m_q averaged over log q uniform on [0.1, 0.3] (exactly), "
+        "censored on a side when part of the band is. Censored points enter the least-squares slopes as "
+        "half-lines (interval arithmetic, never dropped). CI: delete-one-seed jackknife Student-t on S - 1 "
+        "degrees of freedom, lower end from the lower bounds, upper end from the upper bounds, an end infinite "
+        "when the data or any delete-one row "
         "leaves it unbounded. PASS if the CI's lower end is > 0, FAIL if its upper end is < 0, INCONCLUSIVE "
         "otherwise or when a fit did not converge. Each arm's slope is reported against 1/2 and 1. Control: "
         "the same DD with a second, independent replicate of the null arms in the claim's place (true value "
@@ -503,7 +516,7 @@ def _judge(statistic: JackknifeBounds, unconverged: int) -> tuple[Verdict, list[
 def _difference_statistic(name: str, statistic: JackknifeBounds) -> Statistic:
     """DD with its jackknife CI; the detail gives its censoring bounds on the data."""
     detail = (
-        f"m_q at q = {Q:g}; censored points as half-lines, bounds on the data [{statistic.bound_low:.3g}, "
+        f"m_q averaged over {TOLERANCE}; censored points as half-lines, bounds on the data [{statistic.bound_low:.3g}, "
         f"{statistic.bound_high:.3g}]; delete-one-seed jackknife Student-t over {statistic.seeds} seeds "
         f"(se {statistic.se:.3g}); an infinite end is one that censoring leaves unbounded"
     )
@@ -598,7 +611,7 @@ def _notes(
     return (
         f"{n_seeds} seeds, n in {list(grid_n)}, m = 2, 4, ..., m_max(n) = "
         + ", ".join(f"{grid[-1]}" for grid in grids)
-        + f" (every arm); q = {Q:g}. The null arms' own slope difference: {null_difference:.3g}. "
+        + f" (every arm); {TOLERANCE}. The null arms' own slope difference: {null_difference:.3g}. "
         + " | ".join(parts)
         + f". Largest KKT residual {worst:.2g}; fits not converged: {unconverged}."
     )
@@ -616,7 +629,7 @@ def _figure(grid_n: Sequence[int], passages: dict[str, Passages]) -> FigureSpec:
         for arm in ARMS
     ]
     return loglog_figure(
-        "m_star", "C6: m_q(n) per arm", "n (pairs)", f"m_q (q = {Q:g})", *series, theory_slope=1.0
+        "m_star", "C6: m_q(n) per arm", "n (pairs)", f"m_q ({TOLERANCE})", *series, theory_slope=1.0
     )
 
 

@@ -1,15 +1,16 @@
-"""C6's tolerance choice, power gate and re-judging from per-seed tables (docs/claims/C6.md, revision 5).
+"""C6's tolerance choice, power gate and stability test (docs/claims/C6.md, revisions 5 and 6).
 
-- :func:`choose_q`: the pilot's criterion for the tolerance q of m_q. Among the candidates for which no m_q of
-  any arm at any n is censored, on the data and in every delete-one row, the one with the smallest jackknife
-  standard error of DD; ties to the smaller q; with none free of censoring, the fewest censored entries first.
-  The sign and size of DD play no part.
-- :func:`power_gate`: on each of two independent halves of the pilot's seeds, R subsamples of S seeds drawn
-  without replacement from the half (S below the half's size; a resample with repeated seeds would make the
-  delete-one jackknife too narrow), each judged by :func:`crl.claims.c06_saturation.judge`:
-  P(decide) with DD's truth shrunk to the lower end of the half's own CI (the end nearest the bound 0),
-  P(FAIL) with its truth at -2 delta = -0.2, and P(control PASS) as measured, each with its Clopper-Pearson 95%
-  interval. A truth is set by shifting DD by a constant, which moves every jackknife row, hence the CI, by it.
+- :func:`choose_q`: the pilot's criterion for the tolerance of m_q (a fixed q, or a band of q whose log m_q is
+  averaged). Among the candidates for which no m_q of any arm at any n is censored, on the data and in every
+  delete-one row, the one with the smallest jackknife standard error of DD; ties to the smaller (narrower) one;
+  with none free of censoring, the fewest censored entries first. The sign and size of DD play no part.
+- :func:`design_power_of`: the one power method (:mod:`crl.claims.power`) at a design of S seeds on the two
+  halves of the pilot's seeds, each design judged by :func:`crl.claims.c06_saturation.judge`: P(decide) with DD's
+  truth at the end of the half's own CI nearest the bound 0, P(FAIL) with its truth at -2 delta = -0.2, and
+  P(control PASS) as measured. A truth is set by shifting DD by a constant, which moves every jackknife row, hence
+  the CI, by it.
+- :func:`stability`: the stability test of DD (contract v4: its largest delete-one move against c = 4 times the
+  root mean square move).
 
 Re-judging C6 (as any claim) from a committed table of its cells is :mod:`crl.claims.replay`.
 """
@@ -18,40 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from crl.claims import c06_saturation as c6
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
+from crl.claims.power import RESAMPLES, ControlSpec, DesignPower, PartSpec, SeedSetSpecs, design_power
 from crl.claims.verdict import Statistic, Verdict, verdict_above
-from crl.stats.saturation import JackknifeBounds, jackknife_weights, passages_by_n
+from crl.stats import INFLUENCE_BOUND, influence_ratio
+from crl.stats.saturation import Tolerance, jackknife_weights, passages_by_n
 from crl.sweep import CellRecord
 
 DELTA = 0.1
 """docs/theory.md section 7's default margin: the FAIL truth sits at the bound - 2 delta = -0.2."""
-DECIDE_TARGET = 0.8
-RESAMPLES = 200
-
-
-@dataclass(frozen=True)
-class Share:
-    """A share of resamples with its Clopper-Pearson 95% interval."""
-
-    hits: int
-    total: int
-    low: float
-    high: float
-
-    @property
-    def value(self) -> float:
-        """hits / total."""
-        return self.hits / self.total
-
-
-def share(hits: int, total: int) -> Share:
-    """``hits`` of ``total`` with the exact (Clopper-Pearson) 95% binomial interval."""
-    interval = scipy_stats.binomtest(hits, total).proportion_ci(confidence_level=0.95, method="exact")
-    return Share(hits, total, float(interval.low), float(interval.high))
 
 
 @dataclass(frozen=True)
@@ -104,17 +83,17 @@ def curves_from_records(records: list[CellRecord], fidelity: Fidelity) -> Curves
 
 @dataclass(frozen=True)
 class ToleranceRow:
-    """One candidate q on the pilot: censored (arm, n, row) entries, DD and its jackknife standard error."""
+    """One candidate tolerance on the pilot: censored (arm, n, row) entries, DD and its jackknife standard error."""
 
-    q: float
+    q: Tolerance
     censored: int
     dd: float
     se: float
 
 
 def choose_q(
-    curves: Curves, candidates: Sequence[float] = c6.Q_CANDIDATES
-) -> tuple[float, list[ToleranceRow]]:
+    curves: Curves, candidates: Sequence[Tolerance] = c6.TOLERANCE_CANDIDATES
+) -> tuple[Tolerance, list[ToleranceRow]]:
     """The pilot's q (module docstring) and the table it was chosen from."""
     level = part_level(c6.CLAIM.parts)
     rows = jackknife_weights(curves.seeds)
@@ -126,117 +105,124 @@ def choose_q(
         )
         found = c6.judge(curves.by_arm, curves.grid_n, curves.grids, level, q=q)
         table.append(ToleranceRow(q, censored, found.claim.point, found.claim.se))
-    best = min(table, key=lambda row: (row.censored, row.se, row.q))
+    best = min(table, key=lambda row: (row.censored, row.se, _width(row.q)))
     return best.q, table
 
 
-@dataclass(frozen=True)
-class HalfPower:
-    """The gate's three figures on one half of the pilot's seeds."""
+def halves(curves: Curves) -> list[tuple[str, np.ndarray]]:
+    """The two independent seed sets of one run: replicates 0 .. S/2 - 1 and S/2 .. S - 1."""
+    half = curves.seeds // 2
+    return [
+        (f"replicates 0-{half - 1}", np.arange(half)),
+        (f"replicates {half}-{2 * half - 1}", np.arange(half, 2 * half)),
+    ]
 
-    half: int
-    seeds_in_half: int
-    estimate: float
-    ci_low: float
-    ci_high: float
-    p_decide: Share
-    p_fail: Share
-    p_control_pass: Share
-    allowed: float
+
+def seed_set_specs(curves: Curves, name: str, members: np.ndarray, tolerance: Tolerance) -> SeedSetSpecs:
+    """C6's part (DD, its truth moved by a constant: every jackknife row, hence the CI, moves with it) and its
+    control on the seeds ``members`` of ``curves``, for the one power method (:mod:`crl.claims.power`). The
+    control's DD is judged at its true value 0 (its two null replicates are exchangeable by construction), not at
+    the set's estimate, which a design larger than the set would take for the truth. Per seed, the values are
+    every arm's curve at every n, concatenated. A run with a fit that did not converge is INCONCLUSIVE in every
+    design, as its rule judges it."""
+    level = part_level(c6.CLAIM.parts)
+    layout = [(arm, i) for arm in c6.ARMS for i in range(len(curves.grid_n))]
+    values = np.hstack([curves.by_arm[arm][i][members] for arm, i in layout])
+    widths = [curves.by_arm[arm][i].shape[1] for arm, i in layout]
+    cuts = np.cumsum([0, *widths])
+
+    last: list[tuple[np.ndarray, c6.Judgement]] = []
+
+    def judged(design: np.ndarray) -> c6.Judgement:
+        """C6's rule on one design; the engine judges a design at two truths, which move DD alone: one rule call."""
+        if last and last[0][0] is design:
+            return last[0][1]
+        by_arm: dict[str, list[np.ndarray]] = {arm: [] for arm in c6.ARMS}
+        for (arm, _), low, high in zip(layout, cuts[:-1], cuts[1:], strict=True):
+            by_arm[arm].append(design[:, low:high])
+        found = c6.judge(
+            by_arm, curves.grid_n, curves.grids, level, q=tolerance, unconverged=curves.unconverged
+        )
+        last[:] = [(design, found)]
+        return found
+
+    def judge(design: np.ndarray, shift: float) -> tuple[Verdict, Statistic | None]:
+        found = judged(design).claim
+        moved = Statistic("DD", found.point + shift, found.ci_low + shift, found.ci_high + shift, level)
+        if curves.unconverged:
+            return Verdict.INCONCLUSIVE, moved
+        return verdict_above(moved, 0.0), moved
+
+    measured = c6.judge(
+        curves.select(members),
+        curves.grid_n,
+        curves.grids,
+        level,
+        q=tolerance,
+        unconverged=curves.unconverged,
+    ).control.point
+
+    def control(design: np.ndarray) -> Verdict:
+        found = judged(design).control
+        at_null = Statistic(
+            "DD", found.point - measured, found.ci_low - measured, found.ci_high - measured, level
+        )
+        if curves.unconverged:
+            return Verdict.INCONCLUSIVE
+        return verdict_above(at_null, 0.0)
+
+    return SeedSetSpecs(
+        name,
+        [PartSpec("C6 DD", 0.0, DELTA, False, values, judge)],
+        [ControlSpec("C6 second null replicate's DD", level, values, control)],
+    )
+
+
+def design_power_of(
+    curves: Curves, *, tolerance: Tolerance, seeds: int, resamples: int = RESAMPLES, seed: int = 6121
+) -> DesignPower:
+    """C6's figures by the one power method at ``seeds`` seeds, on the two halves of ``curves``' seeds."""
+    sets = [seed_set_specs(curves, name, members, tolerance) for name, members in halves(curves)]
+    return design_power("C6", sets, seeds, resamples, seed)
+
+
+@dataclass(frozen=True)
+class Stability:
+    """The stability test of DD on one seed set: its largest delete-one move over the root mean square move."""
+
+    seed_set: str
+    tolerance: Tolerance
+    ratio: float
 
     @property
     def passes(self) -> bool:
-        """P(decide) >= 0.8, P(FAIL) >= 0.8 and P(control PASS) <= the part's alpha."""
-        return (
-            self.p_decide.value >= DECIDE_TARGET
-            and self.p_fail.value >= DECIDE_TARGET
-            and self.p_control_pass.value <= self.allowed
-        )
+        """ratio <= c (:data:`crl.stats.INFLUENCE_BOUND`)."""
+        return self.ratio <= INFLUENCE_BOUND
 
 
-def power_gate(
-    curves: Curves, *, q: float, seeds: int, resamples: int = RESAMPLES, seed: int = 6121
-) -> list[HalfPower]:
-    """The gate on the two halves of ``curves``' seeds (module docstring); the half h draws its subsamples of
-    ``seeds`` seeds (fewer than the half holds) from ``numpy.random.default_rng(seed + h)``. A run with a fit that
-    did not converge is INCONCLUSIVE in every subsample, as its rule judges it."""
+def stability(curves: Curves, tolerance: Tolerance, members: np.ndarray, name: str) -> Stability:
+    """DD's :func:`crl.stats.influence_ratio` on the seeds ``members`` (the claim's DD at its censoring point)."""
     level = part_level(c6.CLAIM.parts)
-    half_size = curves.seeds // 2
-    if not 3 <= seeds < half_size:
-        raise ValueError(
-            f"seeds = {seeds}; subsamples without replacement need 3 <= seeds < {half_size} (half the seeds)."
-        )
-    results = []
-    for half in (0, 1):
-        members = np.arange(half * half_size, (half + 1) * half_size)
-        observed = c6.judge(
-            curves.select(members), curves.grid_n, curves.grids, level, q=q, unconverged=curves.unconverged
-        ).claim
-        rng = np.random.default_rng(seed + half)
-        decide = fail = control = 0
-        for _ in range(resamples):
-            picked = curves.select(rng.choice(members, size=seeds, replace=False))
-            found = c6.judge(picked, curves.grid_n, curves.grids, level, q=q, unconverged=curves.unconverged)
-            point = found.claim.point
-            shrunk = _moved(found.claim, observed.ci_low - observed.point, curves.unconverged)
-            failing = _moved(found.claim, -2 * DELTA - point, curves.unconverged)
-            decide += shrunk is not Verdict.INCONCLUSIVE
-            fail += failing is Verdict.FAIL
-            control += found.control_verdict is Verdict.PASS
-        results.append(
-            HalfPower(
-                half=half,
-                seeds_in_half=half_size,
-                estimate=observed.point,
-                ci_low=observed.ci_low,
-                ci_high=observed.ci_high,
-                p_decide=share(decide, resamples),
-                p_fail=share(fail, resamples),
-                p_control_pass=share(control, resamples),
-                allowed=1.0 - level,
-            )
-        )
-    return results
+    found = c6.judge(curves.select(members), curves.grid_n, curves.grids, level, q=tolerance)
+    rows = c6.difference_of_differences(found.slopes, c6.CLAIM_TERMS).point
+    return Stability(name, tolerance, influence_ratio(float(rows[0]), rows[1:]))
 
 
-def _moved(found: JackknifeBounds, shift: float, unconverged: int) -> Verdict:
-    """C6's verdict on DD's interval moved by ``shift`` (module docstring: every jackknife row moves by it);
-    INCONCLUSIVE with unconverged fits, as the rule."""
-    if unconverged:
-        return Verdict.INCONCLUSIVE
-    return verdict_above(
-        Statistic("DD", found.point + shift, found.ci_low + shift, found.ci_high + shift), 0.0
-    )
+def _width(tolerance: Tolerance) -> tuple[float, float]:
+    """The tie-break order of tolerances: the narrower band (a fixed q has width 0), then the smaller q."""
+    if isinstance(tolerance, float):
+        return 0.0, tolerance
+    return tolerance.high / tolerance.low, tolerance.low
 
 
-def gate_markdown(halves: list[HalfPower], q: float, seeds: int) -> str:
-    """The gate as a Markdown table, one row per half."""
-    lines = [
-        f"| half (seeds) | DD at q = {q:g} [CI] | P(decide) at the CI's lower end | P(FAIL) at DD = -0.2 | "
-        "P(control PASS) (allowed) | gate |",
-        "|---|---|---|---|---|---|",
-    ]
-    for h in halves:
-        lines.append(
-            f"| {h.half} ({h.seeds_in_half}) | {h.estimate:.3g} [{h.ci_low:.3g}, {h.ci_high:.3g}] | "
-            f"{_share_text(h.p_decide)} | {_share_text(h.p_fail)} | {_share_text(h.p_control_pass)} "
-            f"({h.allowed:.4f}) | {'passes' if h.passes else 'fails'} |"
-        )
-    total = halves[0].p_decide.total if halves else 0
-    lines.append(
-        f"\n{total} subsamples of {seeds} seeds drawn without replacement from each half; Clopper-Pearson 95% "
-        "intervals in brackets."
-    )
-    return "\n".join(lines)
-
-
-def _share_text(value: Share) -> str:
-    return f"{value.value:.3f} [{value.low:.3f}, {value.high:.3f}]"
-
-
-def tolerance_markdown(chosen: float, table: list[ToleranceRow]) -> str:
+def tolerance_markdown(chosen: Tolerance, table: list[ToleranceRow]) -> str:
     """The pilot's tolerance table as Markdown."""
-    lines = ["| q | censored (arm, n, row) | DD | jackknife se of DD |", "|---|---|---|---|"]
-    lines += [f"| {r.q:g} | {r.censored} | {r.dd:.3g} | {r.se:.3g} |" for r in table]
-    lines.append(f"\nChosen: q = {chosen:g}.")
+    lines = ["| tolerance | censored (arm, n, row) | DD | jackknife se of DD |", "|---|---|---|---|"]
+    lines += [f"| {_text(r.q)} | {r.censored} | {r.dd:.3g} | {r.se:.3g} |" for r in table]
+    lines.append(f"\nChosen: {_text(chosen)}.")
     return "\n".join(lines)
+
+
+def _text(tolerance: Tolerance) -> str:
+    """``q = 0.2`` or ``q in [0.1, 0.3]``."""
+    return f"q = {tolerance:g}" if isinstance(tolerance, float) else str(tolerance)

@@ -1,5 +1,6 @@
-"""``crl power``: the power of a trained claim's rule from an exploratory run, before its confirmatory run (a thin
-layer over :mod:`crl.claims.power`; docs/theory.md section 7, "Confirmatory seeds")."""
+"""``crl power``: the power of a trained claim's rule at a design, by the one power method, from pilot or
+exploratory runs before a confirmatory run (a thin layer over :mod:`crl.claims.power_claims`; docs/theory.md
+section 7, "Confirmatory seeds" and contract v4)."""
 
 from pathlib import Path
 from typing import Annotated
@@ -13,36 +14,33 @@ POWER_CLAIMS = ("C5", "C6", "C10")
 
 
 def power(
-    run_dir: Annotated[
-        Path | None,
+    sources: Annotated[
+        list[Path] | None,
         typer.Argument(
-            help="A `crl verify --out` folder, or for C6's --choose-q and --gate a table of --export-cells "
-            "(not needed with --rejudge)."
+            help="Run folders (`crl verify --out`) or cell tables (--export-cells): two give two independent seed "
+            "sets, one is split into the halves of its seeds (not needed with --rejudge)."
         ),
     ] = None,
-    claim: Annotated[str, typer.Option(help="C5, C6 or C10.")] = "C5",
-    fidelity: Annotated[str, typer.Option(help="The run's fidelity: quick, standard or full.")] = "standard",
-    resamples: Annotated[
-        int, typer.Option(help="Resamples of whole seeds (the contract asks >= 200).")
-    ] = 200,
+    claim: Annotated[
+        str, typer.Option(help="C5, C6 or C10 (any claim for --export-cells and --rejudge).")
+    ] = "C5",
+    fidelity: Annotated[
+        str, typer.Option(help="The fidelity whose grids the cells are read on.")
+    ] = "standard",
     seeds: Annotated[
         int | None,
-        typer.Option(help="Seeds per resample (C5, C10: default as measured; C6's gate: 3/8 of the run's)."),
+        typer.Option(help="Seeds of the design whose power is computed (default: the fidelity's)."),
     ] = None,
-    control_seeds: Annotated[
-        int | None, typer.Option(help="C5, C10: seeds of the control's resamples.")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the resampling (C5, C10).")] = 0,
-    choose_q: Annotated[bool, typer.Option(help="C6: the pilot's tolerance choice.")] = False,
-    gate: Annotated[bool, typer.Option(help="C6: the power gate on two halves of the seeds.")] = False,
-    q: Annotated[
-        float | None, typer.Option(help="C6's gate: the tolerance (default: the registered one).")
-    ] = None,
+    resamples: Annotated[
+        int, typer.Option(help="Synthetic designs per seed set (a gate needs >= 200).")
+    ] = 400,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic designs.")] = 0,
+    choose_q: Annotated[
+        bool, typer.Option(help="C6: the pilot's tolerance choice instead of the power.")
+    ] = False,
     export_cells: Annotated[
         Path | None,
-        typer.Option(
-            help="Any claim: write RUN_DIR's per-seed cells of --claim here (JSON lines, .jsonl.gz)."
-        ),
+        typer.Option(help="Any claim: write the one SOURCE's per-seed cells of --claim here (.jsonl.gz)."),
     ] = None,
     rejudge: Annotated[
         Path | None,
@@ -52,47 +50,35 @@ def power(
         int, typer.Option(help="With --rejudge: the `crl verify --seed` of the run that wrote the table.")
     ] = 0,
 ) -> None:
-    """Print a trained claim's power table as Markdown (C5, C10) or C6's tolerance choice or gate; write any claim's
-    per-seed cells, or re-judge a claim from them."""
+    """Print a trained claim's power at a design by the one power method (every part and control, on two seed
+    sets), or C6's tolerance choice; write any claim's per-seed cells, or re-judge a claim from them."""
 
     def body() -> int:
+        found = list(sources or [])
         if export_cells is not None or rejudge is not None:
-            return _cells_action(run_dir, claim, fidelity, export_cells, rejudge, run_seed)
+            return _cells_action(found, claim, fidelity, export_cells, rejudge, run_seed)
         if claim not in POWER_CLAIMS:
             raise ValueError(
                 f"--claim {claim!r} has no power calculation; use one of {', '.join(POWER_CLAIMS)}."
             )
-        if claim == "C6" and choose_q == gate:
-            raise ValueError("--claim C6 takes one of --choose-q and --gate.")
-        if run_dir is None:
-            raise ValueError("RUN_DIR is missing; pass the `crl verify --out` folder of an exploratory run.")
+        if not found:
+            raise ValueError("SOURCES is missing; pass one or two run folders or cell tables of the claim.")
+        if choose_q and claim != "C6":
+            raise ValueError("--choose-q is C6's tolerance choice; pass --claim C6.")
         # Deferred: the claims load torch, which `crl --help` does not need.
         from crl.claims.context import Fidelity
 
-        # Deferred: the power tool loads the claims and torch, which `crl --help` does not need.
-        from crl.claims.power import markdown, power_table, saturation_table
+        # Deferred: the power calculation loads the claims and torch, which `crl --help` does not need.
+        from crl.claims.power_claims import design_seeds, power_text, tolerance_text
 
         level = Fidelity(fidelity)
-        if claim == "C6":
-            text = saturation_table(
-                run_dir,
-                level,
-                gate=gate,
-                q=q,
-                seeds=seeds,
-                resamples=resamples,
-            )
+        if choose_q:
+            if len(found) != 1:
+                raise ValueError("--choose-q reads one pilot: pass one SOURCE.")
+            text = tolerance_text(found[0], level)
         else:
-            parts, control = power_table(
-                run_dir,
-                claim,
-                level,
-                resamples=resamples,
-                seeds=seeds,
-                control_seeds=control_seeds,
-                seed=seed,
-            )
-            text = markdown(claim, parts, control)
+            size = seeds if seeds is not None else design_seeds(claim, level)
+            text = power_text(found, claim, level, seeds=size, resamples=resamples, seed=seed)
         Console(soft_wrap=True).print(text, markup=False, highlight=False)
         return EXIT_OK
 
@@ -100,7 +86,7 @@ def power(
 
 
 def _cells_action(
-    run_dir: Path | None,
+    sources: list[Path],
     claim: str,
     fidelity: str,
     export_cells: Path | None,
@@ -115,9 +101,11 @@ def _cells_action(
 
     console = Console(soft_wrap=True)
     if export_cells is not None:
-        if run_dir is None:
-            raise ValueError("RUN_DIR is missing; pass the `crl verify --out` folder whose cells to export.")
-        count = replay.export_cells(run_dir, claim, export_cells)
+        if len(sources) != 1:
+            raise ValueError(
+                "--export-cells reads one SOURCE: pass the `crl verify --out` folder whose cells to export."
+            )
+        count = replay.export_cells(sources[0], claim, export_cells)
         console.print(f"wrote {count} cells of {claim} to {export_cells}", markup=False, highlight=False)
         return EXIT_OK
     assert rejudge is not None

@@ -33,9 +33,17 @@ from crl.stats.rates import (
     seed_rate,
 )
 from crl.stats.slopes import SlopeFit, loglog_slope, loglog_slope_from_replicates
-from crl.stats.summary import JackknifeInterval, jackknife_se, jackknife_t, mean_se
+from crl.stats.summary import (
+    INFLUENCE_BOUND,
+    JackknifeInterval,
+    influence_ratio,
+    jackknife_se,
+    jackknife_t,
+    mean_se,
+)
 
 __all__ = [
+    "INFLUENCE_BOUND",
     "INFORMATIVE_SLACK",
     "MISFIT_ALPHA",
     "MISFIT_TOLERANCE",
@@ -49,6 +57,7 @@ __all__ = [
     "SlopeFit",
     "ViolationCount",
     "bound_violations",
+    "influence_ratio",
     "jackknife_se",
     "jackknife_t",
     "judge_misfit",

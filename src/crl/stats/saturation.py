@@ -40,8 +40,13 @@ from scipy import stats as scipy_stats
 from crl.stats.summary import jackknife_se
 
 FloatArray = NDArray[np.float64]
-UNCENSORED, RIGHT, LEFT = 0, 1, 2
-CENSOR_NAMES = {UNCENSORED: "", RIGHT: "right-censored", LEFT: "left-censored"}
+UNCENSORED, RIGHT, LEFT, BOTH = 0, 1, 2, 3
+CENSOR_NAMES = {
+    UNCENSORED: "",
+    RIGHT: "right-censored",
+    LEFT: "left-censored",
+    BOTH: "censored on both sides",
+}
 RELATIVE_FLOOR = 0.01
 """tol is at least 1% of the plateau."""
 ROUNDING = 1e-9
@@ -133,7 +138,7 @@ def censored_slope(log_n: FloatArray, log_m: FloatArray, censor: NDArray[np.int6
     centred = log_n - log_n.mean()
     w = centred / np.sum(centred**2)
     contribution = w * log_m
-    right, left = censor == RIGHT, censor == LEFT
+    right, left = (censor == RIGHT) | (censor == BOTH), (censor == LEFT) | (censor == BOTH)
     unbounded_low = (right & (w < 0)) | (left & (w > 0))
     unbounded_high = (right & (w > 0)) | (left & (w < 0))
     return SlopeBounds(
@@ -193,6 +198,27 @@ class Passages:
     plateau: FloatArray
 
 
+def _check_q(q: float, name: str) -> None:
+    """Refuse a relative tolerance outside (0, 1)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"{name} = {q!r}; pass a relative tolerance strictly between 0 and 1 (0.05 is 5%).")
+
+
+def _relative_gaps(grid_m: FloatArray, means: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The plateau ``P = (mean_(K-1) + mean_K) / 2`` of each curve and its relative distances
+    ``g_j = |mean_j - P| / |P|``.
+
+    Raises:
+        ValueError: on a grid that is not increasing or a plateau of 0.
+    """
+    if grid_m.ndim != 1 or grid_m.size < 3 or not np.all(np.diff(grid_m) > 0):
+        raise ValueError("grid_m must be an increasing 1-D grid of at least 3 values of m.")
+    plateau = means[:, -2:].mean(axis=1)
+    if np.any(plateau == 0.0):
+        raise ValueError("a curve's plateau is 0: a relative tolerance q |P| is undefined there.")
+    return plateau, np.abs(means - plateau[:, None]) / np.abs(plateau)[:, None]
+
+
 def first_passage(grid_m: FloatArray, means: FloatArray, q: float) -> Passages:
     """The first-passage point m_q of each curve ``means[r, :]`` over the grid ``grid_m`` (m_1 < ... < m_K).
 
@@ -215,14 +241,8 @@ def first_passage(grid_m: FloatArray, means: FloatArray, q: float) -> Passages:
         ValueError: on a bad q, a grid that is not increasing, or a plateau of 0 (a relative tolerance of 0 is
             undefined).
     """
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"q = {q!r}; pass a relative tolerance strictly between 0 and 1 (0.05 is 5%).")
-    if grid_m.ndim != 1 or grid_m.size < 3 or not np.all(np.diff(grid_m) > 0):
-        raise ValueError("grid_m must be an increasing 1-D grid of at least 3 values of m.")
-    plateau = means[:, -2:].mean(axis=1)
-    if np.any(plateau == 0.0):
-        raise ValueError("a curve's plateau is 0: a relative tolerance q |P| is undefined there.")
-    gap = np.abs(means - plateau[:, None]) / np.abs(plateau)[:, None]
+    _check_q(q, "q")
+    plateau, gap = _relative_gaps(grid_m, means)
     reach = gap[:, :-1] <= q
     k = grid_m.size
     first = np.where(reach.any(axis=1), np.argmax(reach, axis=1), k - 1)
@@ -238,6 +258,88 @@ def first_passage(grid_m: FloatArray, means: FloatArray, q: float) -> Passages:
     return Passages(log_m, censor, plateau)
 
 
+@dataclass(frozen=True)
+class QBand:
+    """A band of relative tolerances ``low <= q <= high`` over which log m_q is averaged (:func:`band_passage`).
+
+    Raises:
+        ValueError: unless ``0 < low < high < 1``.
+    """
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        _check_q(self.low, "band low")
+        _check_q(self.high, "band high")
+        if not self.low < self.high:
+            raise ValueError(f"band = [{self.low}, {self.high}]; pass low < high (a single q is a float).")
+
+    def __str__(self) -> str:
+        return f"q in [{self.low:g}, {self.high:g}]"
+
+
+Tolerance = float | QBand
+"""A fixed q (:func:`first_passage`) or a band of q (:func:`band_passage`)."""
+
+
+def band_passage(grid_m: FloatArray, means: FloatArray, band: QBand) -> Passages:
+    """The band form of the first-passage point: log m_q averaged over log q uniform on the band,
+
+        log m_band = (1 / log(q_hi / q_lo)) int_{log q_lo}^{log q_hi} log m_q d(log q),
+
+    with m_q of :func:`first_passage` (the same plateau, distances g_j, interpolation and censored values), computed
+    exactly. With the running minimum h_j = min_(i <= j) g_i, the first passage lies between m_(j-1) and m_j for
+    every q in [h_j, h_(j-1)) (an empty range unless g_j sets a new minimum), where log m_q is linear in log q; it
+    is log m_1 (left-censored) for q >= g_1 and log m_(K-1) (right-censored) for q < h_(K-1). The integral sums
+    each range's length times its integrand at the range's midpoint.
+
+    Why a band: a fixed-q m_q jumps by whole grid steps when a curve crosses q more than once (a dip that touches q
+    early moves the first passage), so one seed can move it far. Averaged over a band, the q at which each jump
+    happens moves continuously with the curve, so log m_band does too: a seed's influence is bounded by its
+    influence on the curve.
+
+    Censoring: right (a lower bound) when part of the band is right-censored, left (an upper bound) when part is
+    left-censored, :data:`BOTH` when both are.
+
+    Args:
+        grid_m: (K,) increasing grid of m, K >= 3.
+        means: (R, K) seed-mean curves, one per row.
+        band: the tolerances.
+
+    Raises:
+        ValueError: on a grid that is not increasing or a plateau of 0.
+    """
+    plateau, gap = _relative_gaps(grid_m, means)
+    log_grid = np.log(grid_m)
+    k = grid_m.size
+    log_gap = np.log(np.maximum(gap[:, : k - 1], np.finfo(np.float64).tiny))
+    running = np.minimum.accumulate(log_gap, axis=1)
+    u_low, u_high = math.log(band.low), math.log(band.high)
+    left_length = np.clip(u_high - np.maximum(log_gap[:, 0], u_low), 0.0, None)
+    right_length = np.clip(np.minimum(running[:, k - 2], u_high) - u_low, 0.0, None)
+    total = left_length * log_grid[0] + right_length * log_grid[k - 2]
+    for j in range(1, k - 1):
+        low = np.maximum(running[:, j], u_low)
+        high = np.minimum(running[:, j - 1], u_high)
+        length = np.clip(high - low, 0.0, None)
+        drop = log_gap[:, j - 1] - log_gap[:, j]
+        share = (log_gap[:, j - 1] - (low + high) / 2.0) / np.where(length > 0.0, drop, 1.0)
+        total += np.where(
+            length > 0.0, length * (log_grid[j - 1] + share * (log_grid[j] - log_grid[j - 1])), 0.0
+        )
+    right, left = right_length > 0.0, left_length > 0.0
+    censor = np.where(right & left, BOTH, np.where(right, RIGHT, np.where(left, LEFT, UNCENSORED)))
+    return Passages(total / (u_high - u_low), censor.astype(np.int64), plateau)
+
+
+def passages(grid_m: FloatArray, means: FloatArray, tolerance: Tolerance) -> Passages:
+    """:func:`first_passage` for a fixed q, :func:`band_passage` for a :class:`QBand`."""
+    if isinstance(tolerance, QBand):
+        return band_passage(grid_m, means, tolerance)
+    return first_passage(grid_m, means, tolerance)
+
+
 def jackknife_weights(n_seeds: int) -> FloatArray:
     """(S + 1, S) seed weights: row 0 is the data (1/S each), row i + 1 leaves seed i out (1/(S - 1) each)."""
     if n_seeds < 3:
@@ -249,12 +351,13 @@ def jackknife_weights(n_seeds: int) -> FloatArray:
 
 
 def passages_by_n(
-    grids: Sequence[Sequence[float]], values: Sequence[FloatArray], weights: FloatArray, q: float
+    grids: Sequence[Sequence[float]], values: Sequence[FloatArray], weights: FloatArray, q: Tolerance
 ) -> Passages:
-    """m_q(n) of one arm for every weight row: the i-th n on its own grid ``grids[i]`` with per-seed values
-    ``values[i]`` (S, M_i); the curve of row r is the weighted seed mean ``weights[r] @ values[i]``."""
+    """m_q(n) of one arm for every weight row, at a fixed q or averaged over a band of q (:func:`passages`):
+    the i-th n on its own grid ``grids[i]`` with per-seed values ``values[i]`` (S, M_i); the curve of row r is the
+    weighted seed mean ``weights[r] @ values[i]``."""
     parts = [
-        first_passage(np.asarray(grid, dtype=np.float64), weights @ np.asarray(block, dtype=np.float64), q)
+        passages(np.asarray(grid, dtype=np.float64), weights @ np.asarray(block, dtype=np.float64), q)
         for grid, block in zip(grids, values, strict=True)
     ]
     return Passages(
@@ -275,9 +378,8 @@ def passage_interval(passages: Passages, column: int, level: float) -> "Jackknif
     seed); a censored row leaves open the side its censoring allows (left: no lower end, right: no upper end)."""
     log_m = passages.log_m[:, column]
     censor = passages.censor[:, column]
-    rows = SlopeBounds(
-        log_m, np.where(censor == LEFT, -np.inf, log_m), np.where(censor == RIGHT, np.inf, log_m)
-    )
+    open_low, open_high = (censor == LEFT) | (censor == BOTH), (censor == RIGHT) | (censor == BOTH)
+    rows = SlopeBounds(log_m, np.where(open_low, -np.inf, log_m), np.where(open_high, np.inf, log_m))
     return jackknife_bounds(rows, level)
 
 
