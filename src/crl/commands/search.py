@@ -157,9 +157,11 @@ def search_command(
             filter=chosen,
         )
         console = output_console()
+        every = sorted({int(i) for i in found.ids.ravel() if i >= 0})
+        metadata_of = dict(zip(every, index.metadata(every), strict=True))
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
-            metadata = index.metadata([i for i, _ in kept])
+            metadata = [metadata_of[i] for i, _ in kept]
             shortfall = found.shortfall if count < wanted else None
             if as_json:
                 hits = [
