@@ -99,6 +99,18 @@ def test_integers_compare_exactly(index: Index) -> None:
             assert sorted(kept.tolist()) == [i for i in range(N) if i % 2 == parity], spec
 
 
+def test_a_float_compares_as_a_float_as_milvus_compares_it(index: Index) -> None:
+    """Milvus converts an item's integer to a float against a float value (2**53 + 1 is then 2**53): the float
+    2**53 finds both parities there, and now on faiss too; a float range likewise."""
+    for spec in (
+        {"big": float(2**53)},
+        {"big": {"in": [float(2**53), 0.5]}},
+        {"big": {"range": [2.0**53, 2.0**53]}},
+    ):
+        found = index.search(index.vectors([0]), N, filter=spec)
+        assert found.found.tolist() == [N], spec
+
+
 def test_an_in_list_mixing_floats_with_an_integer_beyond_2_53_is_refused() -> None:
     """Milvus takes such a list as floats, which would round 2**53 + 1 to 2**53; faiss compared exactly."""
     with pytest.raises(ValueError, match="beyond 2\\*\\*53"):

@@ -14,9 +14,10 @@ with a digit), so a name can never break out of an expression, and the expressio
 ``$meta["name"]``, so a name that is a word of Milvus's grammar (``like``, ``and``, ``in``, ``exists``, ...) is a
 field like any other. Integers lie in -(2**63 - 1) .. 2**63 - 1 (Milvus reads ``-N`` as minus ``N``, so -2**63 is
 beyond it) and strings are valid Unicode (no lone surrogates; characters beyond the BMP, such as emoji, are
-written into the expression as themselves): what both backends can compare. Both compare numbers exactly (an
-integer beyond 2**53 is not rounded to a float: 2**53 + 1 != 2**53); an ``in`` list mixing integers and floats is
-written to Milvus as floats, so its integers lie within +-2**53, where a float holds them exactly.
+written into the expression as themselves): what both backends can compare. Both compare numbers as Milvus does:
+with an integer exactly (an item's 2**53 + 1 is not the integer 2**53), with a float as floats (the item's number
+converted to a float, so 2**53 + 1 is the float 2**53); an ``in`` list mixing integers and floats is written to
+Milvus as floats, so its integers lie within +-2**53, where a float holds them exactly.
 
 A filter's size is bounded, the same for every backend, before any backend sees it: at most
 :data:`MAX_CONDITIONS` conditions (a Milvus query node fails a conjunction of about 50), at most
@@ -66,22 +67,34 @@ class Condition:
     field: str
     operator: Operator
     values: tuple[Scalar, ...]
+    _as_float: bool = dataclasses.field(init=False, repr=False, compare=False)
     _keys: frozenset[Key] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        keys = () if self.operator == "range" else (_key(value) for value in self.values)
+        as_float = self.operator != "range" and any(isinstance(value, float) for value in self.values)
+        keys = () if self.operator == "range" else (_key(value, as_float) for value in self.values)
+        object.__setattr__(self, "_as_float", as_float)
         object.__setattr__(self, "_keys", frozenset(key for key in keys if key is not None))
 
     def matches(self, metadata: Mapping[str, Any] | None) -> bool:
-        """Whether ``metadata`` (an item's dict, or None for none) passes this condition: numbers compared
-        exactly, by value (1 == 1.0, 2**53 + 1 != 2**53); an ``in`` list by one set lookup."""
+        """Whether ``metadata`` (an item's dict, or None for none) passes this condition, numbers compared by
+        value as Milvus compares them (:func:`_compared`): exactly with an integer (2**53 + 1 != 2**53), as floats
+        with a float (and with an ``in`` list holding one); an ``in`` list by one set lookup."""
         if metadata is None or self.field not in metadata:
             return False
         value = metadata[self.field]
         if self.operator == "range":
             low, high = self.values
-            return _is_number(value) and _is_number(low) and _is_number(high) and low <= value <= high
-        key = _key(value)
+            above, below = _compared(value, low), _compared(value, high)
+            return (
+                _is_number(low)
+                and _is_number(high)
+                and above is not None
+                and below is not None
+                and low <= above
+                and below <= high
+            )
+        key = _key(value, self._as_float)
         return key is not None and key in self._keys
 
     def milvus_expression(self) -> str:
@@ -245,10 +258,30 @@ def _kind(value: Any) -> str | None:
     return "number" if _is_number(value) else None
 
 
-def _key(value: Any) -> Key | None:
-    """``value`` with its :func:`_kind`, as an ``in`` list's set holds it; None when it has none."""
+def _key(value: Any, as_float: bool) -> Key | None:
+    """``value`` with its :func:`_kind`, as an ``in`` list's set holds it (a number as a float when ``as_float``:
+    :func:`_compared`); None when it has none."""
     kind = _kind(value)
-    return None if kind is None else (kind, value)
+    if kind is None:
+        return None
+    if kind == "number" and as_float:
+        number = _compared(value, 0.0)
+        return None if number is None else ("number", number)
+    return (kind, value)
+
+
+def _compared(value: Any, literal: Scalar) -> int | float | None:
+    """The number ``value`` as Milvus compares it with the number ``literal``: itself against an integer (Python
+    compares an int with an int, or a float, exactly), as a float against a float (an int beyond 2**53 rounded, as
+    Milvus converts it); None when ``value`` is not a number, or an int beyond a float's range."""
+    if not _is_number(value) or not _is_number(literal):
+        return None
+    if not isinstance(literal, float):
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def _one_literal_type(values: tuple[Scalar, ...]) -> tuple[Scalar, ...]:
