@@ -214,7 +214,7 @@ def compare_fine_tunes(args: argparse.Namespace) -> None:
         loop, figures[name] = fine_tune(config, args.minutes, prefill=prefill)
         reports[name] = evaluate(loop, task)
         backbone = loop.model.anchor_encoder.backbone
-        assert isinstance(backbone, MiniLM)
+        assert isinstance(backbone, MiniLM) and isinstance(config.data, TextData)
         folder = args.out / config.run.name / name.split()[1].lower()
         save_sentence_transformer(backbone, folder, max_seq_length=config.data.max_seq_length)
         figures[name]["saved_to"] = str(folder)  # type: ignore[assignment]
