@@ -120,6 +120,10 @@ def test_crl_search_reads_the_metadata_of_all_its_queries_in_one_call(
     assert len(metadata_calls) == 1
 
 
+ESCAPED = 'tab\there "quoted" back\\slash \x01\x7f\u2028 é 中 \U0001f600'
+"""A string whose expression literal holds JSON's escapes and characters beyond ASCII and the BMP."""
+
+
 @pytest.fixture(scope="module")
 def items() -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
     """N vectors, ids 0..N-1, and metadata with fields f0 .. f32 (all 1), a big integer and a string with an
@@ -130,6 +134,7 @@ def items() -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
             **{f"f{j}": 1 for j in range(MAX_CONDITIONS + 1)},
             "big": 2**53 + i % 2,
             "s": "a😀b" if i % 3 == 0 else "ab",
+            "escaped": ESCAPED if i % 5 == 0 else "plain",
         }
         for i in range(N)
     ]
@@ -166,6 +171,7 @@ AT_THE_LIMITS = {
     "2**53": {"big": 2**53},
     "2**53 + 1 in": {"big": {"in": [2**53 + 1]}},
     "emoji": {"s": "a😀b"},
+    "escapes": {"escaped": {"in": [ESCAPED, "other"]}},
     "2**53 + 1 range": {"big": {"range": [2**53 + 1, 2**53 + 1]}},
     "float 2**53": {"big": float(2**53)},
     "float 2**53 range": {"big": {"range": [2.0**53, 2.0**53]}},
