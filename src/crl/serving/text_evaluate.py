@@ -140,17 +140,17 @@ def checked_run_data(data: TextData, run_dir: Path) -> TextData:
     """``data`` reading the file the run was trained on (the absolute path its ``data.json`` records, wherever
     crl eval runs from), once its training pairs are checked against the recorded fingerprint.
 
-    A run of your own pairs file whose ``data.json`` is gone is refused: its ``[data] path`` may be relative,
-    and would name whatever file of that name the current folder holds. A run of a packaged source without one
-    (written before fingerprints) is evaluated unchecked.
+    A run of your own pairs file at a relative ``[data] path`` whose ``data.json`` is gone is refused: the path
+    would name whatever file of that name the current folder holds. A run without one at an absolute path, or of
+    a packaged source (a folder written before fingerprints, a state in memory), is evaluated unchecked.
 
     Raises:
         ValueError: naming what differs (the file's SHA-256, the pairs' count or SHA-256) and the fix, when the
             data is not what the run was trained on, so its test split would be another; naming the missing
-            ``data.json`` of a run of your own pairs file.
+            ``data.json`` of a run of your own pairs file at a relative path.
     """
     saved = read_fingerprint(run_dir)
-    if saved is None and isinstance(data, TextPairsData):
+    if saved is None and isinstance(data, TextPairsData) and not Path(data.path).is_absolute():
         raise ValueError(
             f"{run_dir / DATA_FILE} is missing: it records the absolute path and SHA-256 of the pairs file the run "
             f"was trained on, without which [data] path = {data.path!r} could name another file (one of that name "
