@@ -19,7 +19,6 @@ interval (decisive when it excludes 0).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -37,6 +36,7 @@ from crl.advise.session import errors_of
 from crl.sweep import SweepStore
 from crl.train.config import TrainConfig, load_config
 from crl.train.locked import train_shape
+from studies.arguments import OneLineParser, json_object, rows_of
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "advisor_validation"
@@ -170,12 +170,32 @@ def predict(name: str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+PREDICTION_FIELDS = ("n", "m", "d_hat", "low", "high")
+"""The numbers :func:`score` reads of each point of predictions.json."""
+
+
+def predictions(name: str) -> list[dict]:
+    """The points of the data set's predictions.json, each holding :data:`PREDICTION_FIELDS` as numbers.
+
+    Raises:
+        ValueError: naming the file (and the point and field) when it is missing or malformed, and the step that
+            writes it.
+    """
+    path = OUT / name / "predictions.json"
+    made_by = f"python -m studies.advisor_validation predict --data {name}"
+    return rows_of(json_object(path, made_by), "points", PREDICTION_FIELDS, path, made_by)
+
+
 def score(name: str) -> dict[str, object]:
-    """Coverage, direction agreement and the constants over the points whose truth cells are all run."""
-    document = json.loads((OUT / name / "predictions.json").read_text(encoding="utf-8"))
+    """Coverage, direction agreement and the constants over the points whose truth cells are all run.
+
+    Raises:
+        ValueError: when predictions.json is missing or malformed (:func:`predictions`).
+    """
+    points = predictions(name)
     errors = _errors(name)
     rows = []
-    for row in document["points"]:
+    for row in points:
         n, m = row["n"], row["m"]
         if any(len(errors.get(cell, ())) < len(SEEDS) for cell in truth_points(n, m)):
             continue
@@ -196,7 +216,7 @@ def score(name: str) -> dict[str, object]:
     return {
         "data": name,
         "points_scored": len(rows),
-        "points": len(document["points"]),
+        "points": len(points),
         "covered": sum(r["covered"] for r in rows),
         "decisive": len(decisive),
         "agree": agree,
@@ -228,7 +248,7 @@ def _plan() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m studies.advisor_validation", description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("plan", "pilot", "predict", "truth", "score"))
     parser.add_argument("--data", choices=tuple(DATA), default=None)
     args = parser.parse_args(argv)
@@ -254,7 +274,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         run(args.data, sorted(truth, key=lambda cell: (cell[1], cell[0])))
     else:
-        result = score(args.data)
+        try:
+            result = score(args.data)
+        except ValueError as error:
+            parser.error(str(error))
         (OUT / args.data / "score.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print({key: value for key, value in result.items() if key != "rows"})
 

@@ -9,13 +9,13 @@ computes nothing. Against M (log axis): D_hat with its calibrated interval (red)
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from studies.arguments import OneLineParser, json_object, numbers_of, rows_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,13 +63,36 @@ def draw(score: dict, path: Path) -> Path:
     return path
 
 
+SCORE_FIELDS = ("points_scored", "points", "covered", "agree", "decisive", "always_m", "always_n")
+"""The counts :func:`draw` reads of a score.json."""
+ROW_FIELDS = ("m", "d_hat", "low", "high", "measured", "measured_low", "measured_high", "decisive")
+"""The numbers :func:`draw` reads of each of its rows."""
+
+
+def read_score(path: Path, data: str) -> dict:
+    """The score.json at ``path`` (of data set ``data``), holding what :func:`draw` reads.
+
+    Raises:
+        ValueError: naming the file (and the row and field) when it is missing or malformed, and the step that
+            writes it.
+    """
+    made_by = f"python -m studies.advisor_validation score --data {data}"
+    score = json_object(path, made_by)
+    numbers_of(score, SCORE_FIELDS, str(path), made_by)
+    rows_of(score, "rows", ROW_FIELDS, path, made_by)
+    return {"data": data, **score}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(
+        prog="python -m studies.advisor_validation_figure", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--data", required=True)
     args = parser.parse_args(argv)
-    score = json.loads(
-        (ROOT / "results" / "advisor_validation" / args.data / "score.json").read_text("utf-8")
-    )
+    try:
+        score = read_score(ROOT / "results" / "advisor_validation" / args.data / "score.json", args.data)
+    except ValueError as error:
+        parser.error(str(error))
     print(draw(score, ROOT / "docs" / "figures" / f"advisor_validation_{args.data}.png"))
 
 

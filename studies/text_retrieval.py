@@ -46,6 +46,7 @@ from crl.train.config import TextData, TrainConfig, load_config
 from crl.train.data import text_source, text_task, text_tokenize
 from crl.train.heldout_monitor import text_embedders
 from crl.train.loop import TrainingLoop
+from studies.arguments import OneLineParser, at_least, positive_float
 
 METRICS = [("ndcg", 10), ("mrr", 10), ("recall", 10), ("recall", 100), ("accuracy", 1)]
 """The table's columns; a cut-off above the corpus size is lowered to it, as evaluate_retrieval lowers it."""
@@ -104,7 +105,7 @@ def fine_tune(config: TrainConfig, minutes: float, *, prefill: bool) -> tuple[Tr
     """Train for at most ``minutes`` of wall time (or total_steps); the loop and its timing."""
     loop = make_loop(config)
     prefill_s = prefill_bank(loop) if prefill else 0.0
-    started, losses = time.perf_counter(), []
+    started, losses = time.perf_counter(), list[float]()
     while not losses or (not loop.done and time.perf_counter() - started < 60 * minutes):
         losses.append(float(loop.train_step()))
     seconds = time.perf_counter() - started
@@ -147,31 +148,38 @@ def evaluate_run(run: Path, queries: int, corpus: int, out: Path) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """The command line; bad input exits with one line naming the argument (a budget of -1 minutes, -5 queries)."""
+    parser = OneLineParser(prog="python -m studies.text_retrieval", description=__doc__.split("\n")[0])
     parser.add_argument("config", type=Path, nargs="?", help="The text config to fine-tune (not with --run).")
     parser.add_argument(
         "--run", type=Path, help="Evaluate this run folder's newest checkpoint instead (trains nothing)."
     )
     parser.add_argument(
         "--minutes",
-        type=float,
+        type=positive_float,
         default=5.0,
-        help="Wall-clock training budget of each fine-tuned model, in minutes.",
+        help="Wall-clock training budget of each fine-tuned model, in minutes (> 0).",
     )
-    parser.add_argument("--queries", type=int, default=500, help="Held-out queries evaluated (0: all).")
     parser.add_argument(
-        "--corpus", type=int, default=0, help="Test documents searched (0: all of the split)."
+        "--queries", type=at_least(0), default=500, help="Held-out queries evaluated (0: all)."
     )
-    parser.add_argument("--pool", type=int, default=8000, help="Training pairs used (the mining pool).")
-    parser.add_argument("--mined", type=int, default=3, help="m mined negatives per anchor (SCRL).")
-    parser.add_argument("--window", type=int, nargs=2, default=[4, 64], help="Mined ranks lo hi.")
     parser.add_argument(
-        "--refresh", type=int, default=10, help="Mined: re-index the bank every this many steps."
+        "--corpus", type=at_least(0), default=0, help="Test documents searched (0: all of the split)."
+    )
+    parser.add_argument(
+        "--pool", type=at_least(1), default=8000, help="Training pairs used (the mining pool)."
+    )
+    parser.add_argument("--mined", type=at_least(1), default=3, help="m mined negatives per anchor (SCRL).")
+    parser.add_argument("--window", type=at_least(1), nargs=2, default=[4, 64], help="Mined ranks lo hi.")
+    parser.add_argument(
+        "--refresh", type=at_least(1), default=10, help="Mined: re-index the bank every this many steps."
     )
     parser.add_argument("--out", type=Path, default=Path("runs/text_retrieval"))
     args = parser.parse_args(argv)
     if (args.config is None) == (args.run is None):
         parser.error("pass a config to fine-tune, or --run RUN_DIR to evaluate a run (not both)")
+    if args.window[0] > args.window[1]:
+        parser.error(f"argument --window: pass lo <= hi, got {args.window[0]} {args.window[1]}")
     return args
 
 
@@ -206,7 +214,7 @@ def compare_fine_tunes(args: argparse.Namespace) -> None:
         loop, figures[name] = fine_tune(config, args.minutes, prefill=prefill)
         reports[name] = evaluate(loop, task)
         backbone = loop.model.anchor_encoder.backbone
-        assert isinstance(backbone, MiniLM)
+        assert isinstance(backbone, MiniLM) and isinstance(config.data, TextData)
         folder = args.out / config.run.name / name.split()[1].lower()
         save_sentence_transformer(backbone, folder, max_seq_length=config.data.max_seq_length)
         figures[name]["saved_to"] = str(folder)  # type: ignore[assignment]

@@ -4,42 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import studies.text_vs_st as study
 from crl.train.config import ConfigError
+from studies.arguments import OneLineParser, at_least, positive_float
 from studies.text_vs_st.arms import crl_arm, fail, st_arm
 from studies.text_vs_st.plan import ARMS, EXTRAS, RESULT, SPLITS, Plan
 from studies.text_vs_st.report import compare, table
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with errors on one line (no usage block)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -59,8 +34,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="A config override, as crl train --set.",
     )
-    parser.add_argument("--steps", type=_at_least(1), help="Optimiser steps T (default [optim] total_steps).")
-    parser.add_argument("--minutes", type=_positive_float, help="Stop the crl arm after this wall time.")
+    parser.add_argument("--steps", type=at_least(1), help="Optimiser steps T (default [optim] total_steps).")
+    parser.add_argument("--minutes", type=positive_float, help="Stop the crl arm after this wall time.")
     parser.add_argument(
         "--split", choices=tuple(SPLITS), default="validation", help="The held-out split scored."
     )
@@ -69,14 +44,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--extra", choices=EXTRAS, default="none", help="What the arms add to in-batch MNRL.")
     parser.add_argument(
-        "--negatives", type=_at_least(1), default=3, help="m per anchor (hard-negatives, scrl)."
+        "--negatives", type=at_least(1), default=3, help="m per anchor (hard-negatives, scrl)."
     )
-    parser.add_argument("--chunk", type=_at_least(1), default=32, help="Inputs per forward pass (gradcache).")
+    parser.add_argument("--chunk", type=at_least(1), default=32, help="Inputs per forward pass (gradcache).")
     parser.add_argument("--prefill", action="store_true", help="hard-negatives: prefill the mined bank.")
-    parser.add_argument("--queries", type=_at_least(0), default=0, help="Held-out queries scored (0: all).")
-    parser.add_argument(
-        "--corpus", type=_at_least(0), default=0, help="Held-out documents searched (0: all)."
-    )
+    parser.add_argument("--queries", type=at_least(0), default=0, help="Held-out queries scored (0: all).")
+    parser.add_argument("--corpus", type=at_least(0), default=0, help="Held-out documents searched (0: all).")
     parser.add_argument("--out", type=Path, help="Folder of the result (default runs/text_vs_st/NAME-EXTRA).")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)
     parser.add_argument("--plan", type=Path, help=argparse.SUPPRESS)

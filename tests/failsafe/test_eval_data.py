@@ -64,3 +64,12 @@ def test_eval_refuses_a_file_changed_since_training(run: RunResult, tmp_path: Pa
     code, _, output = _scored_queries(run.run_dir)
     assert code == 2
     assert "not what it was trained on" in output and "sha256" in output
+
+
+def test_eval_refuses_a_run_whose_data_json_is_gone(run: RunResult, tmp_path: Path) -> None:
+    """Without data.json, crl eval read [data] path = "pairs.jsonl" in the current folder: another file's test
+    split (8 queries instead of 42), exit 0."""
+    (run.run_dir / "data.json").unlink()
+    code, _, output = _scored_queries(run.run_dir)
+    assert code == 2, output
+    assert f"{run.run_dir / 'data.json'} is missing" in output.replace("\n", "") and "--queries" in output

@@ -157,9 +157,11 @@ def search_command(
             filter=chosen,
         )
         console = output_console()
+        every = sorted({int(i) for i in found.ids.ravel() if i >= 0})
+        metadata_of = dict(zip(every, index.metadata(every), strict=True))
         for query, ids, scores, count in zip(queries, found.ids, found.scores, found.found, strict=True):
             kept = [(int(i), float(s)) for i, s in zip(ids, scores, strict=True) if i >= 0]
-            metadata = index.metadata([i for i, _ in kept])
+            metadata = [metadata_of[i] for i, _ in kept]
             shortfall = found.shortfall if count < wanted else None
             if as_json:
                 hits = [
@@ -225,15 +227,28 @@ def _check_milvus_k(k: int, leaves_out: bool) -> None:
 
 
 def _parsed_filter(text: str) -> dict[str, object] | None:
-    """``--filter``'s JSON as a mapping (checked by the search), or None when not given."""
+    """``--filter``'s JSON as a mapping, checked against the filter language and its limits
+    (:func:`crl.search.filters.parse_filter`) before any index is opened; None when not given."""
+    # Deferred: importing crl.search loads faiss, which `crl --help` does not need.
+    from crl.search.filters import MAX_DEPTH, parse_filter
+
     if not text:
         return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"--filter is not JSON ({error.msg}); pass e.g. '{{\"label\": 3}}'") from None
+    except RecursionError:
+        raise ValueError(
+            f"--filter nests too deep for JSON's reader; a filter nests at most {MAX_DEPTH} levels, e.g. "
+            '\'{"label": {"in": [1, 3]}}\''
+        ) from None
     if not isinstance(value, dict):
         raise ValueError(f"--filter must be a JSON object {{field: condition}}, got {type(value).__name__}")
+    try:
+        parse_filter(value)
+    except ValueError as error:
+        raise ValueError(f"--filter: {error}") from None
     return value
 
 

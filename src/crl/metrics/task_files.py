@@ -3,7 +3,8 @@
 - queries and corpus: ``.jsonl``, one object per line with ``"_id"`` and ``"text"`` (a corpus line may add
   ``"title"``, embedded as ``title + " " + text``, as BEIR's dense retrieval does; other keys are ignored), or
   ``.tsv``, ``id<TAB>text`` per line without a header (quoted fields as in :mod:`crl.data.text.pairs_file`; a
-  first line that names columns, such as ``id<TAB>text``, is an error, never a document);
+  first line that names columns, such as ``id<TAB>text`` or ``doc_no<TAB>Body`` (:func:`is_header`), is an error,
+  never a document);
 - qrels: TREC (``query_id iteration doc_id relevance``, :func:`crl.metrics.trec.read_qrels`) or BEIR's TSV
   (``query-id<TAB>corpus-id<TAB>score``, its header line optional: a first line of exactly those names), told
   apart by the first line's fields. Every score is an integer (``1.0`` is an error naming its line, on the first
@@ -19,13 +20,14 @@ queries or the corpus, and a task without a query to evaluate.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from crl.data.text import RetrievalTask
 from crl.data.text.pairs_file import checked_text, text_file_lines, tsv_fields
 from crl.metrics.trec import JudgedPairs, read_qrels
 
-__all__ = ["read_qrels_file", "read_task", "read_texts"]
+__all__ = ["is_header", "read_qrels_file", "read_task", "read_texts"]
 
 
 def _jsonl_entry(line: str, where: str, what: str) -> tuple[object, str]:
@@ -52,12 +54,30 @@ def _tsv_entry(line: str, where: str, what: str) -> tuple[object, str]:
 
 
 def _check_no_header(line: str, where: str, what: str) -> None:
-    """Refuse a first ``.tsv`` line that names columns (:data:`HEADER_IDS`, :data:`HEADER_TEXTS`)."""
-    fields = [field.strip().lower() for field in line.split("\t")]
-    if len(fields) == 2 and fields[0] in HEADER_IDS and fields[1] in HEADER_TEXTS:
+    """Refuse a first ``.tsv`` line that names columns (:func:`is_header`)."""
+    fields = line.split("\t")
+    if len(fields) == 2 and is_header(*fields):
         raise ValueError(
             f"{where}: {line!r} is a header; a .tsv {what} file has none (each line is id<TAB>text): remove the line"
         )
+
+
+def is_header(id_field: str, text_field: str) -> bool:
+    """Whether a first ``id<TAB>text`` line names columns rather than holding a document: both fields are column
+    names (:data:`COLUMN_NAME`: a word or a few joined by ``_`` or ``-``), the first names ids (its last
+    word is one of :data:`ID_WORDS` or ends in "id": ``id``, ``_id``, ``docid``, ``query-id``, ``doc_no``) and the
+    second names texts (one of its words is one of :data:`TEXT_WORDS`: ``text``, ``body``, ``passage_text``)."""
+    id_words, text_words = _column_words(id_field), _column_words(text_field)
+    names_ids = bool(id_words) and (id_words[-1] in ID_WORDS or id_words[-1].endswith("id"))
+    return names_ids and any(word in TEXT_WORDS for word in text_words)
+
+
+def _column_words(field: str) -> list[str]:
+    """The lower-case words of ``field`` when it is a column name (:data:`COLUMN_NAME`), else none."""
+    name = field.strip()
+    if not COLUMN_NAME.fullmatch(name):
+        return []
+    return [word for word in re.split(r"[_-]+", name.lower()) if word]
 
 
 def read_texts(path: str | Path, what: str) -> dict[str, str]:
@@ -89,11 +109,31 @@ def read_texts(path: str | Path, what: str) -> dict[str, str]:
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 """The column names of BEIR's qrels header line, the only first line skipped."""
 
-HEADER_IDS = frozenset(
-    {"id", "_id", "docid", "doc_id", "doc-id", "corpus-id", "qid", "query_id", "query-id", "pid"}
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9]*(?:[_-]+[A-Za-z0-9]+){0,3}")
+"""A column name: one to four words of letters and digits joined by ``_`` or ``-`` (no spaces: a text has them)."""
+ID_WORDS = frozenset({"id", "ids", "no", "num", "number", "key", "docno", "qno"})
+"""Last words of a column of ids (beside any word ending in "id": ``docid``, ``qid``, ``pid``)."""
+TEXT_WORDS = frozenset(
+    {
+        "text",
+        "texts",
+        "title",
+        "query",
+        "question",
+        "document",
+        "doc",
+        "passage",
+        "content",
+        "contents",
+        "body",
+        "sentence",
+        "abstract",
+        "string",
+        "description",
+        "caption",
+    }
 )
-HEADER_TEXTS = frozenset({"text", "title", "query", "document", "passage", "contents"})
-"""Column names: a first ``.tsv`` line of one of each is a header, which a queries or corpus file must not hold."""
+"""Words of a column of texts: a first ``.tsv`` line whose text names such a column is a header (:func:`is_header`)."""
 
 
 def _beir_qrels(lines: list[tuple[str, str]]) -> dict[str, dict[str, int]]:

@@ -1,9 +1,10 @@
 """TREC qrels and run files, as trec_eval reads them.
 
 - qrels: one judgement per line, ``query_id iteration doc_id relevance`` (iteration is ignored, written 0);
-  ``read_qrels`` gives ``{query_id: {doc_id: relevance}}``; relevance > 0 means relevant. Relevance is an integer,
-  and a (query, document) pair judged on several lines must be judged alike: a conflicting repeat is an error
-  naming both lines.
+  ``read_qrels`` gives ``{query_id: {doc_id: relevance}}``; relevance > 0 means relevant. Relevance is an integer
+  of ASCII digits with an optional sign (as trec_eval reads it: ``1_0`` and Arabic-Indic ``١`` are errors, which
+  Python's ``int`` would read as 10 and 1), and a (query, document) pair judged on several lines must be judged
+  alike: a conflicting repeat is an error naming both lines.
 - run: one retrieved item per line, ``query_id Q0 doc_id rank score tag``; ``read_run`` gives
   ``{query_id: [(doc_id, score), ...]}`` in file order (trec_eval re-sorts by score; so does
   :func:`crl.metrics.ir.ir_metrics_from_ranking`). A document listed twice for one query keeps its line of
@@ -16,6 +17,7 @@ UTF-8.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +26,9 @@ from typing import Any
 from crl._lines import split_lines
 
 __all__ = ["JudgedPairs", "read_qrels", "read_run", "relevant_sets", "write_qrels", "write_run"]
+
+RELEVANCE = re.compile(r"[+-]?[0-9]+")
+"""A relevance as trec_eval reads one: ASCII digits, an optional sign."""
 
 
 def _check_id(value: object, what: str) -> str:
@@ -69,15 +74,15 @@ class JudgedPairs:
         """Record the judgement of line ``where`` (``"file:line"``), whose column ``field`` holds ``relevance``.
 
         Raises:
-            ValueError: naming the line, for a relevance that is not an integer, or a pair judged otherwise on an
-                earlier line (naming both).
+            ValueError: naming the line, for a relevance that is not an integer of ASCII digits
+                (:data:`RELEVANCE`), or a pair judged otherwise on an earlier line (naming both).
         """
-        try:
-            value = int(relevance)
-        except ValueError:
+        if not RELEVANCE.fullmatch(relevance):
             raise ValueError(
-                f"{where}: {field} {relevance!r} is not an integer; write it as one (1, not 1.0)"
-            ) from None
+                f"{where}: {field} {relevance!r} is not an integer of ASCII digits; write it as one (1, not 1.0,"
+                " 1_0 or an Arabic-Indic digit)"
+            )
+        value = int(relevance)
         docs = self.qrels.setdefault(query, {})
         if doc in docs and docs[doc] != value:
             raise ValueError(

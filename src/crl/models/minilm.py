@@ -12,14 +12,21 @@ Texts longer than ``max_seq_length`` word pieces are truncated there, by default
 length (:func:`saved_max_seq_length`: 256 for the packaged model, the run's ``max_seq_length`` for a fine-tuned
 one), as ``SentenceTransformer(path).encode`` truncates. :func:`save_sentence_transformer` writes a model in
 sentence-transformers' folder layout, so ``SentenceTransformer(path)`` loads a crl fine-tuned model.
+
+:func:`encoder_fingerprint` is one SHA-256 over every file of a model folder that changes what it computes
+(:data:`ENCODER_FILES`: the weights, the transformer's config, the tokenizer's files, sentence-transformers' module
+list, length and pooling): an index of texts records it, and a text query is refused when the folder no longer
+has it (a tokenizer that stopped lowercasing, a ``max_seq_length`` of 3 instead of 256).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,10 +41,12 @@ from crl.models.encoders import project_to_sphere
 
 __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
+    "ENCODER_FILES",
     "TEXT_TOWER_FOLDERS",
     "MiniLM",
     "check_max_seq_length",
     "embed_texts",
+    "encoder_fingerprint",
     "export_text_towers",
     "is_sentence_transformer",
     "load_tokenizer",
@@ -59,6 +68,22 @@ no length of its own (:func:`saved_max_seq_length`)."""
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _ST_FILES = ("modules.json", "config_sentence_transformers.json")
+ENCODER_FILES = (
+    *_WEIGHT_FILES,
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "sentence_bert_config.json",
+    *_ST_FILES,
+    "1_Pooling/config.json",
+    "2_Normalize",
+)
+"""The files and folders of a model folder that change what it computes, as :func:`encoder_fingerprint` hashes
+them: its weights and transformer config; its tokenizer (vocabulary, lowercasing, special tokens, length); and
+sentence-transformers' module list, ``max_seq_length``, pooling and normalisation (a folder: whether it is there)."""
 
 
 def _force_offline() -> None:
@@ -258,14 +283,30 @@ def _check_texts(texts: Sequence[str]) -> None:
 CHARS_PER_WORD_PIECE = 64
 """Characters of a text read per word piece kept: a text is cut to ``max_seq_length`` times this many characters
 before tokenising (its word pieces beyond ``max_seq_length`` are dropped anyway), so one huge text costs no more
-than a long one. Only a text whose first ``max_seq_length`` word pieces span more (long runs of whitespace, words
-of hundreds of characters) loses word pieces it would have kept."""
+than a long one. The cut counts characters after :func:`word_text` (runs of whitespace as one space), so 20,000
+spaces before a query cost it nothing; only a text whose first ``max_seq_length`` word pieces span more (words of
+hundreds of characters) loses word pieces it would have kept."""
+
+WHITESPACE_RUN = re.compile("[\t\n\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+"""A run of the characters BERT's normaliser turns into a space (tab, line breaks, Unicode's White_Space less the
+control characters it drops): one break between words, however long."""
+DROPPED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]+")
+"""Characters BERT's normaliser drops before splitting words: the control characters other than tab and line breaks,
+and U+FFFD."""
+
+
+def word_text(text: str) -> str:
+    """``text`` as the tokenizer reads its words: the characters it drops (:data:`DROPPED`) removed, each run of
+    whitespace (:data:`WHITESPACE_RUN`) one space, none at either end. The word pieces are those of ``text`` itself
+    (the normaliser drops those characters, and splits words at any run of whitespace); only the cut of
+    :func:`tokenize` counts fewer characters."""
+    return WHITESPACE_RUN.sub(" ", DROPPED.sub("", text)).strip()
 
 
 def tokenize(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> dict[str, Tensor]:
     """``{"input_ids", "attention_mask"}`` (k, L) int64 of k texts, padded to the longest, truncated at
-    ``max_seq_length`` word pieces (with [CLS] and [SEP]), each text first cut to ``max_seq_length *``
-    :data:`CHARS_PER_WORD_PIECE` characters.
+    ``max_seq_length`` word pieces (with [CLS] and [SEP]), each text first read as its words (:func:`word_text`) and
+    cut to ``max_seq_length *`` :data:`CHARS_PER_WORD_PIECE` characters.
 
     Raises:
         ValueError: for an empty text, a lone surrogate or a non-string (naming its position).
@@ -273,7 +314,7 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> dict[
     _check_texts(texts)
     kept = max_seq_length * CHARS_PER_WORD_PIECE
     encoded = tokenizer(
-        [text[:kept] for text in texts],
+        [word_text(text)[:kept] for text in texts],
         padding=True,
         truncation=True,
         max_length=max_seq_length,
@@ -421,3 +462,25 @@ def weights_file(path: str | Path = "") -> Path:
     pytorch_model.bin (:func:`resolve_model_path` checks that one exists)."""
     folder = resolve_model_path(path)
     return next(folder / name for name in _WEIGHT_FILES if (folder / name).is_file())
+
+
+def encoder_fingerprint(path: str | Path = "") -> str:
+    """The SHA-256 of a model folder's :data:`ENCODER_FILES` ('' or 'minilm': the packaged one): of one line per
+    entry, ``NAME SHA256`` for a file (of its bytes), ``NAME folder`` for a folder, ``NAME absent`` otherwise, so a
+    file changed, added or removed changes it."""
+    folder = resolve_model_path(path)
+    lines = [f"{name} {_entry_digest(folder / name)}" for name in ENCODER_FILES]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def _entry_digest(entry: Path) -> str:
+    """The SHA-256 of the file ``entry`` (read in 1 MiB blocks), ``"folder"`` or ``"absent"``."""
+    if entry.is_dir():
+        return "folder"
+    if not entry.is_file():
+        return "absent"
+    digest = hashlib.sha256()
+    with entry.open("rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -13,9 +13,11 @@ come best first, ties (scores within 1e-5) by ascending id. Reads use the consis
 
 Every call is bounded by the connection's ``timeout``. A server that does not answer (down, restarting, its
 collection not loaded yet) is a :class:`~crl.search.BackendUnavailableError` naming ``milvus backend at HOST:PORT``;
-the next call opens a fresh connection and reloads the collection first (gRPC's own reconnection backs off for
-minutes), so a caller recovers by itself once the server is back. A request the server refuses as malformed (an
-expression it cannot parse, an invalid parameter) is a ``ValueError`` instead, and leaves the connection alone.
+when a health probe (a count of the collection, :data:`PROBE_TIMEOUT_S`) fails too, the next call opens a fresh
+connection and reloads the collection first (gRPC's own reconnection backs off for minutes), so a caller recovers
+by itself once the server is back; a request the server fails while it answers the probe leaves the connection
+alone for every other call. A request the server refuses as malformed (an expression it cannot parse, an invalid
+parameter) is a ``ValueError`` instead, and leaves the connection alone.
 
 Ids are the integers 0 .. :data:`MAX_ID` (Milvus keeps 2**63 - 1 for itself: an item under it is counted but never
 found). :meth:`MilvusIndex.add` checks and inserts under one lock per collection in the process, so one id is one
@@ -54,6 +56,9 @@ MilvusKind = Literal["flat", "hnsw", "ivf"]
 CONSISTENCY = ("Strong", "Bounded", "Session", "Eventually")
 """Milvus's consistency levels of a read: Strong sees every acknowledged write (about 0.2 s per read on Milvus's
 default time tick); Bounded (Milvus's own default) may miss the writes of the last few seconds."""
+
+PROBE_TIMEOUT_S = 2
+"""Seconds the health probe of a failed call waits for the server (:meth:`MilvusIndex._answers`)."""
 
 REASON_CHARS = 160
 """Most characters of a server's error that :class:`~crl.search.BackendUnavailableError` repeats."""
@@ -476,8 +481,9 @@ class MilvusIndex:
     def _call(self, operation: Callable[[Any], T]) -> T:
         """``operation(collection)``; a server that refuses the request as malformed (:func:`_refused`) is a
         ``ValueError`` naming the backend and its reason; a server that fails it otherwise is a
-        ``BackendUnavailableError`` naming the backend, and marks the connection stale, so the next call opens a
-        fresh one first."""
+        ``BackendUnavailableError`` naming the backend. The connection is marked stale, so the next call opens a
+        fresh one first, only when a health probe (:meth:`_answers`) fails too: one request the server fails
+        leaves every other client's connection alone."""
         # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a server is reached
         import grpc
 
@@ -491,10 +497,27 @@ class MilvusIndex:
         except (MilvusException, grpc.RpcError) as error:
             if _refused(error):
                 raise ValueError(
-                    f"the {self.address.backend} refused the request ({_reason(error)}); fix the request"
+                    f"{self.address.backend} refused the request ({_reason(error)}); fix the request"
                 ) from None
-            self._stale = True
+            self._stale = self._stale or not self._answers()
             raise BackendUnavailableError(self.address.backend, _reason(error)) from None
+
+    def _answers(self) -> bool:
+        """The health probe: whether the server counts the collection's items (its proxy, a query node and the
+        loaded collection answering) within :data:`PROBE_TIMEOUT_S` seconds."""
+        # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a server is reached
+        import grpc
+
+        # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
+        from pymilvus import MilvusException
+
+        try:
+            self._collection.query(
+                expr="", output_fields=["count(*)"], timeout=PROBE_TIMEOUT_S, consistency_level="Eventually"
+            )
+        except (MilvusException, grpc.RpcError):
+            return False
+        return True
 
     def _reopen(self) -> None:
         """A fresh connection to the server and the collection loaded again (waiting at most ``timeout``

@@ -9,9 +9,10 @@ anything else as a string; ``"id"`` and ``"text"`` force one reading (``crl sear
 String encoders are registered, not imported: :func:`register_string_encoder` adds a factory that, given the
 index's :class:`~crl.search.EncoderProvenance`, returns a function ``list[str] -> (n, d) array`` or ``None``
 when it does not handle that checkpoint (:mod:`crl.serving.text` registers MiniLM's), and optionally a function
-giving the SHA-256 the checkpoint's weights have now. An index whose recorded SHA-256 differs (the model's weights
-were replaced after the index was built) is refused with :class:`OtherEncoderError`, since its text queries would
-be embedded by another model than its items; ``allow_other_encoder=True`` (``--allow-other-encoder``) embeds
+giving the SHA-256 the checkpoint has now (its weights; a text model's tokenizer, config, length and pooling
+too). An index whose recorded SHA-256 differs (the model's weights, tokenizer or length were changed after the
+index was built) is refused with :class:`OtherEncoderError`, since its text queries would be embedded by another
+model than its items; ``allow_other_encoder=True`` (``--allow-other-encoder``) embeds
 them anyway, with a warning. This module needs only
 numpy and :mod:`crl.search`, so a query by id of a saved index never loads torch.
 
@@ -53,12 +54,14 @@ QUERY_SHOWN = 40
 StringEncoder = Callable[[list[str]], np.ndarray]
 StringEncoderFactory = Callable[[EncoderProvenance], StringEncoder | None]
 WeightsFingerprint = Callable[[EncoderProvenance], str | None]
-"""The SHA-256 a checkpoint's weights have now, or None when the function does not handle that checkpoint."""
+"""The SHA-256 a checkpoint has now (its weights; a text model's tokenizer and config too), or None when the
+function does not handle that checkpoint."""
 _STRING_ENCODERS: list[tuple[StringEncoderFactory, WeightsFingerprint | None]] = []
 
 
 class OtherEncoderError(ValueError):
-    """The checkpoint an index records now holds other weights than those its items were embedded with."""
+    """The checkpoint an index records now computes otherwise than when its items were embedded (other weights; a
+    text model's other tokenizer, config, length or pooling)."""
 
 
 class Searchable(Protocol):
@@ -74,7 +77,7 @@ def register_string_encoder(
     factory: StringEncoderFactory, fingerprint: WeightsFingerprint | None = None
 ) -> None:
     """Add ``factory``: given an index's encoder provenance, a ``list[str] -> (n, d)`` function or None;
-    ``fingerprint`` (given the same provenance) is the SHA-256 its checkpoint's weights have now, checked
+    ``fingerprint`` (given the same provenance) is the SHA-256 its checkpoint has now, checked
     against the one the index records before the encoder is used."""
     if not callable(factory) or (fingerprint is not None and not callable(fingerprint)):
         raise ValueError("register_string_encoder takes a callable factory(provenance) -> encoder or None")
@@ -86,7 +89,7 @@ def string_encoder(index: Searchable, *, allow_other_encoder: bool = False) -> S
     None (no factory does, or the index records no encoder).
 
     Raises:
-        OtherEncoderError: when the checkpoint's weights no longer have the SHA-256 the index records (a
+        OtherEncoderError: when the checkpoint no longer has the SHA-256 the index records (a
             warning instead with ``allow_other_encoder``).
     """
     provenance = index.encoder
@@ -103,18 +106,19 @@ def string_encoder(index: Searchable, *, allow_other_encoder: bool = False) -> S
 
 
 def check_same_encoder(provenance: EncoderProvenance, current: str, *, allow_other_encoder: bool) -> None:
-    """Refuse (or, with ``allow_other_encoder``, warn about) a checkpoint whose weights' SHA-256 ``current`` is
+    """Refuse (or, with ``allow_other_encoder``, warn about) a checkpoint whose SHA-256 ``current`` is
     not the one ``provenance`` records."""
     if current == provenance.fingerprint:
         return
     message = (
-        f"the index records the encoder {provenance.checkpoint} with weights of SHA-256 "
-        f"{provenance.fingerprint[:16] or '(none)'}..., but its weights now have SHA-256 {current[:16]}...: "
-        "text queries would be embedded by another model than the items"
+        f"the index records the encoder {provenance.checkpoint} with the SHA-256 "
+        f"{provenance.fingerprint[:16] or '(none)'}... of its weights (and a text model's tokenizer, config, length "
+        f"and pooling), but they now have SHA-256 {current[:16]}...: text queries would be embedded by another model "
+        "than the items"
     )
     if not allow_other_encoder:
         raise OtherEncoderError(
-            f"{message}; rebuild the index with this model, restore its weights, or pass --allow-other-encoder "
+            f"{message}; rebuild the index with this model, restore its files, or pass --allow-other-encoder "
             "to embed the queries anyway"
         )
     warnings.warn(f"{message} (--allow-other-encoder: embedding them anyway)", stacklevel=2)
@@ -165,7 +169,7 @@ def query_vectors(
     allow_other_encoder: bool = False,
 ) -> np.ndarray:
     """(q, d) vectors of ``queries``, each an item id (its stored vector) or a string (embedded, refused when the
-    encoder's weights changed unless ``allow_other_encoder``: :func:`string_encoder`), as :func:`query_items`
+    encoder changed unless ``allow_other_encoder``: :func:`string_encoder`), as :func:`query_items`
     reads them."""
     if not queries:
         raise ValueError("no query given; pass item ids or strings")

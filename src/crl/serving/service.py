@@ -287,31 +287,30 @@ def create_app(
             found.ids.tolist(), found.scores.tolist(), found.found.tolist(), strict=True
         ):
             kept = [(i, s) for i, s in zip(ids, scores, strict=True) if i >= 0]
-            result: dict[str, Any] = {
-                "ids": [i for i, _ in kept],
-                "scores": [s for _, s in kept],
-                "found": count,
-            }
-            if request.return_text:
-                result["texts"] = _texts(index, result["ids"])
-            results.append(result)
+            results.append({"ids": [i for i, _ in kept], "scores": [s for _, s in kept], "found": count})
+        if request.return_text:
+            texts = _texts(index, [result["ids"] for result in results])
+            for result in results:
+                result["texts"] = [texts[item] for item in result["ids"]]
         return {"results": results, "shortfall": found.shortfall}
 
     return app
 
 
-def _texts(index: SearchBackend, ids: list[int]) -> list[str]:
-    """The text of each item of ``ids`` (its metadata's ``"text"``, as a text index stores it); a
-    ``RequestError`` naming ``return_text`` when an item has none."""
-    texts = []
-    for item, metadata in zip(ids, index.metadata(ids), strict=True):
+def _texts(index: SearchBackend, rows: list[list[int]]) -> dict[int, str]:
+    """The text of every item of ``rows`` (its metadata's ``"text"``, as a text index stores it), read in one
+    metadata call for the whole request (one Milvus query, not one per result row); a ``RequestError`` naming
+    ``return_text`` when an item has none."""
+    wanted = sorted({item for row in rows for item in row})
+    texts = {}
+    for item, metadata in zip(wanted, index.metadata(wanted), strict=True):
         text = metadata.get("text") if isinstance(metadata, dict) else None
         if not isinstance(text, str):
             raise RequestError(
                 "return_text",
                 f"item {item} has no text (this index was not built from texts); drop return_text",
             )
-        texts.append(text)
+        texts[item] = text
     return texts
 
 

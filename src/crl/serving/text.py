@@ -15,11 +15,11 @@ from typing import Any
 from crl.models.minilm import (
     MiniLM,
     embed_texts,
+    encoder_fingerprint,
     is_sentence_transformer,
     resolve_model_path,
-    weights_file,
 )
-from crl.search import EncoderProvenance, Index, Kind, Metric, sha256
+from crl.search import EncoderProvenance, Index, Kind, Metric
 from crl.serving.encoded import choose_kind
 from crl.serving.queries import StringEncoder, register_string_encoder
 
@@ -38,25 +38,26 @@ def text_index(
     """A :class:`crl.search.Index` of ``texts`` embedded by a MiniLM folder ('' or 'minilm': the packaged one).
 
     Item ids are the row numbers, each item's metadata is ``{"text": ...}``, and the index records the model folder
-    and the SHA-256 of its weights, so ``crl search DIR "some text"`` embeds a query with the same model
-    (:func:`register_text_search`). ``kind`` None chooses by N as ``crl index build`` does. Texts are truncated at
-    ``max_seq_length`` word pieces (None: the model's own length, as its string encoder embeds queries).
+    and its :func:`~crl.models.minilm.encoder_fingerprint`, so ``crl search DIR "some text"`` embeds a query with
+    the same model (:func:`register_text_search`). ``kind`` None chooses by N as ``crl index build`` does. Texts are
+    truncated at ``max_seq_length`` word pieces (None: the model's own length, as its string encoder embeds
+    queries).
     """
     folder = resolve_model_path(model)
     vectors = embed_texts(texts, folder, max_seq_length=max_seq_length).numpy()
-    provenance = EncoderProvenance(checkpoint=str(folder.resolve()), fingerprint=sha256(weights_file(folder)))
+    provenance = EncoderProvenance(checkpoint=str(folder.resolve()), fingerprint=encoder_fingerprint(folder))
     chosen = kind if kind is not None else choose_kind(len(texts))
     metadata: list[dict[str, Any] | None] = [{"text": text} for text in texts]
     return Index.build(vectors, None, chosen, metric, metadata=metadata, encoder=provenance, **params)
 
 
 def minilm_fingerprint(provenance: EncoderProvenance) -> str | None:
-    """The SHA-256 of the weights now in the MiniLM folder ``provenance`` records, or None when it records no
-    sentence-transformers folder."""
+    """The :func:`~crl.models.minilm.encoder_fingerprint` the MiniLM folder ``provenance`` records has now (its
+    weights, config, tokenizer files, length and pooling), or None when it records no sentence-transformers folder."""
     folder = Path(provenance.checkpoint)
     if not folder.is_dir() or not is_sentence_transformer(folder):
         return None
-    return sha256(weights_file(folder))
+    return encoder_fingerprint(folder)
 
 
 def minilm_string_encoder(provenance: EncoderProvenance | None) -> StringEncoder | None:

@@ -45,7 +45,13 @@ from crl.serving.trained import model_of_state, run_folder, starting_model
 from crl.train.checkpoint import TrainState
 from crl.train.config import TextData, TextPairsData
 from crl.train.data import text_pairs, text_task, text_tokenize
-from crl.train.fingerprint import data_differences, data_file_print, read_fingerprint, text_fingerprint
+from crl.train.fingerprint import (
+    DATA_FILE,
+    data_differences,
+    data_file_print,
+    read_fingerprint,
+    text_fingerprint,
+)
 from crl.train.heldout_monitor import text_embedders
 
 __all__ = ["TextEvalResult", "checked_run_data", "evaluate_text_state"]
@@ -134,11 +140,23 @@ def checked_run_data(data: TextData, run_dir: Path) -> TextData:
     """``data`` reading the file the run was trained on (the absolute path its ``data.json`` records, wherever
     crl eval runs from), once its training pairs are checked against the recorded fingerprint.
 
+    A run of your own pairs file at a relative ``[data] path`` whose ``data.json`` is gone is refused: the path
+    would name whatever file of that name the current folder holds. A run without one at an absolute path, or of
+    a packaged source (a folder written before fingerprints, a state in memory), is evaluated unchecked.
+
     Raises:
         ValueError: naming what differs (the file's SHA-256, the pairs' count or SHA-256) and the fix, when the
-            data is not what the run was trained on, so its test split would be another.
+            data is not what the run was trained on, so its test split would be another; naming the missing
+            ``data.json`` of a run of your own pairs file at a relative path.
     """
     saved = read_fingerprint(run_dir)
+    if saved is None and isinstance(data, TextPairsData) and not Path(data.path).is_absolute():
+        raise ValueError(
+            f"{run_dir / DATA_FILE} is missing: it records the absolute path and SHA-256 of the pairs file the run "
+            f"was trained on, without which [data] path = {data.path!r} could name another file (one of that name "
+            "in the current folder); restore data.json from a copy of the run folder, or evaluate files of your "
+            "own (crl eval --queries --corpus --qrels)"
+        )
     if saved is None:
         return data
     if saved.file is not None and isinstance(data, TextPairsData):
