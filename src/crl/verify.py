@@ -39,6 +39,7 @@ from crl._lock import FolderLock, check_report_items, claim_folder
 from crl.claims.base import Claim, ClaimContext, ClaimResult, ControlResult, Fidelity, Verdict
 from crl.claims.budget import part_level
 from crl.claims.context import code_fingerprint
+from crl.claims.deciding import deciding_rows
 from crl.claims.registry import Registry, default_registry
 from crl.experiments.learned_vs_ideal import (
     GRIDS,
@@ -163,7 +164,7 @@ def run_verify(
                 note_sections(fidelity, seed, SectionRun(store, run_id, workers, executor))
                 if any(claim.id == "C8" for claim in selected)
                 else ()
-            )
+            ) + deciding_sections(results)
             store.finish_run(run_id)
         info = RunInfo(
             run_id=run_id,
@@ -215,6 +216,44 @@ def note_sections(fidelity: Fidelity, seed: int, where: SectionRun) -> tuple[Not
         return (learned_vs_ideal_section(str(fidelity), seed, where),)
     except Exception as error:  # a descriptive section must not cost the claims' report
         return (NoteSection(SECTION_TITLE, (f"not computed: {type(error).__name__}: {error}",), (), ()),)
+
+
+DECIDING_TITLE = "What full decides: committed full verdicts beside this run's undecided ones"
+DECIDING_COLUMNS = (
+    "claim",
+    "this run",
+    "at full (re-judged from the committed table)",
+    "table and run",
+    "gate at full",
+)
+
+
+def deciding_sections(results: Sequence[ClaimResult]) -> tuple[NoteSection, ...]:
+    """The report's section of :mod:`crl.claims.deciding` (none when nothing is undecided or the run is full); one
+    that fails shows its error instead of stopping the run."""
+    try:
+        rows = deciding_rows(results)
+    except Exception as error:  # a descriptive section must not cost the claims' report
+        return (NoteSection(DECIDING_TITLE, (f"not computed: {type(error).__name__}: {error}",), (), ()),)
+    if not rows:
+        return ()
+    paragraphs = (
+        "These claims decide only at full fidelity (about 2 hours on 2 cores): standard cannot reach their power "
+        "gates. Each row re-judges the claim's committed full table with this checkout's rule (no cell is "
+        "computed) and says what that run is; a PASS whose gate failed is labelled so.",
+        "Re-judge: " + "; ".join(f"`{row.run.command()}`" for row in rows) + ".",
+    )
+    table = tuple(
+        (
+            row.claim,
+            row.here,
+            row.at_full,
+            f"{row.run.table}, run {row.run.run_id}: {row.run.status}",
+            row.gate,
+        )
+        for row in rows
+    )
+    return (NoteSection(DECIDING_TITLE, paragraphs, DECIDING_COLUMNS, table),)
 
 
 def learned_vs_ideal_section(fidelity: str, seed: int, where: SectionRun) -> NoteSection:
