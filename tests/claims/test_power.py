@@ -21,11 +21,16 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 def test_normal_designs_have_the_seed_sets_mean_and_covariance() -> None:
     """If this fails, a design's seeds are not drawn from N(mu, Sigma) of the measured rows: the draws' mean and
-    covariance must match the sample's (here 5 seeds of 3 values: Sigma is singular, p >= S0 - 1 is allowed)."""
+    covariance must match the sample's (here 5 seeds of 3 values: Sigma is singular, p >= S0 - 1 is allowed), and
+    centred at a fitted model's curve they keep the measured covariance."""
     values = np.random.default_rng(0).normal(size=(5, 3)) * [1.0, 2.0, 0.5] + [1.0, -1.0, 3.0]
     draws = power.normal_designs(values, 50, 2000, np.random.default_rng(1)).reshape(-1, 3)
     assert draws.mean(axis=0) == pytest.approx(values.mean(axis=0), abs=0.03)
     assert np.cov(draws.T) == pytest.approx(np.cov(values.T), abs=0.03)
+    centre = np.array([0.0, 5.0, -2.0])
+    moved = power.normal_designs(values, 50, 2000, np.random.default_rng(1), centre).reshape(-1, 3)
+    assert moved.mean(axis=0) == pytest.approx(centre, abs=0.03)
+    assert np.cov(moved.T) == pytest.approx(np.cov(values.T), abs=0.03)
     with pytest.raises(ValueError, match="NaN"):
         power.normal_designs(np.array([[1.0], [np.nan], [2.0]]), 5, 2, np.random.default_rng(0))
 

@@ -9,6 +9,8 @@ runs at different offsets, or the two halves of one run's replicates), each set 
    ``mu + z^T (Y - mu) / sqrt(S0 - 1)``, z ~ N(0, I_S0) (:func:`normal_designs`: exactly that normal law, also when
    p >= S0, where Sigma is singular). S may exceed S0: a subsample of the measured seeds cannot estimate power at
    a larger design, and a resample with repeated seeds makes a delete-one jackknife too narrow.
+   A fitted rate's designs are centred at its fitted model's curve instead (:attr:`PartSpec.model`: a
+   parametric bootstrap from the fitted model), with the measured covariance.
 3. Each design is judged by the claim's own rule code with the part's truth moved by a registered transform
    (``shift`` added to its statistic): to the end of the set's own CI nearest the bound (**P(decide)**, the share
    that PASS or FAIL), to bound + 2 delta on the failing side (**P(FAIL)**, the share that FAIL), and, for a
@@ -68,9 +70,16 @@ def share(hits: int, total: int) -> Share:
     return Share(hits, total, float(interval.low), float(interval.high))
 
 
-def normal_designs(values: FloatArray, seeds: int, resamples: int, rng: np.random.Generator) -> FloatArray:
+def normal_designs(
+    values: FloatArray,
+    seeds: int,
+    resamples: int,
+    rng: np.random.Generator,
+    centre: FloatArray | None = None,
+) -> FloatArray:
     """(resamples, seeds, p) draws of ``seeds`` seeds each from N(mu, Sigma) of the rows of ``values`` (S0, p):
-    ``mu + z^T (Y - mu) / sqrt(S0 - 1)`` with z ~ N(0, I_S0), whose covariance is exactly the sample covariance.
+    ``mu + z^T (Y - mu) / sqrt(S0 - 1)`` with z ~ N(0, I_S0), whose covariance is exactly the sample covariance;
+    with ``centre``, the draws are centred there instead of at the sample mean (a fitted model's curve).
 
     Raises:
         ValueError: on fewer than 3 measured seeds, non-finite values, or seeds < 3.
@@ -84,7 +93,8 @@ def normal_designs(values: FloatArray, seeds: int, resamples: int, rng: np.rando
     mean = values.mean(axis=0)
     centred = (values - mean) / math.sqrt(values.shape[0] - 1)
     z = rng.standard_normal((resamples, seeds, values.shape[0]))
-    return mean[None, None, :] + z @ centred
+    middle = mean if centre is None else centre
+    return middle[None, None, :] + z @ centred
 
 
 Judge = Callable[[FloatArray, float], tuple[Verdict, Statistic | None]]
@@ -102,6 +112,10 @@ class PartSpec:
         upper: True for an upper-bound rule (PASS when the CI's upper end <= bound), False for a lower one.
         values: (S0, p) the per-seed values the rule reads, as measured.
         judge: see :data:`Judge`.
+        model: for a fitted rate, the fitted model's curve at the grid points (p,): the designs are centred there,
+            with the measured covariance (a parametric bootstrap from the fitted model: at S > S0 the set's
+            per-point noise, centred as truth, would be a systematic misfit that a larger design detects); None
+            centres them at the measured means.
     """
 
     name: str
@@ -110,6 +124,7 @@ class PartSpec:
     upper: bool
     values: FloatArray
     judge: Judge
+    model: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -175,16 +190,20 @@ def part_power(
         raise ValueError(
             f"{spec.name}: the seed set {seed_set} gives no statistic; no power can be computed."
         )
+    origin = observed.value
+    if spec.model is not None:
+        _, at_model = spec.judge(spec.values - spec.values.mean(axis=0) + spec.model, 0.0)
+        origin = at_model.value if at_model is not None else origin
     shrunk = observed.ci_high if spec.upper else observed.ci_low
     if not math.isfinite(shrunk):
         shrunk = observed.value
     margin = spec.delta if spec.delta is not None else abs(shrunk - spec.bound) / 2.0
     failing = spec.bound + 2.0 * margin if spec.upper else spec.bound - 2.0 * margin
-    designs = normal_designs(spec.values, seeds, resamples, rng)
+    designs = normal_designs(spec.values, seeds, resamples, rng, spec.model)
     decided = failed = 0
     for design in designs:
-        decided += _verdict(spec.judge, design, shrunk - observed.value) is not Verdict.INCONCLUSIVE
-        failed += _verdict(spec.judge, design, failing - observed.value) is Verdict.FAIL
+        decided += _verdict(spec.judge, design, shrunk - origin) is not Verdict.INCONCLUSIVE
+        failed += _verdict(spec.judge, design, failing - origin) is Verdict.FAIL
     return PartPower(
         part=spec.name,
         seed_set=seed_set,

@@ -45,6 +45,21 @@ Key = tuple[str, str, int, int]
 """C5's (arm, regime, n, m)."""
 
 
+def power_law_curve(x: Sequence[int], values: FloatArray) -> FloatArray:
+    """The power law ``A x^r`` fitted to the seed means of ``values`` by least squares on log-log axes, at x: the
+    fitted model whose curve a rate's designs are centred at (:attr:`crl.claims.power.PartSpec.model`).
+
+    Raises:
+        ValueError: when a seed mean is not positive.
+    """
+    means = values.mean(axis=0)
+    if np.any(means <= 0.0):
+        raise ValueError("a seed mean is <= 0: a power law cannot be fitted to it.")
+    log_x = np.log(np.asarray(x, dtype=np.float64))
+    slope, intercept = np.polyfit(log_x, np.log(means), 1)
+    return np.asarray(np.exp(intercept + slope * log_x), dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class _Columns:
     """Which (key, field) columns of a C5 series form a part's per-seed values, and the keys every rebuilt series
@@ -98,8 +113,10 @@ class C5Parts:
         window = self.window("claim", "independent")
         columns = self._columns([("claim", "independent", self.n, m) for m in window], ("gap_cv",), ["claim"])
         values = columns.matrix(self.data)
-        offset = c5.offset_power_fit(np.array(window, dtype=np.float64), np.abs(values.mean(axis=0))).a
-        factors = np.array(window, dtype=np.float64) / window[0]
+        grid = np.array(window, dtype=np.float64)
+        fit = c5.offset_power_fit(grid, np.abs(values.mean(axis=0)))
+        offset, factors = fit.a, grid / window[0]
+        model = np.sign(values.mean(axis=0)) * fit.predict(grid)
 
         def judge(design: FloatArray, shift: float) -> tuple[Verdict, Statistic | None]:
             moved = offset + (design - offset) * factors[None, :] ** shift
@@ -109,7 +126,7 @@ class C5Parts:
             )
             return verdict, stats[0] if stats else None
 
-        return PartSpec("C5 r in m, SCRL", c5.BOUNDS["independent"], 0.1, True, values, judge)
+        return PartSpec("C5 r in m, SCRL", c5.BOUNDS["independent"], 0.1, True, values, judge, model)
 
     def sscrl_exponent(self) -> PartSpec:
         """Part 2: the offset-free rate of D(m) = G_cv(m) - G_cv(2m) (SSCRL); the truth moves D by (m/m_1)^shift."""
@@ -125,7 +142,10 @@ class C5Parts:
             )
             return verdict, stats[0] if stats else None
 
-        return PartSpec("C5 r in m, SSCRL (offset-free)", c5.BOUNDS["shared"], 0.1, True, values, judge)
+        model = power_law_curve(x, values)
+        return PartSpec(
+            "C5 r in m, SSCRL (offset-free)", c5.BOUNDS["shared"], 0.1, True, values, judge, model
+        )
 
     def ratio(self) -> PartSpec:
         """Part 3: the SSCRL/SCRL log ratio at every m <= n/4 of both windows; its weakest m is the statistic."""
@@ -236,7 +256,9 @@ class C10Parts:
             part = c10.rate_part("rate of the gap in k", plan.k_grid, moved, c10.K_BOUND, self.level)
             return part.verdict, part.statistic
 
-        return PartSpec("C10 rate of the gap in k", c10.K_BOUND, 0.1, True, self._matrix(keys), judge)
+        values = self._matrix(keys)
+        model = power_law_curve(plan.k_grid, values)
+        return PartSpec("C10 rate of the gap in k", c10.K_BOUND, 0.1, True, values, judge, model)
 
     def n_secant(self) -> PartSpec:
         """Part 2: the secant slope of the gap in n, upper bound N_BOUND."""
