@@ -33,7 +33,9 @@ def test_bad_lines_and_unknown_claims_are_named(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.write(json.dumps({"claim": "C9", "params": {}, "seed": -1}) + "\n")
-    with pytest.raises(ValueError, match=r"t.jsonl.gz:1 is not a cell record"):
-        read_cells(path)
+    with pytest.raises(
+        ValueError, match=r"t.jsonl.gz:1 is not a cell record \(it lacks the field 'result'\)"
+    ):
+        read_cells(path, "C9")
     with pytest.raises(ValueError, match="claim='C11'"):
         rejudge(path, "C11", Fidelity.QUICK, 0)

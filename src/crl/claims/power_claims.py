@@ -37,7 +37,7 @@ from crl.claims.power import (
     design_power,
     markdown,
 )
-from crl.claims.replay import read_cells, stored_records
+from crl.claims.replay import missing_fields_named, read_cells, stored_records
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.sweep import CellRecord
 
@@ -310,18 +310,15 @@ POWER_CLAIMS = ("C5", "C6", "C10")
 
 
 def records_of(source: Path, claim: str) -> list[CellRecord]:
-    """A claim's cells from a run folder's store or from a table written by ``crl power --export-cells``.
+    """A claim's cells from a run folder's store or from a table written by ``crl power --export-cells``
+    (:func:`crl.claims.replay.read_cells`: the table's other claims' cells are dropped as they are read).
 
     Raises:
-        ValueError: when the table holds cells of another claim.
+        ValueError: when the table holds no cells of ``claim``, or is not a table (:func:`read_cells`).
     """
-    if not source.is_file():
+    if source.is_dir() or not source.exists():
         return stored_records(source, claim)
-    records = read_cells(source)
-    others = sorted({record.claim.split("@")[0] for record in records} - {claim})
-    if others:
-        raise ValueError(f"{source} holds cells of {', '.join(others)}; pass a table of {claim}'s cells.")
-    return records
+    return read_cells(source, claim)
 
 
 def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellRecord]]]:
@@ -378,12 +375,16 @@ def claim_power(
             raise ValueError(
                 "C6's power reads one run's cells (its two halves are the seed sets); pass one source."
             )
-        curves = saturation_gate.curves_from_records(records_of(sources[0], "C6"), fidelity)
+        with missing_fields_named(str(sources[0]), "C6"):
+            curves = saturation_gate.curves_from_records(records_of(sources[0], "C6"), fidelity)
         return saturation_gate.design_power_of(
             curves, tolerance=saturation_gate.c6.TOLERANCE, seeds=seeds, resamples=resamples, seed=seed
         )
     engine = ENGINES[claim]
-    sets = [engine(found, fidelity).specs(name) for name, found in seed_sets(sources, claim)]
+    sets = []
+    for name, found in seed_sets(sources, claim):
+        with missing_fields_named(name, claim):
+            sets.append(engine(found, fidelity).specs(name))
     return design_power(claim, sets, seeds, resamples, seed)
 
 
@@ -396,7 +397,8 @@ def power_text(
 
 def tolerance_text(source: Path, fidelity: Fidelity) -> str:
     """C6's pilot tolerance choice (:func:`crl.claims.saturation_gate.choose_q`) as Markdown."""
-    curves = saturation_gate.curves_from_records(records_of(source, "C6"), fidelity)
+    with missing_fields_named(str(source), "C6"):
+        curves = saturation_gate.curves_from_records(records_of(source, "C6"), fidelity)
     return saturation_gate.tolerance_markdown(*saturation_gate.choose_q(curves))
 
 
