@@ -58,7 +58,7 @@ COMMITTED: dict[str, CommittedRun] = {
         "C10",
         "results/c10/pilot_1789_full.jsonl.gz",
         1789,
-        "the pilot at 1789 (docs/claims/C10.md)",
+        "20261207T004227Z-8181bf",
         "exploratory: contract v4's pilot, which sizes the design (C10's confirmation at 8263 left no table)",
     ),
 }
