@@ -1,13 +1,19 @@
-"""A Milvus collection on hostile filters, racing writers and the ids Milvus keeps for itself, against the
-session's real Milvus server on 127.0.0.1 (tests/milvus_server.py; outside CI these skip where it cannot start).
+"""A Milvus collection on hostile filters, racing writers and the ids Milvus keeps for itself, and the server's
+sockets, against the session's real Milvus server on 127.0.0.1 (tests/milvus_server.py; outside CI these skip
+where it cannot start).
 
-If these fail, one client's filter would mark the connection stale and turn every other client's request into a
+If these fail, another machine could read or crash the local server through its internal ports, one client's
+filter would mark the connection stale and turn every other client's request into a
 503 while it reconnects, a filter faiss answers would be a Milvus error, one id would become several rows, or an
 id would be counted but never found, or an interrupted export would leave a partial collection that looks
 complete.
 """
 
+import ipaddress
 import json
+import os
+import re
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +28,7 @@ from crl.commands import app
 from crl.search import BackendUnavailableError, Index
 from crl.search.milvus import UNFINISHED, MilvusIndex, export_index
 from crl.serving.service import create_app
-from tests.milvus_server import uri
+from tests.milvus_server import answering_addresses, namespace_addresses, process_tree, uri
 
 N, D = 60, 8
 KEYWORDS = ("like", "and", "or", "not", "in", "exists", "json_contains")
@@ -236,3 +242,46 @@ def test_the_service_names_no_milvus_address_in_a_422_or_its_schema(
     assert "is not in the collection" in unknown.text
     for text in (schema.text, unknown.text):
         assert f"127.0.0.1:{milvus_server.listen_port}" not in text and "failsafe_hostile" not in text
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether ``address`` (IPv4, IPv6 or IPv4-mapped IPv6) is a loopback address."""
+    parsed = ipaddress.ip_address(address)
+    mapped = parsed.ipv4_mapped if isinstance(parsed, ipaddress.IPv6Address) else None
+    return (mapped or parsed).is_loopback
+
+
+def _root_coordinator_port(pid: int) -> int:
+    """The root coordinator's port, as the config in the working folder of the Milvus binary ``pid`` names it."""
+    config = (Path(os.readlink(f"/proc/{pid}/cwd")) / "configs" / "milvus.yaml").read_text()
+    found = re.search(r"^rootCoord:\n(?:[ #].*\n)*?  port: (\d+)", config, flags=re.MULTILINE)
+    assert found, "no rootCoord.port in the server's milvus.yaml"
+    return int(found.group(1))
+
+
+def _refuses(address: str, port: int) -> bool:
+    """Whether a TCP connection to ``address``:``port`` is refused (nothing listens there)."""
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_no_socket_of_the_server_answers_beyond_loopback_and_its_root_coordinator_refuses(
+    milvus_server: Any,
+) -> None:
+    """Milvus 2.3.5 listened on every interface with each of its ports: from another machine its root
+    coordinator answered ShowCollections and DescribeCollection without credentials, and one empty call to it
+    ended the whole server. Every listening socket of the server's processes, in whatever network namespace it
+    sits, answers on loopback addresses only, and the root coordinator's port refuses on 127.0.0.1 and on every
+    address of this machine (link-local ones aside: they need an interface to be reached)."""
+    tree = process_tree(milvus_server.server_proc.pid)
+    answering = [address for pid in tree for address in answering_addresses(pid)]
+    assert answering, "no listening socket found in the server's processes"
+    assert [a for a in answering if not _is_loopback(a.rsplit(":", 1)[0].strip("[]"))] == []
+    binary = next(pid for pid in tree if Path(f"/proc/{pid}/exe").resolve().name == "milvus")
+    port = _root_coordinator_port(binary)
+    reachable = {a for a in namespace_addresses(os.getpid()) if not ipaddress.ip_address(a).is_link_local}
+    for address in sorted({"127.0.0.1", *reachable}):
+        assert _refuses(address, port), f"the root coordinator answers at {address}:{port}"
