@@ -218,6 +218,23 @@ def _listener(port: int) -> socket.socket:
     return sock
 
 
+def _check_free_everywhere(port: int) -> None:
+    """Raise ValueError naming ``port`` and the fix when a socket listens at it on any address of this machine
+    (an exposed Milvus binds ``[::]:PORT``, and moves its proxy to a random port when that fails).
+    """
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        try:
+            probe.bind(("::", port))
+            probe.listen()
+        except OSError:
+            raise ValueError(
+                f"port {port} is taken on an address of this machine (127.0.0.1, [::1] or another); an exposed "
+                "Milvus listens on every address: pass a free one with --port, or --port 0 to let crl choose"
+            ) from None
+
+
 def _lock(folder: Path, wait_s: float) -> int:
     """A descriptor holding the exclusive lock of ``folder/LOCK_FILE``, waiting at most ``wait_s`` seconds.
 
@@ -318,7 +335,7 @@ class LocalServer:
 
     def _launch_exposed(self, lock: int) -> subprocess.Popen[bytes]:
         self.listen_port = self.listen_port or free_port()
-        _listener(self.listen_port).close()
+        _check_free_everywhere(self.listen_port)
         self.metrics_port = self.metrics_port or free_port()
         config = self._config((free_port(), free_port()))
         config.try_bind_port = _bound_or_none
