@@ -11,6 +11,7 @@ complete.
 
 import ipaddress
 import json
+import logging
 import os
 import re
 import socket
@@ -285,3 +286,28 @@ def test_no_socket_of_the_server_answers_beyond_loopback_and_its_root_coordinato
     reachable = {a for a in namespace_addresses(os.getpid()) if not ipaddress.ip_address(a).is_link_local}
     for address in sorted({"127.0.0.1", *reachable}):
         assert _refuses(address, port), f"the root coordinator answers at {address}:{port}"
+
+
+def test_connect_waits_for_a_collection_the_server_still_loads_and_says_so(
+    collection: MilvusIndex, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a restart the server loads each collection again (first waiting out the stopped server's session,
+    about 30 s), and the first query failed after 12 s with "unavailable (Deadline Exceeded); start the server"
+    while the server was up. connect waits for the load, saying so once, and a load that outlasts the wait is
+    said as such, never as a server to start."""
+    from pymilvus import utility
+    from pymilvus.client.types import LoadState
+
+    loading = iter([LoadState.Loading, LoadState.Loading])
+    load_state = utility.load_state
+    monkeypatch.setattr(utility, "load_state", lambda *a, **kw: next(loading, None) or load_state(*a, **kw))
+    with caplog.at_level(logging.INFO, logger="crl"):
+        reopened = MilvusIndex.connect(str(collection.address))
+    assert len(reopened) == N
+    assert caplog.text.count("waiting for the server to load failsafe_hostile") == 1
+    monkeypatch.setattr(utility, "load_state", lambda *a, **kw: LoadState.Loading)
+    with pytest.raises(
+        BackendUnavailableError, match="failsafe_hostile is still loading after 1 s"
+    ) as raised:
+        MilvusIndex.connect(str(collection.address), load_wait_s=1)
+    assert "start" not in str(raised.value)

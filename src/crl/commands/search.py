@@ -125,7 +125,8 @@ def search_command(
             # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
             from crl.search.milvus import MilvusIndex
 
-            index = MilvusIndex.connect(str(index_dir))
+            with stages_on_stderr():
+                index = MilvusIndex.connect(str(index_dir))
         else:
             index = Index.load(Path(index_dir))
         size = len(index)

@@ -25,9 +25,11 @@ row however many threads add it; writers in several processes add disjoint ids o
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -117,6 +119,10 @@ REFUSED = (
 _ADDING: dict[str, threading.Lock] = {}
 """One lock per collection address: :meth:`MilvusIndex.add` checks and inserts under it."""
 _ADDING_GUARD = threading.Lock()
+
+LOAD_WAIT_S = 120.0
+"""How long :meth:`MilvusIndex.connect` waits for a collection the server is still loading: after a restart,
+Milvus first waits out the stopped server's session lease (30 s by default), then loads each collection."""
 
 MAX_NAME = 255
 """The longest collection name Milvus takes."""
@@ -266,14 +272,23 @@ class MilvusIndex:
         )
 
     @classmethod
-    def connect(cls, uri: str, *, consistency: str = "Strong", timeout: float = 10.0) -> MilvusIndex:
+    def connect(
+        cls,
+        uri: str,
+        *,
+        consistency: str = "Strong",
+        timeout: float = 10.0,
+        load_wait_s: float = LOAD_WAIT_S,
+    ) -> MilvusIndex:
         """The existing collection at ``uri`` (created by :meth:`create`), loaded for search; ``timeout`` bounds
         the seconds spent reaching the server, and each later call; ``consistency`` is one of
-        :data:`CONSISTENCY`.
+        :data:`CONSISTENCY`. A collection the server is still loading (after its restart) is waited for, at
+        most ``load_wait_s`` seconds, saying so once on the ``crl`` logger.
 
         Raises:
             ValueError: on a bad address or consistency, a missing collection, one crl did not create (no
                 crl schema), or the unfinished copy of an export (its name ends in :data:`UNFINISHED`).
+            BackendUnavailableError: when the collection is still loading after ``load_wait_s`` seconds.
         """
         # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
         from pymilvus import Collection, utility
@@ -296,7 +311,7 @@ class MilvusIndex:
         vector = next((f for f in collection.schema.fields if f.name == "vector"), None)
         if vector is None:
             raise ValueError(f"{address} has no 'vector' field; it was not created by crl")
-        collection.load()
+        _wait_loaded(collection, address, alias, consistency, load_wait_s)
         return cls(
             collection,
             address,
@@ -585,12 +600,58 @@ def _open(address: MilvusAddress, timeout: float, *, fresh: bool) -> str:
     # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
     from pymilvus import connections
 
+    # pymilvus logs every failed call at ERROR on stderr before raising it; crl raises it with its reason
+    logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
     alias = _alias(address)
     if fresh:
         connections.disconnect(alias)
     if not connections.has_connection(alias):
         connections.connect(alias, host=address.host, port=str(address.port), timeout=timeout)
     return alias
+
+
+def _wait_loaded(
+    collection: Any, address: MilvusAddress, alias: str, consistency: str, wait_s: float
+) -> None:
+    """Load ``collection`` and return once the server answers a query on it at ``consistency``, saying once on
+    the ``crl`` logger that it waits; a :class:`~crl.search.BackendUnavailableError` saying it still loads after
+    ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    while (reason := _not_ready(collection, address, alias, consistency)) is not None:
+        if not said:
+            logging.getLogger("crl").info(
+                f"waiting for the server to load {address.collection} (after a restart it first waits out the "
+                f"stopped server's session, about 30 s; at most {wait_s:g} s)"
+            )
+            said = True
+        if time.monotonic() > deadline:
+            raise BackendUnavailableError(
+                address.backend, f"{address.collection} is still loading after {wait_s:g} s: {reason}"
+            )
+        time.sleep(0.5)
+
+
+def _not_ready(collection: Any, address: MilvusAddress, alias: str, consistency: str) -> str | None:
+    """Why the server cannot answer a query on ``collection`` at ``consistency`` yet (it reports it loading, or
+    a count fails: its query nodes, or under Strong consistency its time tick, are not back after a restart), or
+    None when it answers."""
+    # grpc and pymilvus come with the optional extra crl[milvus] (and are slow to import): loaded where a
+    # collection is reached
+    import grpc
+    from pymilvus import MilvusException, utility
+    from pymilvus.client.types import LoadState
+
+    try:
+        state = utility.load_state(address.collection, using=alias, timeout=10)
+        if state == LoadState.NotLoad:
+            collection.load(_async=True, timeout=10)
+        if state != LoadState.Loaded:
+            return f"its load state is {state.name}"
+        collection.query(expr="", output_fields=["count(*)"], timeout=5, consistency_level=consistency)
+    except (MilvusException, grpc.RpcError) as error:
+        return _reason(error)
+    return None
 
 
 def _alias(address: MilvusAddress) -> str:
