@@ -15,7 +15,10 @@ import logging
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -311,3 +314,91 @@ def test_connect_waits_for_a_collection_the_server_still_loads_and_says_so(
     ) as raised:
         MilvusIndex.connect(str(collection.address), load_wait_s=1)
     assert "start" not in str(raised.value)
+
+
+def test_a_second_export_to_one_name_is_refused_in_one_line_while_the_first_completes(
+    milvus_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    items: tuple[np.ndarray, np.ndarray, list[Any]],
+) -> None:
+    """B started while A filled the collection: B dropped A's copy and filled its own, A printed "exported 60000
+    items" with exit status 0, and the collection held 0 rows. One writer per name: B, started while A fills its
+    copy, exits with one line naming the other export, and A's collection is whole."""
+    index = Index.build(*items[:2], metadata=items[2])
+    index.save(tmp_path / "ix")
+    address = uri(milvus_server, "failsafe_two_writers")
+    add, second = MilvusIndex.add, []
+
+    def add_beside_a_second_export(self: MilvusIndex, *args: Any) -> np.ndarray:
+        if not second:
+            second.append(None)
+            second.append(CliRunner().invoke(app, ["index", "export", str(tmp_path / "ix"), "--to", address]))
+        return add(self, *args)
+
+    monkeypatch.setattr(MilvusIndex, "add", add_beside_a_second_export)
+    exported = export_index(index, address, batch=10)
+    refused = second[1]
+    assert refused.exit_code == 2 and refused.stderr.count("error:") == 1, refused.output
+    assert f"another export to {address} is filling" in refused.stderr and "Traceback" not in refused.output
+    assert len(exported) == N and exported.ids.tolist() == index.ids.tolist()
+
+
+def test_an_export_replaced_by_an_overwriting_one_fails_in_one_line_and_the_name_holds_the_other(
+    milvus_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    items: tuple[np.ndarray, np.ndarray, list[Any]],
+) -> None:
+    """An export whose copy another export (--overwrite) dropped and refilled went on and reported success; it
+    fails naming the other export, and the collection holds the other export's items, whole."""
+    vectors, ids, metadata = items
+    Index.build(vectors[:7], ids[:7]).save(tmp_path / "seven")
+    address = uri(milvus_server, "failsafe_overwritten")
+    add, second = MilvusIndex.add, []
+
+    def add_beside_an_overwriting_export(self: MilvusIndex, *args: Any) -> np.ndarray:
+        if not second:
+            second.append(None)
+            command = ["index", "export", str(tmp_path / "seven"), "--to", address, "--overwrite"]
+            second.append(CliRunner().invoke(app, command))
+        return add(self, *args)
+
+    monkeypatch.setattr(MilvusIndex, "add", add_beside_an_overwriting_export)
+    with pytest.raises(ValueError, match=f"another export to {address} ran at the same time"):
+        export_index(Index.build(vectors, ids, metadata=metadata), address, batch=10)
+    assert second[1].exit_code == 0, second[1].output
+    assert MilvusIndex.connect(address).ids.tolist() == ids[:7].tolist()
+
+
+ADD_ONE_ID = """
+import sys, time
+import numpy as np
+from crl.search.milvus import MilvusIndex
+collection = MilvusIndex.connect(sys.argv[1])
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+try:
+    collection.add(np.ones((1, 8), np.float32), [7])
+    print("added")
+except ValueError as error:
+    print(f"refused: {error}")
+"""
+
+
+def test_four_processes_adding_one_id_are_told_when_they_make_several_rows(milvus_server: Any) -> None:
+    """Four processes adding id 7 at once all succeeded: the collection counted 4 rows and found 1, and nobody
+    was told. Each add checks after its insert that its ids hold one row each: the collection holds one row, or
+    a process that made a second one says so."""
+    address = uri(milvus_server, "failsafe_four_processes")
+    collection = MilvusIndex.create(address, D)
+    start_at = str(time.time() + 8)
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", ADD_ONE_ID, address, start_at], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    said = [writer.communicate(timeout=120)[0].strip() for writer in writers]
+    assert all(line.startswith(("added", "refused: ")) for line in said), said
+    told = [line for line in said if "another writer added id 7" in line]
+    assert len(collection) == 1 or told, f"{len(collection)} rows of id 7, nobody told: {said}"
