@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from crl.commands import app
-from crl.search import BackendUnavailableError, Index
+from crl.search import BackendUnavailableError, Index, milvus
 from crl.search.milvus import UNFINISHED, MilvusIndex, export_index
 from crl.serving.service import create_app
 from tests.milvus_server import answering_addresses, namespace_addresses, process_tree, uri
@@ -228,11 +228,24 @@ def test_export_refuses_an_existing_collection_unless_overwrite(
     assert MilvusIndex.connect(address).ids.tolist() == ids.tolist()
 
 
-def test_k_at_milvus_largest_with_the_query_item_left_out_names_the_k_passed(collection: MilvusIndex) -> None:
-    """crl search -k 16384 by id (its own item left out, so k + 1 asked) said k = 16385, a k nobody passed."""
-    result = CliRunner().invoke(app, ["search", str(collection.address), "1", "-k", "16384"])
+def test_a_k_above_the_collection_is_lowered_with_a_note_and_searched(collection: MilvusIndex) -> None:
+    """crl search -k 16384 on a collection of 60 items printed a note lowering k to 60, then refused k = 16384."""
+    result = CliRunner().invoke(app, ["search", str(collection.address), "1", "-k", "16384", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "showing all 60" in result.stderr and "-k 16384:" not in result.stderr
+    found = [hit["id"] for hit in json.loads(result.stdout)["results"]]
+    assert len(found) == N - 1 and 1 not in found
+
+
+def test_k_at_milvus_largest_with_the_query_item_left_out_names_the_k_passed(
+    collection: MilvusIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """crl search -k K by id (its own item left out, so K + 1 asked) at Milvus's largest k said K + 1, a k nobody
+    passed (Milvus's largest is 16,384; lowered here to 10 so that a collection of 60 reaches it)."""
+    monkeypatch.setattr(milvus, "MAX_K", 10)
+    result = CliRunner().invoke(app, ["search", str(collection.address), "1", "-k", "10"])
     assert result.exit_code == 2, result.output
-    assert "-k 16384" in result.output and "16383" in result.output and "16385" not in result.output
+    assert "-k 10" in result.output and "-k 9" in result.output and "11" not in result.output
 
 
 def test_the_service_names_no_milvus_address_in_a_422_or_its_schema(
