@@ -19,7 +19,10 @@ expression it cannot parse, an invalid parameter) is a ``ValueError`` instead, a
 
 Ids are the integers 0 .. :data:`MAX_ID` (Milvus keeps 2**63 - 1 for itself: an item under it is counted but never
 found). :meth:`MilvusIndex.add` checks and inserts under one lock per collection in the process, so one id is one
-row however many threads add it; writers in several processes add disjoint ids or use :meth:`MilvusIndex.upsert`.
+row however many threads add it; writers in several processes add disjoint ids or use :meth:`MilvusIndex.upsert`
+(an add that finds a second row under one of its ids after its insert, another process's, raises ValueError).
+:meth:`MilvusIndex.connect` waits for a collection the server still loads (after its restart), and
+:func:`export_index` lets one export at a time fill a collection name.
 """
 
 from __future__ import annotations
