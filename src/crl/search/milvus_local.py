@@ -673,8 +673,8 @@ def exposure_note(record: ServerRecord) -> str:
         )
     ports = ", ".join(map(str, record.listening))
     return (
-        f"Milvus runs without a network namespace (--exposed): ports {ports} listen on every interface of this "
-        f"machine without a password; keep the firewall closed to them"
+        f"Milvus runs without a network namespace (--exposed): ports {ports} listen on this machine, all but "
+        "its etcd's two on every interface, without a password; keep the firewall closed to them"
     )
 
 
