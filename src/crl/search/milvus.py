@@ -663,10 +663,13 @@ def _not_ready(collection: Any, address: MilvusAddress, alias: str, consistency:
     """Why the server cannot answer a query on ``collection`` at ``consistency`` yet (it reports it loading, or
     a count fails: its query nodes, or under Strong consistency its time tick, are not back after a restart), or
     None when it answers."""
-    # grpc and pymilvus come with the optional extra crl[milvus] (and are slow to import): loaded where a
-    # collection is reached
+    # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a collection is reached
     import grpc
+
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
     from pymilvus import MilvusException, utility
+
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
     from pymilvus.client.types import LoadState
 
     try:
@@ -915,9 +918,10 @@ def _server_call(address: MilvusAddress, operation: Callable[[], T]) -> T:
     """``operation()`` on ``address``'s server outside a collection's calls: a request the server refuses (an
     existing name included) is a ``ValueError``, a failure a :class:`~crl.search.BackendUnavailableError`, both
     naming the backend and the server's reason."""
-    # grpc and pymilvus come with the optional extra crl[milvus] (and are slow to import): loaded where a
-    # server is reached
+    # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a server is reached
     import grpc
+
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
     from pymilvus import MilvusException
 
     try:

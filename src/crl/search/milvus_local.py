@@ -321,6 +321,8 @@ class LocalServer:
             os.close(lock)
 
     def _launch_isolated(self, lock: int) -> subprocess.Popen[bytes]:
+        """Bind the client and health ports on the host's 127.0.0.1, write a config whose other ports are the
+        package's defaults (free in an empty namespace), and start the sandbox forwarding both into it."""
         client, metrics = _listener(self.listen_port), _listener(self.metrics_port)
         try:
             self.listen_port, self.metrics_port = client.getsockname()[1], metrics.getsockname()[1]
@@ -334,6 +336,8 @@ class LocalServer:
             metrics.close()
 
     def _launch_exposed(self, lock: int) -> subprocess.Popen[bytes]:
+        """Check the client port is free on every address, let the package pick free ports for the rest on the
+        host, and start the sandbox in the host's namespace."""
         self.listen_port = self.listen_port or free_port()
         _check_free_everywhere(self.listen_port)
         self.metrics_port = self.metrics_port or free_port()
