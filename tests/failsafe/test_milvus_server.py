@@ -179,3 +179,14 @@ def test_an_exposed_start_with_its_port_taken_on_ipv6_loopback_is_refused(folder
         status, err = _crl("milvus", "start", "--dir", str(folder), "--port", str(port), "--exposed")
     assert status == 2 and f"port {port} is taken" in err and "--port 0" in err, err
     assert not (folder / RECORD_FILE).exists() and _processes_of(folder) == []
+
+
+def test_start_help_says_which_ports_are_published_and_how_to_run_exposed() -> None:
+    """`crl milvus start --help` said the client port was "on 127.0.0.1" while every Milvus port listened on
+    every interface; it says the client port is published on 127.0.0.1, the others stay in the server's
+    namespace, and what --exposed does."""
+    result = CliRunner().invoke(app, ["milvus", "start", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0
+    assert "published on 127.0.0.1" in text and "stay inside its network namespace" in text
+    assert "--exposed" in text and "every interface" in text
