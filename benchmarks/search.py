@@ -155,7 +155,10 @@ def milvus_hnsw(
         server = local_server(folder, port=port)
         server.start()
         try:
-            before = resident_bytes(server.server_proc.pid)
+            binary = server.binary_pid  # the Milvus binary, under crl's sandbox process
+            if binary is None:
+                raise RuntimeError(f"the Milvus server in {folder} started but its binary is gone")
+            before = resident_bytes(binary)
             start = time.perf_counter()
             uri = f"milvus://127.0.0.1:{server.listen_port}/{name.replace('-', '_')}"
             collection = MilvusIndex.create(uri, DIM, metric="ip", kind="hnsw", timeout=600)
@@ -165,7 +168,7 @@ def milvus_hnsw(
             collection.flush()
             reader = MilvusIndex.connect(uri, consistency="Eventually", timeout=600)
             build = time.perf_counter() - start
-            size = resident_bytes(server.server_proc.pid) - before
+            size = resident_bytes(binary) - before
             for ef in SWEEPS["hnsw"][1]:
 
                 def search(ef: int = ef) -> np.ndarray:

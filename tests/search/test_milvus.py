@@ -7,7 +7,6 @@ reason, where the extra crl[milvus] is missing or the server cannot start.
 """
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from crl.commands.search import search_command
 from crl.metrics.ir import evaluate_index
 from crl.search import TIE, EncoderProvenance, Index
 from crl.search.milvus import MilvusIndex
-from tests.milvus_server import free_port, kill, listening, uri
+from tests.milvus_server import free_port, kill, uri
 
 N, D = 600, 16
 
@@ -259,34 +258,3 @@ def test_index_build_to_milvus_saves_the_folder_and_a_collection_alike(
     assert again.exit_code == 2 and "holds an index" in again.output and "--overwrite" in again.output
     elsewhere = CliRunner().invoke(app, [*command[:-1], str(tmp_path / "ix2"), "--to", address])
     assert elsewhere.exit_code == 2 and "exists already" in elsewhere.output
-
-
-def _etcd_ports(server: Any) -> tuple[int, int]:
-    """The embedded etcd's client and peer ports, as the server's etcd config file names them."""
-    text = (Path(server.config.base_data_dir) / "configs" / "embed-etcd.yaml").read_text()
-    return int(re.findall(r"listen-client-urls: .*:(\d+)", text)[0]), int(
-        re.findall(r"listen-peer-urls: .*:(\d+)", text)[0]
-    )
-
-
-def test_the_embedded_etcd_listens_on_loopback_at_ports_of_its_own(server: Any) -> None:
-    """etcd's client and peer ports listen on 127.0.0.1 only, at the ports its config names (not etcd's fixed
-    2380): if this fails, the server's metadata store is reachable from the network, or two servers on one
-    machine collide on 2380 (one then hung for 180 s)."""
-    addresses = listening(server.server_proc.pid)
-    client, peer = _etcd_ports(server)
-    assert 2380 not in (client, peer)
-    for port in (client, peer):
-        assert [address for address in addresses if address.endswith(f":{port}")] == [f"127.0.0.1:{port}"]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="Milvus 2.3.5 binds its gRPC servers and metrics endpoint to ':PORT' (every interface); its config's "
-    "ip is only the address it advertises, so nothing in the package binds them to loopback",
-)
-def test_every_listening_socket_of_the_server_is_on_loopback(server: Any) -> None:
-    """Every TCP socket the server's process listens on is on 127.0.0.1 (``ss``). Expected to fail on Milvus
-    2.3.5 (see the reason); if it passes, a release binds them to loopback and crl's warning can go."""
-    addresses = listening(server.server_proc.pid)
-    assert len(addresses) >= 3 and all(address.startswith("127.0.0.1:") for address in addresses), addresses

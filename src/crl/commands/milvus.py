@@ -1,8 +1,9 @@
 """``crl milvus start|stop|status --dir D``: the packaged Milvus standalone server (the extra crl[milvus]) on
 this machine, started detached and found again by its folder (:mod:`crl.search.milvus_local`).
 
-``start`` runs the server in a session of its own, waits until it answers (about 10 s), records its process and
-ports in ``D/crl-milvus.json`` and prints its address, ``milvus://127.0.0.1:PORT``; a port it needs that is taken
+``start`` runs the server in a network namespace of its own, publishing its client and health ports on
+127.0.0.1, records its process and ports in ``D/crl-milvus.json`` at once, waits until it answers (about 10 s;
+until then it dies with the command) and prints its address, ``milvus://127.0.0.1:PORT``; a port that is taken
 stops it at once, naming the port and the fix. ``stop`` stops the server recorded in D; ``status`` prints it, or
 says that none runs (exit status 1).
 """
@@ -35,12 +36,24 @@ DIR_HELP = "The server's folder: its data, logs, config and crl-milvus.json (its
 def start(
     folder: Annotated[Path, typer.Option("--dir", help=DIR_HELP)],
     port: Annotated[
-        int, typer.Option(help="The client port on 127.0.0.1 (0: a free one, chosen and printed).")
+        int,
+        typer.Option(
+            help="The client port, published on 127.0.0.1 (0: a free one, chosen and printed); Milvus's other "
+            "ports stay inside its network namespace."
+        ),
     ] = 19530,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to answer.")] = 120.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to answer (> 0).")] = 120.0,
+    exposed: Annotated[
+        bool,
+        typer.Option(
+            "--exposed",
+            help="Run without a network namespace (where the kernel refuses one): every Milvus port then "
+            "listens on every interface, without a password; the ports are printed.",
+        ),
+    ] = False,
 ) -> None:
     """Start a Milvus server keeping its data in --dir, detached; print its address."""
-    raise typer.Exit(milvus_start_command(folder, port, timeout))
+    raise typer.Exit(milvus_start_command(folder, port, timeout, exposed))
 
 
 @milvus_app.command("stop", cls=FlagsCommand)
@@ -56,26 +69,33 @@ def status(folder: Annotated[Path, typer.Option("--dir", help=DIR_HELP)]) -> Non
 
 
 def _described(record: ServerRecord) -> str:
-    """One line naming a running server: address, pid, ports, folder."""
+    """One line naming a server: address, pid, ports, folder, whether it answers yet."""
+    where = (
+        f"in its own network namespace (listening there on {', '.join(map(str, record.namespace_ports))})"
+        if record.isolated
+        else f"exposed on every interface at {', '.join(map(str, record.listening))}"
+    )
     return (
         f"milvus://{record.address} (pid {record.pid}, health http://127.0.0.1:{record.metrics_port}/healthz, "
-        f"etcd on 127.0.0.1:{record.etcd_ports[0]} and :{record.etcd_ports[1]}, data in {record.folder}, "
-        f"started {record.started})"
+        f"{where if record.ready else 'starting'}, data in {record.folder}, started {record.started})"
     )
 
 
-def milvus_start_command(folder: Path, port: int = 19530, timeout: float = 120.0) -> int:
+def milvus_start_command(
+    folder: Path, port: int = 19530, timeout: float = 120.0, exposed: bool = False
+) -> int:
     """``crl milvus start``: 0 once the server answers, or 2 with one line (a port taken, a server already
-    running from the folder, a start that failed, naming its log)."""
+    running from the folder, another start of it, no network namespace here without --exposed, a start that
+    failed, naming its log)."""
 
     def body() -> int:
         # Deferred: crl.search loads faiss, which `crl --help` does not need.
-        from crl.search.milvus_local import EXPOSED_WARNING, start_detached
+        from crl.search.milvus_local import exposure_note, start_detached
 
         print_note(f"starting Milvus in {folder} (about 10 s)")
-        record = start_detached(folder, port=port, timeout_s=timeout)
+        record = start_detached(folder, port=port, timeout_s=timeout, exposed=exposed)
         typer.echo(f"running: {_described(record)}")
-        print_note(EXPOSED_WARNING)
+        print_note(exposure_note(record))
         return EXIT_OK
 
     return run_reporting_errors(body)

@@ -125,7 +125,8 @@ def search_command(
             # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
             from crl.search.milvus import MilvusIndex
 
-            index = MilvusIndex.connect(str(index_dir))
+            with stages_on_stderr():
+                index = MilvusIndex.connect(str(index_dir))
         else:
             index = Index.load(Path(index_dir))
         size = len(index)
@@ -138,7 +139,9 @@ def search_command(
 
                 register_text_search()
             if str(index_dir).startswith("milvus://"):
-                _check_milvus_k(k, exclude_self and any(item is not None for item in items))
+                _check_milvus_k(
+                    wanted, exclude_self and any(item is not None for item in items) and wanted < size
+                )
             with warnings_as_lines():
                 vectors = query_vectors(
                     index,
@@ -212,8 +215,8 @@ def _check_utf8(queries: list[str]) -> None:
 
 
 def _check_milvus_k(k: int, leaves_out: bool) -> None:
-    """Refuse a k a Milvus collection cannot answer: above its largest, or at it when an id query's own item is
-    left out (the search asks for k + 1)."""
+    """Refuse a k (as lowered to the collection's size) a Milvus collection cannot answer: above its largest, or
+    at it when an id query's own item is left out (the search asks for k + 1)."""
     # Deferred: it loads pymilvus on use, which `crl --help` does not need.
     from crl.search.milvus import MAX_K
 

@@ -56,7 +56,7 @@ class BackendUnavailableError(ConnectionError):
     """
 
     def __init__(self, backend: str, reason: str) -> None:
-        super().__init__(f"{backend} unavailable ({reason}); start the server or retry once it is back")
+        super().__init__(f"{backend} unavailable ({reason}); retry once it answers")
         self.backend = backend
 
 

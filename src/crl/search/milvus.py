@@ -21,15 +21,21 @@ parameter) is a ``ValueError`` instead, and leaves the connection alone.
 
 Ids are the integers 0 .. :data:`MAX_ID` (Milvus keeps 2**63 - 1 for itself: an item under it is counted but never
 found). :meth:`MilvusIndex.add` checks and inserts under one lock per collection in the process, so one id is one
-row however many threads add it; writers in several processes add disjoint ids or use :meth:`MilvusIndex.upsert`.
+row however many threads add it; writers in several processes add disjoint ids or use :meth:`MilvusIndex.upsert`
+(an add that finds a second row under one of its ids after its insert, another process's, raises ValueError).
+:meth:`MilvusIndex.connect` waits for a collection the server still loads (after its restart), and
+:func:`export_index` lets one export at a time fill a collection name.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import threading
+import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -123,6 +129,10 @@ _ADDING: dict[str, threading.Lock] = {}
 """One lock per collection address: :meth:`MilvusIndex.add` checks and inserts under it."""
 _ADDING_GUARD = threading.Lock()
 
+LOAD_WAIT_S = 120.0
+"""How long :meth:`MilvusIndex.connect` waits for a collection the server is still loading: after a restart,
+Milvus first waits out the stopped server's session lease (30 s by default), then loads each collection."""
+
 MAX_NAME = 255
 """The longest collection name Milvus takes."""
 
@@ -130,7 +140,9 @@ UNFINISHED = "__crl_unfinished"
 """The suffix of the collection :func:`export_index` fills before renaming it to its own name."""
 
 _URI = re.compile(r"milvus://(?P<host>[^:/]+):(?P<port>\d+)/(?P<collection>[A-Za-z_][A-Za-z0-9_]*)")
-_DESCRIPTION = re.compile(rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})(?: encoder=(\{{.*\}}))?")
+_DESCRIPTION = re.compile(
+    rf"crl metric=(cosine|ip) kind=({'|'.join(MILVUS_KINDS)})(?: writer=([0-9a-f]{{32}}))?(?: encoder=(\{{.*\}}))?"
+)
 
 
 @dataclass(frozen=True)
@@ -217,6 +229,7 @@ class MilvusIndex:
         consistency: str = "Strong",
         timeout: float = 10.0,
         encoder: EncoderProvenance | None = None,
+        writer: str | None = None,
     ) -> MilvusIndex:
         """A new, empty collection at ``uri`` for vectors of dimension ``dim``, indexed by ``kind``.
 
@@ -224,7 +237,8 @@ class MilvusIndex:
         ``efConstruction`` (80); ``ivf``: ``nlist`` (128). Search parameters go to :meth:`search`. ``timeout``
         bounds the seconds spent reaching the server, and each later call; ``consistency`` is one of
         :data:`CONSISTENCY`. ``encoder`` records the checkpoint whose embeddings the collection holds (in its
-        description), so text queries can be embedded by its string encoder (:mod:`crl.serving.queries`).
+        description), so text queries can be embedded by its string encoder (:mod:`crl.serving.queries`);
+        ``writer`` (32 hex digits) the export that fills it (:func:`export_index`).
 
         Raises:
             ValueError: on a bad address, dimension, metric or kind, or when the collection exists already
@@ -254,9 +268,12 @@ class MilvusIndex:
             FieldSchema("id", DataType.INT64, is_primary=True),
             FieldSchema("vector", DataType.FLOAT_VECTOR, dim=dim),
         ]
-        description = _description(metric, kind, encoder)
+        description = _description(metric, kind, encoder, writer)
         schema = CollectionSchema(fields, description=description, enable_dynamic_field=True)
-        collection = Collection(address.collection, schema, using=alias, consistency_level=consistency)
+        collection = _server_call(
+            address,
+            lambda: Collection(address.collection, schema, using=alias, consistency_level=consistency),
+        )
         collection.create_index("vector", _index_params(kind, dict(params or {})))
         collection.load()
         return cls(
@@ -271,14 +288,23 @@ class MilvusIndex:
         )
 
     @classmethod
-    def connect(cls, uri: str, *, consistency: str = "Strong", timeout: float = 10.0) -> MilvusIndex:
+    def connect(
+        cls,
+        uri: str,
+        *,
+        consistency: str = "Strong",
+        timeout: float = 10.0,
+        load_wait_s: float = LOAD_WAIT_S,
+    ) -> MilvusIndex:
         """The existing collection at ``uri`` (created by :meth:`create`), loaded for search; ``timeout`` bounds
         the seconds spent reaching the server, and each later call; ``consistency`` is one of
-        :data:`CONSISTENCY`.
+        :data:`CONSISTENCY`. A collection the server is still loading (after its restart) is waited for, at
+        most ``load_wait_s`` seconds, saying so once on the ``crl`` logger.
 
         Raises:
             ValueError: on a bad address or consistency, a missing collection, one crl did not create (no
                 crl schema), or the unfinished copy of an export (its name ends in :data:`UNFINISHED`).
+            BackendUnavailableError: when the collection is still loading after ``load_wait_s`` seconds.
         """
         # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
         from pymilvus import Collection, utility
@@ -301,7 +327,7 @@ class MilvusIndex:
         vector = next((f for f in collection.schema.fields if f.name == "vector"), None)
         if vector is None:
             raise ValueError(f"{address} has no 'vector' field; it was not created by crl")
-        collection.load()
+        _wait_loaded(collection, address, alias, consistency, load_wait_s)
         return cls(
             collection,
             address,
@@ -361,7 +387,23 @@ class MilvusIndex:
                 )
             if new_ids.size:
                 self._call(lambda c: c.insert(_records(matrix, new_ids, rows), timeout=self._timeout))
+                self._check_one_row_each(new_ids)
         return new_ids
+
+    def _check_one_row_each(self, ids: np.ndarray) -> None:
+        """Raise ValueError when the collection holds more rows than ``ids`` under them: another process added
+        one of them between this add's check and its insert (Milvus keeps every row of a primary key, counts
+        them all and finds one)."""
+        expr = f"id in [{', '.join(str(int(i)) for i in ids)}]"
+        strong = {**self._read, "consistency_level": "Strong"}
+        rows = self._call(lambda c: c.query(expr=expr, output_fields=["count(*)"], **strong))
+        held = int(rows[0]["count(*)"])
+        if held > ids.size:
+            named = f"id {int(ids[0])}" if ids.size == 1 else f"these {ids.size} ids"
+            raise ValueError(
+                f"another writer added {named} to {self.address} at the same time: it holds {held} rows for "
+                f"them (each counted, one found); upsert them to keep one row per id"
+            )
 
     def upsert(
         self, vectors: Any, ids: Any, metadata: Sequence[dict[str, Any] | None] | None = None
@@ -608,12 +650,61 @@ def _open(address: MilvusAddress, timeout: float, *, fresh: bool) -> str:
     # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
     from pymilvus import connections
 
+    # pymilvus logs every failed call at ERROR on stderr before raising it; crl raises it with its reason
+    logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
     alias = _alias(address)
     if fresh:
         connections.disconnect(alias)
     if not connections.has_connection(alias):
         connections.connect(alias, host=address.host, port=str(address.port), timeout=timeout)
     return alias
+
+
+def _wait_loaded(
+    collection: Any, address: MilvusAddress, alias: str, consistency: str, wait_s: float
+) -> None:
+    """Load ``collection`` and return once the server answers a query on it at ``consistency``, saying once on
+    the ``crl`` logger that it waits; a :class:`~crl.search.BackendUnavailableError` saying it still loads after
+    ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    while (reason := _not_ready(collection, address, alias, consistency)) is not None:
+        if not said:
+            logging.getLogger("crl").info(
+                f"waiting for the server to load {address.collection} (after a restart it first waits out the "
+                f"stopped server's session, about 30 s; at most {wait_s:g} s)"
+            )
+            said = True
+        if time.monotonic() > deadline:
+            raise BackendUnavailableError(
+                address.backend, f"{address.collection} is still loading after {wait_s:g} s: {reason}"
+            )
+        time.sleep(0.5)
+
+
+def _not_ready(collection: Any, address: MilvusAddress, alias: str, consistency: str) -> str | None:
+    """Why the server cannot answer a query on ``collection`` at ``consistency`` yet (it reports it loading, or
+    a count fails: its query nodes, or under Strong consistency its time tick, are not back after a restart), or
+    None when it answers."""
+    # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a collection is reached
+    import grpc
+
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus import MilvusException, utility
+
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus.client.types import LoadState
+
+    try:
+        state = utility.load_state(address.collection, using=alias, timeout=10)
+        if state == LoadState.NotLoad:
+            collection.load(_async=True, timeout=10)
+        if state != LoadState.Loaded:
+            return f"its load state is {state.name}"
+        collection.query(expr="", output_fields=["count(*)"], timeout=5, consistency_level=consistency)
+    except (MilvusException, grpc.RpcError) as error:
+        return _reason(error)
+    return None
 
 
 def _alias(address: MilvusAddress) -> str:
@@ -654,10 +745,19 @@ def _index_params(kind: MilvusKind, params: dict[str, int]) -> dict[str, Any]:
     return {"index_type": milvus.index_type, "metric_type": "IP", "params": {**milvus.build, **params}}
 
 
-def _description(metric: Metric, kind: MilvusKind, encoder: EncoderProvenance | None) -> str:
-    """The collection's description: ``crl metric=M kind=K``, then `` encoder={json}`` when one is recorded."""
-    described = f"crl metric={metric} kind={kind}"
+def _description(
+    metric: Metric, kind: MilvusKind, encoder: EncoderProvenance | None, writer: str | None = None
+) -> str:
+    """The collection's description: ``crl metric=M kind=K``, then `` writer=HEX`` (the export that filled it)
+    and `` encoder={json}`` when recorded."""
+    described = f"crl metric={metric} kind={kind}" + ("" if writer is None else f" writer={writer}")
     return described if encoder is None else f"{described} encoder={json.dumps(encoder.as_dict())}"
+
+
+def _writer(description: str) -> str | None:
+    """The export token a collection's description records (:func:`_description`), or None."""
+    match = _DESCRIPTION.fullmatch(description)
+    return None if match is None else match[3]
 
 
 def _described(
@@ -668,9 +768,9 @@ def _described(
     if match is None:
         raise ValueError(f"{address} was not created by crl (its description is {description[:60]!r})")
     encoder = None
-    if match[3] is not None:
+    if match[4] is not None:
         try:
-            encoder = EncoderProvenance(**json.loads(match[3]))
+            encoder = EncoderProvenance(**json.loads(match[4]))
         except (ValueError, TypeError):
             raise ValueError(f"{address}'s description records a malformed encoder; recreate it") from None
     return match[1], match[2], encoder  # type: ignore[return-value]
@@ -706,13 +806,17 @@ def export_index(
     pymilvus's ``num_entities`` count them). ``kind`` defaults to the index's own, IVF-PQ as IVF (Milvus's
     IVF_FLAT); an IVF-PQ index exports its lossy reconstructions.
 
-    The items go into ``COLLECTION`` + :data:`UNFINISHED` first (one left by an interrupted export is dropped and
-    filled anew), renamed to ``COLLECTION`` once every item is in, so a collection under its own name is always
-    complete. ``overwrite`` replaces an existing collection at ``uri`` (at the rename, after the copy is full).
+    One writer per collection name: the items go into ``COLLECTION`` + :data:`UNFINISHED` first, created with
+    this export's token in its description (creating a collection is atomic on the server, so a second export
+    finds it there and is refused), renamed to ``COLLECTION`` once every item is in, after checking the token
+    is still this export's; a collection under its own name is complete, holds this export's token and count.
+    An export that fails or is interrupted drops its copy; one that was killed leaves it, and ``overwrite``
+    drops it (as it replaces an existing collection at ``uri``, at the rename, after the copy is full).
 
     Raises:
-        ValueError: when the collection exists already and ``overwrite`` is off, or its name is too long for
-            the suffix.
+        ValueError: when the collection exists already, or another export fills its copy, and ``overwrite`` is
+            off; when another export (with ``overwrite``) replaced this one's copy; when its name is too long
+            for the suffix.
     """
     # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
     from pymilvus import utility
@@ -725,22 +829,130 @@ def export_index(
             f"takes at most {MAX_NAME - len(UNFINISHED)}, pass a shorter name"
         )
     alias = _connect(address, 10.0)
-    if not overwrite and utility.has_collection(address.collection, using=alias):
+    if not overwrite and _server_call(
+        address, lambda: utility.has_collection(address.collection, using=alias)
+    ):
         raise ValueError(
             f"{address} exists already; pass overwrite=True (crl index export --overwrite) to replace it"
         )
-    if utility.has_collection(unfinished.collection, using=alias):
-        utility.drop_collection(unfinished.collection, using=alias)
+    if overwrite and _server_call(
+        address, lambda: utility.has_collection(unfinished.collection, using=alias)
+    ):
+        _server_call(address, lambda: utility.drop_collection(unfinished.collection, using=alias))
+    writer = uuid.uuid4().hex
     chosen: MilvusKind = kind or _EXPORTED_KIND[index.kind]
-    collection = MilvusIndex.create(
-        str(unfinished), index.dim, metric=index.metric, kind=chosen, encoder=index.encoder
-    )
+    try:
+        collection = MilvusIndex.create(
+            str(unfinished), index.dim, metric=index.metric, kind=chosen, encoder=index.encoder, writer=writer
+        )
+    except ValueError:
+        raise ValueError(
+            f"another export to {address} is filling {unfinished.collection} (or one was killed and left it); "
+            "wait for it, or, when none runs, pass overwrite=True (crl index export --overwrite) to export anew"
+        ) from None
+    try:
+        _fill(collection, index, batch)
+        _rename_own(unfinished, address, alias, writer)
+    except BaseException as error:
+        if not _drop_own(unfinished, alias, writer) and isinstance(error, Exception):
+            raise _replaced(address) from None
+        raise
+    return _checked_export(address, writer, len(index))
+
+
+def _drop_own(unfinished: MilvusAddress, alias: str, writer: str) -> bool:
+    """Drop ``unfinished`` when it is ``writer``'s copy; whether it was (True too when the server cannot say:
+    the error at hand is then the one to report)."""
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus import utility
+
+    try:
+        if _writer_of(unfinished, alias) != writer:
+            return False
+        _server_call(unfinished, lambda: utility.drop_collection(unfinished.collection, using=alias))
+    except (ValueError, BackendUnavailableError):
+        pass
+    return True
+
+
+def _fill(collection: MilvusIndex, index: Index, batch: int) -> None:
+    """Add ``index``'s items to ``collection``, ``batch`` at a time, then flush it."""
     ids = index.ids
     for start in range(0, ids.size, batch):
         part = ids[start : start + batch]
         collection.add(index.vectors(part), part, index.metadata(part))
     collection.flush()
-    if utility.has_collection(address.collection, using=alias):
-        utility.drop_collection(address.collection, using=alias)
-    utility.rename_collection(unfinished.collection, address.collection, using=alias)
-    return MilvusIndex.connect(str(address))
+
+
+def _writer_of(address: MilvusAddress, alias: str) -> str | None:
+    """The export token of ``address``'s collection, or None when it is gone (or has none)."""
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus import Collection, utility
+
+    if not _server_call(address, lambda: utility.has_collection(address.collection, using=alias)):
+        return None
+    return _writer(_server_call(address, lambda: Collection(address.collection, using=alias).description))
+
+
+def _replaced(address: MilvusAddress) -> ValueError:
+    """The error of an export whose copy another export replaced."""
+    return ValueError(
+        f"another export to {address} ran at the same time (with --overwrite) and replaced this one's copy; "
+        f"{address} holds that export's items, not these: rerun this export once it is done"
+    )
+
+
+def _rename_own(unfinished: MilvusAddress, address: MilvusAddress, alias: str, writer: str) -> None:
+    """Rename ``unfinished`` to ``address`` (dropping a collection there) once its token is still ``writer``.
+
+    Raises:
+        ValueError: when another export replaced it (its token is another's, or it is gone).
+    """
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a collection is reached
+    from pymilvus import utility
+
+    if _writer_of(unfinished, alias) != writer:
+        raise _replaced(address)
+    if _server_call(address, lambda: utility.has_collection(address.collection, using=alias)):
+        _server_call(address, lambda: utility.drop_collection(address.collection, using=alias))
+    _server_call(
+        address, lambda: utility.rename_collection(unfinished.collection, address.collection, using=alias)
+    )
+
+
+def _checked_export(address: MilvusAddress, writer: str, expected: int) -> MilvusIndex:
+    """The exported collection at ``address``, once it holds ``writer``'s token and ``expected`` items.
+
+    Raises:
+        ValueError: when another export renamed its copy there in between (then that partial copy is dropped).
+    """
+    exported = MilvusIndex.connect(str(address))
+    alias = _alias(address)
+    if _writer_of(address, alias) == writer and len(exported) == expected:
+        return exported
+    exported.drop()
+    raise ValueError(
+        f"another export to {address} ran at the same time and renamed its unfinished copy over this one's; "
+        f"{address} was dropped (it was not complete): rerun one export"
+    )
+
+
+def _server_call(address: MilvusAddress, operation: Callable[[], T]) -> T:
+    """``operation()`` on ``address``'s server outside a collection's calls: a request the server refuses (an
+    existing name included) is a ``ValueError``, a failure a :class:`~crl.search.BackendUnavailableError`, both
+    naming the backend and the server's reason."""
+    # grpc comes with the optional extra crl[milvus] (and is slow to import): loaded where a server is reached
+    import grpc
+
+    # pymilvus is the optional extra crl[milvus] (and slow to import): loaded where a server is reached
+    from pymilvus import MilvusException
+
+    try:
+        return operation()
+    except (MilvusException, grpc.RpcError) as error:
+        reason = _reason(error)
+        if _refused(error) or re.search(r"exist|duplicate", reason, flags=re.IGNORECASE):
+            raise ValueError(
+                f"the {address.backend} refused the request ({reason}); fix the request"
+            ) from None
+        raise BackendUnavailableError(address.backend, reason) from None
