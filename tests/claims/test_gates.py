@@ -5,7 +5,8 @@ from scipy import stats as scipy_stats
 
 from crl.claims import Fidelity, Verdict
 from crl.claims.base import Claim, ClaimContext, ClaimResult
-from crl.claims.gates import SHORTFALLS, shortfalls
+from crl.claims.gates import DESIGNS, GATES, shortfalls
+from crl.claims.power_claims import design_seeds
 from crl.report.summary import verdict_cell
 
 
@@ -36,38 +37,62 @@ def _result(fidelity: Fidelity, verdict: Verdict, claim: type[Claim] = _Fake) ->
 
 
 def test_a_pass_with_a_failed_gate_says_it_was_not_shown_able_to_fail() -> None:
-    """If this fails, C5's full PASS is printed as a plain PASS although its SSCRL exponent's gate gave P(FAIL)
-    0.025: the report must say "PASS; this rule was not shown able to FAIL here" and name the part."""
-    cell = verdict_cell(_result(Fidelity.FULL, Verdict.PASS))
+    """If this fails, a C5 PASS at standard is printed as a plain PASS although its gates failed (the SSCRL
+    exponent's P(FAIL) 0.520): the report must say "PASS; this rule was not shown able to FAIL here" and name the
+    part; at full's design of 96 seeds every gate passes, and the PASS is plain."""
+    cell = verdict_cell(_result(Fidelity.STANDARD, Verdict.PASS))
     assert cell.text.startswith("PASS; this rule was not shown able to FAIL here")
-    assert "SSCRL exponent in m: P(FAIL) 0.025" in cell.text
+    assert "SSCRL exponent in m: P(FAIL) 0.520" in cell.text
+    assert verdict_cell(_result(Fidelity.FULL, Verdict.PASS)).text == "PASS"
+
+
+def test_a_table_of_an_earlier_design_carries_that_designs_gate() -> None:
+    """If this fails, a committed C5 table of 64 seeds re-judged today prints a plain PASS although the one power
+    method failed the offset-free SSCRL exponent's gate at 64 seeds (P(FAIL) 0.637): the label follows the
+    run's seeds, not only its fidelity."""
+    assert shortfalls("C5", Fidelity.FULL) == ()
+    (gap,) = shortfalls("C5", Fidelity.FULL, 64)
+    assert gap.describe().startswith("SSCRL exponent in m (offset-free): P(FAIL) 0.637")
+    assert shortfalls("C5", Fidelity.FULL, 50) == ()
 
 
 def test_c6s_pass_at_full_names_its_failed_gate() -> None:
-    """If this fails, C6's PASS at full is printed as a plain PASS although revision 5's gate gave P(FAIL) 0 at
-    DD = -0.2 on both halves of its pilot's seeds: at 64 seeds a true DD of -0.2 cannot FAIL."""
+    """If this fails, C6's PASS at full is printed as a plain PASS although the one power method gave P(FAIL) 0.077
+    at DD = -0.2 on replicates 0-31 of its pilot at the design's 64 seeds: a true DD of -0.2 would rarely FAIL."""
     text = verdict_cell(_result(Fidelity.FULL, Verdict.PASS, _FakeC6)).text
     assert text.startswith("PASS; this rule was not shown able to FAIL here")
-    assert "DD: P(FAIL) 0.000 [0.000, 0.018] at -0.2" in text
+    assert "DD: P(FAIL) 0.077 [0.053, 0.108] at -0.2" in text
     assert _result(Fidelity.FULL, Verdict.INCONCLUSIVE, _FakeC6).unshown_fail == ()
 
 
 def test_other_verdicts_and_fidelities_without_a_record_are_untouched() -> None:
     """If this fails, the label leaks onto a FAIL or INCONCLUSIVE, or onto a fidelity with no failed gate."""
-    assert _result(Fidelity.FULL, Verdict.INCONCLUSIVE).unshown_fail == ()
+    assert _result(Fidelity.STANDARD, Verdict.INCONCLUSIVE).unshown_fail == ()
     assert _result(Fidelity.QUICK, Verdict.PASS).unshown_fail == ()
     assert verdict_cell(_result(Fidelity.QUICK, Verdict.PASS)).text == "PASS"
     assert shortfalls("C3", Fidelity.FULL) == ()
 
 
-@pytest.mark.parametrize("key", sorted(SHORTFALLS, key=str))
-def test_recorded_p_fail_intervals_are_clopper_pearson_of_200_resamples(key: tuple[str, Fidelity]) -> None:
+@pytest.mark.parametrize("key", sorted(DESIGNS, key=str))
+def test_the_recorded_designs_are_the_claims_plans(key: tuple[str, Fidelity]) -> None:
+    """If this fails, the label is read at a design the claim no longer runs: gates' design seeds must be the
+    claims' registered seeds, and each design must have a gate on record."""
+    claim, fidelity = key
+    assert DESIGNS[key] == design_seeds(claim, fidelity)
+    assert DESIGNS[key] in GATES[key]
+
+
+@pytest.mark.parametrize("key", sorted(GATES, key=str))
+def test_recorded_p_fail_intervals_are_clopper_pearson(key: tuple[str, Fidelity]) -> None:
     """If this fails, a recorded P(FAIL) is not below the gate's 0.8, or its interval is not the exact 95%
-    binomial interval of that share of 200 resamples."""
-    for gap in SHORTFALLS[key]:
-        value, interval = gap.p_fail.split(" at ")[0].split(" ", 1)
-        share = float(value)
-        assert share < 0.8
-        low, high = (float(x) for x in interval.strip("[]").split(", "))
-        exact = scipy_stats.binomtest(round(share * 200), 200).proportion_ci(method="exact")
-        assert (low, high) == pytest.approx((exact.low, exact.high), abs=6e-4)
+    binomial interval of that share of its designs (400 by the one power method; 200 for the earlier method)."""
+    for gaps in GATES[key].values():
+        for gap in gaps:
+            value, interval = gap.p_fail.split(" at ")[0].split(" ", 1)
+            share = float(value)
+            assert share < 0.8
+            low, high = (float(x) for x in interval.strip("[]").split(", "))
+            exact = scipy_stats.binomtest(round(share * gap.designs), gap.designs).proportion_ci(
+                method="exact"
+            )
+            assert (low, high) == pytest.approx((exact.low, exact.high), abs=6e-4)

@@ -27,14 +27,14 @@ def test_a_committed_table_is_rejudged_from_the_command_line() -> None:
 def test_a_rejudged_pass_whose_gate_failed_says_so() -> None:
     """If this fails, re-judging C6's cells of the timed full run at seed 0 (a PASS; by revision 6's band DD 0.556
     [0.179, 0.934])
-    prints a plain PASS, hiding that its gate gave P(FAIL) 0 at DD = -0.2."""
+    prints a plain PASS, hiding that the one power method gave P(FAIL) 0.077 at DD = -0.2 at its 64 seeds."""
     result = CliRunner().invoke(
         app,
         ["power", "--claim", "C6", "--rejudge", str(FULL_SEED_0), "--fidelity", "full", "--run-seed", "0"],
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith(
-        "C6: PASS; this rule was not shown able to FAIL here (DD: P(FAIL) 0.000 [0.000, 0.018] at -0.2"
+        "C6: PASS; this rule was not shown able to FAIL here (DD: P(FAIL) 0.077 [0.053, 0.108] at -0.2"
     )
     assert "| 0.5563 | [0.1786" in result.output
 

@@ -210,7 +210,9 @@ M_FOR_N = {Fidelity.QUICK: 64, Fidelity.STANDARD: 256, Fidelity.FULL: 256}
 """m of the n series (SCRL)."""
 SHARED_CONTROL_M = 16
 """m of the n-parts' control: one set of 16 negatives shared by all anchors (docs/claims/C5.md)."""
-SEEDS = {Fidelity.QUICK: 4, Fidelity.STANDARD: 12, Fidelity.FULL: 64}
+SEEDS = {Fidelity.QUICK: 4, Fidelity.STANDARD: 12, Fidelity.FULL: 96}
+"""The claim's seeds (m and n series, and the n-parts' control); full's 96 sized by the one power method
+(docs/claims/C5.md, contract v4)."""
 CONTROL_SEEDS = {Fidelity.QUICK: 8, Fidelity.STANDARD: 48, Fidelity.FULL: 64}
 """The control's seeds: its heavy-tailed gaps are noisier, and its r sits 0.3-0.4 from the bound (pilot)."""
 N_EVAL = {Fidelity.QUICK: 4096, Fidelity.STANDARD: 16384, Fidelity.FULL: 65536}
@@ -265,7 +267,7 @@ class TrainedGap(Claim):
         "4096} (quick {128, ..., 1024}, full to 16384), end to end: the secant slope between the window's ends "
         "of the floor-free gap G - b*_m = (L(s_hat) - L*) + (L_hat(s*) - L_hat(s_hat)) and of the excess risk "
         "L(s_hat) - L* has CI upper end <= -0.45 (PASS), lower end above (FAIL); the fitted slope and the "
-        "leftover floor b*_m at the largest n are reported. Seeds: 12 (quick 4, full 64). Every r and slope is "
+        "leftover floor b*_m at the largest n are reported. Seeds: 12 (quick 4, full 96). Every r and slope is "
         "reported as measured; non-converged fits are counted and reported."
     )
     control_description: ClassVar[str] = (
@@ -283,7 +285,7 @@ class TrainedGap(Claim):
         fid = ctx.fidelity
         cells = _cells(ctx)
         records = {(r.cell.key, r.cell.seed): r for r in ctx.run_cells(cells, erm_cell)}
-        data = Series(list(records.values()), SEEDS[fid])
+        data = Series(list(records.values()), ctx.seeds_or(SEEDS[fid]))
         n_m = N_FOR_M[fid]
         claim_parts, claim_stats, claim_reasons = m_parts(data, "claim", n_m, M_GRIDS[fid], ctx.level)
         n_verdicts, n_stats, n_reasons = n_parts(data, N_GRIDS[fid], M_FOR_N[fid], ctx.level)
@@ -304,7 +306,8 @@ class TrainedGap(Claim):
             figures=[_figure(data, n_m, M_GRIDS[fid]), _n_figure(data, N_GRIDS[fid], M_FOR_N[fid])],
             table=table,
             notes=(
-                f"n = {N_FOR_M[fid]} for the m series, m = {M_FOR_N[fid]} for the n series; {SEEDS[fid]} seeds "
+                f"n = {N_FOR_M[fid]} for the m series, m = {M_FOR_N[fid]} for the n series; "
+                f"{ctx.seeds_or(SEEDS[fid])} seeds "
                 f"(control {CONTROL_SEEDS[fid]}); "
                 f"ball radius {RADIUS_FACTORS['claim']} |theta*| (control {RADIUS_FACTORS['control']}); tau = {TAU}, "
                 f"kappa = {KAPPA} (control: rho = {CONTROL_RHO}, v = {CONTROL_VARIANCE}, tail index "
@@ -342,7 +345,7 @@ def _cells(ctx: ClaimContext) -> list[Cell]:
     specs += [("shared-control", "shared", n, SHARED_CONTROL_M) for n in N_GRIDS[fid]]
     unique: dict[tuple[str, int], Cell] = {}
     for arm, regime, n, m in specs:
-        for index in range(CONTROL_SEEDS[fid] if arm == "control" else SEEDS[fid]):
+        for index in range(CONTROL_SEEDS[fid] if arm == "control" else ctx.seeds_or(SEEDS[fid])):
             params = {"arm": arm, "regime": regime, "n": n, "m": m, "index": index, **sizes}
             cell = Cell(params, ctx.seed_for("pairs", arm, n, index))
             unique[(cell.key, cell.seed)] = cell

@@ -434,7 +434,7 @@ class Saturation(Claim):
     def run(self, ctx: ClaimContext) -> ClaimResult:
         """Fit every (arm, n, seed, m), find m_q(n) per arm, and judge the difference of slope differences."""
         plan = PLANS[ctx.fidelity]
-        grid_n, n_seeds, grids = plan["n"], plan["seeds"], m_grids(ctx.fidelity)
+        grid_n, n_seeds, grids = plan["n"], ctx.seeds_or(plan["seeds"]), m_grids(ctx.fidelity)
         cells = [
             Cell(params, ctx.seed_for(params))
             for arm in ARMS

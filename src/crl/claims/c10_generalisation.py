@@ -34,7 +34,7 @@ unbiased for ``E[R(phi_hat) - R_hat_n(phi_hat)]`` because ``E[R(phi_0) - R_hat_n
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -74,7 +74,8 @@ CONVERGED_GRAD = 1e-5
 
 @dataclass(frozen=True)
 class Plan:
-    """One fidelity's grid (docs/claims/C10.md)."""
+    """One fidelity's grid and seeds (docs/claims/C10.md; full's 160 seeds sized by the one power method, contract
+    v4)."""
 
     k_series_n: int
     k_grid: tuple[int, ...]
@@ -99,7 +100,7 @@ PLANS = {
         (256, 512, 1024, 2048, 4096, 8192, 16384),
         2048,
         16,
-        64,
+        160,
         16384,
         16384,
     ),
@@ -407,7 +408,7 @@ class GeneralisationInK(Claim):
 
     def run(self, ctx: ClaimContext) -> ClaimResult:
         """Reference fits, then every training fit; judge the three parts and the control."""
-        plan = PLANS[ctx.fidelity]
+        plan = replace(PLANS[ctx.fidelity], seeds=ctx.seeds_or(PLANS[ctx.fidelity].seeds))
         wanted = _points(plan)
         references = self._references(ctx, plan, sorted({(k, tau) for _, _, k, tau in wanted}))
         cells = [

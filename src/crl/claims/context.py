@@ -122,6 +122,8 @@ class ClaimContext:
             (docs/theory.md section 7: alpha = 0.05 over C1-C10, alpha/10 per claim, split over its parts).
         module: the claim's module (``crl.claims.c06_saturation``): its cells are namespaced by the fingerprint of
             the code it imports (:func:`code_fingerprint`); None: of all of crl.
+        seeds: the claim's seed count when it is not its design's (a committed table of an earlier design, re-judged
+            by :mod:`crl.claims.replay`); None: the design's (:meth:`seeds_or`).
     """
 
     claim_id: str
@@ -135,6 +137,11 @@ class ClaimContext:
     level: float = field(kw_only=True)
     executor: Executor | None = field(default=None, kw_only=True)
     module: str | None = field(default=None, kw_only=True)
+    seeds: int | None = field(default=None, kw_only=True)
+
+    def seeds_or(self, design: int) -> int:
+        """The claim's seed count: :attr:`seeds` when set, else ``design`` (the fidelity's registered seeds)."""
+        return design if self.seeds is None else self.seeds
 
     def run_cells(self, cells: Sequence[Cell], fn: CellFn) -> list[CellRecord]:
         """Compute (or load) the claim's cells with :func:`crl.sweep.run_cells`; records in ``cells`` order.

@@ -45,7 +45,7 @@ COMMITTED: dict[str, CommittedRun] = {
         "results/c5/full_3931.jsonl.gz",
         3931,
         "20261206T034118Z-41abc0",
-        "confirmatory under contract v3; exploratory under v4, whose part 2 (offset-free) was registered after it",
+        "64 seeds, confirmatory under contract v3; exploratory under v4 (part 2 offset-free, design 96 seeds)",
     ),
     "C6": CommittedRun(
         "C6",
@@ -59,7 +59,7 @@ COMMITTED: dict[str, CommittedRun] = {
         "results/c10/pilot_1789_full.jsonl.gz",
         1789,
         "20261207T004227Z-8181bf",
-        "exploratory: contract v4's pilot, which sizes the design (C10's confirmation at 8263 left no table)",
+        "64 seeds, exploratory: contract v4's pilot, which sized the design (160 seeds); 8263 left no table",
     ),
 }
 """Claim -> its committed full table (docs/verdicts.md, contract v4)."""
@@ -90,12 +90,12 @@ def deciding_rows(results: Sequence[ClaimResult], root: Path = REPOSITORY) -> li
         if run is None or result.fidelity is Fidelity.FULL or not undecided(result):
             continue
         path = root / run.table
+        gaps = shortfalls(run.claim, Fidelity.FULL)
+        gate = "; ".join(g.describe() for g in gaps) if gaps else "every part's gate passes at the design"
         if path.is_file():
             found = rejudge(path, run.claim, Fidelity.FULL, run.run_seed)
             at_full = f"{found.verdict_text} (control {found.control.verdict})"
         else:
             at_full = f"not shown: {run.table} is not in this installation (it ships with the repository)"
-        gaps = shortfalls(run.claim, Fidelity.FULL)
-        gate = "; ".join(g.describe() for g in gaps) if gaps else "no failed gate on record"
         rows.append(DecidingRow(result.claim_id, result.verdict_text, at_full, run, gate))
     return rows

@@ -1,14 +1,13 @@
 """The judged parts whose power gate failed, per claim and fidelity (docs/theory.md section 7, "Every judged part
-shows how it fails"; docs/verdicts.md).
+shows how it fails"; docs/verdicts.md, contract v4).
 
-A part whose power calculation gave P(FAIL) < 0.8 with the truth at bound + 2 delta was not shown able to FAIL:
-a PASS of its claim at that fidelity is reported as "PASS; this rule was not shown able to FAIL here", naming
-the parts and their P(FAIL) with its Clopper-Pearson 95% interval over the 200 resamples, until a re-registered
-design passes the gate and is confirmed. The figures are those of the power calculations committed in
-docs/verdicts.md (C5 and C10 at full: the exploratory runs of the full-fidelity revisions; at standard: the
-contract-v2 calculation at the registered seeds; C6: revision 5's gate, :mod:`crl.claims.saturation_gate`, on the
-cells of its pilot at seed offset 6121 read on each fidelity's grid, docs/claims/C6.md). A claim or fidelity
-absent here has no failed gate on record.
+A part whose power calculation gave P(FAIL) < 0.8 with the truth at bound + 2 delta, on any seed set, was not shown
+able to FAIL: a PASS of its claim at that fidelity is reported as "PASS; this rule was not shown able to FAIL here",
+naming the parts and their P(FAIL) with its Clopper-Pearson 95% interval, until a design passes the gate and is
+confirmed. The figures are those of the one power method (:mod:`crl.claims.power`, `crl power`) at each fidelity's
+design, committed in docs/power_v4/ and docs/verdicts.md: C5 and C10 at full from their two seed sets (C5's runs at
+2671 and 3931, C10's pilot at 1789), at standard from the standard pilots at 4127 and 4129; C6 from its pilot at
+6121 read on each fidelity's grid. A claim or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -18,42 +17,80 @@ from crl.claims.context import Fidelity
 
 @dataclass(frozen=True)
 class GateShortfall:
-    """One part's failed gate: its name and its P(FAIL) at bound + 2 delta with the 95% interval."""
+    """One part's failed gate: its name, its P(FAIL) at bound + 2 delta with the 95% interval (the weakest seed
+    set's, the other set's beside it), and the number of designs the share counts."""
 
     part: str
     p_fail: str
+    designs: int = 400
 
     def describe(self) -> str:
         """``"<part>: P(FAIL) <p_fail>"``."""
         return f"{self.part}: P(FAIL) {self.p_fail}"
 
 
-_C6_GATE = (GateShortfall("DD", "0.000 [0.000, 0.018] at -0.2, on both seed halves"),)
-"""C6 revision 5's gate at full and, on the same pilot cells at n <= 256, at standard: the same figures."""
-
-SHORTFALLS: dict[tuple[str, Fidelity], tuple[GateShortfall, ...]] = {
-    ("C5", Fidelity.FULL): (
-        GateShortfall("SSCRL exponent in m", "0.025 [0.008, 0.057] at r = -0.2"),
-        GateShortfall("secant in n of the excess risk", "0.795 [0.732, 0.849] at -0.35"),
-    ),
-    ("C5", Fidelity.STANDARD): (
-        GateShortfall("SCRL exponent in m", "0.055 [0.028, 0.096] at r = -0.7"),
-        GateShortfall("SSCRL exponent in m", "0.520 [0.448, 0.591] at r = -0.2"),
-        GateShortfall("log ratio SSCRL/SCRL", "0.075 [0.043, 0.121] at -0.247"),
-        GateShortfall("secant in n of the floor-free gap", "0.020 [0.005, 0.050] at -0.35"),
-        GateShortfall("secant in n of the excess risk", "0.025 [0.008, 0.057] at -0.35"),
-    ),
-    ("C6", Fidelity.FULL): _C6_GATE,
-    ("C6", Fidelity.STANDARD): _C6_GATE,
-    ("C10", Fidelity.FULL): (GateShortfall("secant in n", "0.660 [0.590, 0.725] at -0.35"),),
-    ("C10", Fidelity.STANDARD): (
-        GateShortfall("secant in n", "0.220 [0.165, 0.284] at -0.35"),
-        GateShortfall("G(tau 0.25) - G(tau 1)", "0.310 [0.247, 0.379] at -0.00287"),
-    ),
+GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
+    ("C5", Fidelity.FULL): {
+        64: (
+            GateShortfall(
+                "SSCRL exponent in m (offset-free)", "0.637 [0.588, 0.685] at r = -0.2 (run 2671's seeds)"
+            ),
+        ),
+        96: (),
+    },
+    ("C5", Fidelity.STANDARD): {
+        12: (
+            GateShortfall("SCRL exponent in m", "0.055 [0.028, 0.096] at r = -0.7", 200),
+            GateShortfall("SSCRL exponent in m", "0.520 [0.448, 0.591] at r = -0.2", 200),
+            GateShortfall("log ratio SSCRL/SCRL", "0.075 [0.043, 0.121] at -0.247", 200),
+            GateShortfall("secant in n of the floor-free gap", "0.020 [0.005, 0.050] at -0.35", 200),
+            GateShortfall("secant in n of the excess risk", "0.025 [0.008, 0.057] at -0.35", 200),
+        ),
+    },
+    ("C6", Fidelity.FULL): {
+        64: (
+            GateShortfall(
+                "DD", "0.077 [0.053, 0.108] at -0.2 (replicates 0-31; 0.147 [0.114, 0.186] on 32-63)"
+            ),
+        ),
+    },
+    ("C6", Fidelity.STANDARD): {
+        32: (
+            GateShortfall(
+                "DD", "0.000 [0.000, 0.009] at -0.2 (replicates 0-31; 0.007 [0.002, 0.022] on 32-63)"
+            ),
+        ),
+    },
+    ("C10", Fidelity.FULL): {
+        64: (
+            GateShortfall(
+                "secant in n", "0.627 [0.578, 0.675] at -0.35 (replicates 32-63 of the pilot at 1789)"
+            ),
+        ),
+        160: (),
+    },
+    ("C10", Fidelity.STANDARD): {
+        24: (
+            GateShortfall("secant in n", "0.220 [0.165, 0.284] at -0.35", 200),
+            GateShortfall("G(tau 0.25) - G(tau 1)", "0.310 [0.247, 0.379] at -0.00287", 200),
+        ),
+    },
 }
-"""(claim, fidelity) -> the parts whose gate failed (docs/verdicts.md)."""
+"""(claim, fidelity) -> seeds of a design -> the parts whose gate failed at that design (docs/verdicts.md); an
+empty tuple: every gate passed."""
+DESIGNS: dict[tuple[str, Fidelity], int] = {
+    ("C5", Fidelity.FULL): 96,
+    ("C5", Fidelity.STANDARD): 12,
+    ("C6", Fidelity.FULL): 64,
+    ("C6", Fidelity.STANDARD): 32,
+    ("C10", Fidelity.FULL): 160,
+    ("C10", Fidelity.STANDARD): 24,
+}
+"""The registered designs' seeds (the claims' plans; a test ties them)."""
 
 
-def shortfalls(claim_id: str, fidelity: Fidelity) -> tuple[GateShortfall, ...]:
-    """The parts of ``claim_id`` whose power gate failed at ``fidelity`` (empty when none is on record)."""
-    return SHORTFALLS.get((claim_id, fidelity), ())
+def shortfalls(claim_id: str, fidelity: Fidelity, seeds: int | None = None) -> tuple[GateShortfall, ...]:
+    """The parts of ``claim_id`` whose power gate failed at ``fidelity`` for a run of ``seeds`` seeds (None: the
+    registered design's); empty when none is on record."""
+    size = DESIGNS.get((claim_id, fidelity)) if seeds is None else seeds
+    return GATES.get((claim_id, fidelity), {}).get(size or 0, ())

@@ -37,7 +37,7 @@ from crl.claims.power import (
     design_power,
     markdown,
 )
-from crl.claims.replay import missing_fields_named, read_cells, stored_records
+from crl.claims.replay import SEED_FIELDS, missing_fields_named, read_cells, stored_records
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.sweep import CellRecord
 
@@ -304,8 +304,6 @@ class C10Parts:
 
 ENGINES: dict[str, type[C5Parts] | type[C10Parts]] = {"C5": C5Parts, "C10": C10Parts}
 """The claims whose parts this module builds (C6: :mod:`crl.claims.saturation_gate`)."""
-SEED_FIELD = {"C5": "index", "C6": "replicate", "C10": "replicate"}
-"""The cell parameter that numbers a claim's seeds."""
 POWER_CLAIMS = ("C5", "C6", "C10")
 
 
@@ -333,7 +331,7 @@ def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellR
     if len(sources) > 1:
         return [(str(source), records_of(source, claim)) for source in sources]
     records = records_of(sources[0], claim)
-    field = SEED_FIELD[claim]
+    field = SEED_FIELDS[claim]
     count = 1 + max(int(r.cell.params[field]) for r in records if field in r.cell.params)
     if count < 6:
         raise ValueError(f"{sources[0]} holds {count} seeds; halves for two seed sets need at least 6.")

@@ -237,13 +237,33 @@ class ReplayContext(ClaimContext):
         return found
 
 
+SEED_FIELDS = {"C5": "index", "C6": "replicate", "C10": "replicate"}
+"""The cell parameter that numbers a trained claim's seeds (their designs' seed counts changed with contract v4)."""
+
+
+def table_seeds(records: Sequence[CellRecord], claim_id: str) -> int | None:
+    """The number of seeds of a trained claim's table (the claim's own arms: C5's control keeps its own count), or
+    None for a claim whose seeds the table need not say."""
+    field = SEED_FIELDS.get(claim_id)
+    if field is None:
+        return None
+    numbers = [
+        int(r.cell.params[field])
+        for r in records
+        if field in r.cell.params and r.cell.params.get("arm") not in ("control",)
+    ]
+    return 1 + max(numbers) if numbers else None
+
+
 def rejudge(path: Path, claim_id: str, fidelity: Fidelity, seed: int) -> ClaimResult:
     """``claim_id`` judged by this checkout's rule on the cells of the table at ``path``, as a run of ``crl verify
-    --fidelity FIDELITY --seed SEED`` judges them (module docstring)."""
+    --fidelity FIDELITY --seed SEED`` judges them (module docstring), at the table's own seed count (a table of an
+    earlier design holds fewer seeds than today's; its verdict carries its own design's gate, docs/power_v4)."""
     claim = next((c for c in default_registry().claims if c.id == claim_id), None)
     if claim is None:
         raise ValueError(f"claim={claim_id!r} is not a shipped claim; pass one of C1-C10.")
-    records = {(record.cell.key, record.cell.seed): record for record in read_cells(path, claim_id)}
+    found = read_cells(path, claim_id)
+    records = {(record.cell.key, record.cell.seed): record for record in found}
     with TemporaryDirectory() as folder, SweepStore(Path(folder) / "unused.sqlite") as store:
         context = ReplayContext(
             claim_id,
@@ -254,6 +274,7 @@ def rejudge(path: Path, claim_id: str, fidelity: Fidelity, seed: int) -> ClaimRe
             level=part_level(claim.parts),
             module=type(claim).__module__,
             table=records,
+            seeds=table_seeds(found, claim_id),
         )
         with missing_fields_named(str(path), claim_id):
             return claim.run(context)

@@ -255,7 +255,9 @@ class Claim(ABC):
             cell_runs=dict(ctx.cell_runs),
             role=self.role,
             unshown_fail=tuple(
-                gap.describe() for gap in shortfalls(self.id, ctx.fidelity) if verdict is Verdict.PASS
+                gap.describe()
+                for gap in shortfalls(self.id, ctx.fidelity, ctx.seeds)
+                if verdict is Verdict.PASS
             ),
         )
 
