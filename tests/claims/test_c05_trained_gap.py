@@ -253,6 +253,9 @@ def test_the_n_parts_control_has_cells_at_every_n_on_the_claims_truth() -> None:
         def seed_for(self, *key: object) -> int:
             return hash(key) % 2**31
 
+        def seeds_or(self, design: int) -> int:
+            return design
+
     cells = c5._cells(Seeds())  # type: ignore[arg-type]
     shared = [c for c in cells if c.params["arm"] == "shared-control"]
     assert sorted({c.params["n"] for c in shared}) == list(c5.N_GRIDS[c5.Fidelity.QUICK])
@@ -269,7 +272,7 @@ def test_the_offset_free_sscrl_rate_passes_the_stability_test(table: str) -> Non
     committed full run (contract v4: a judged statistic without jumps), or it is no longer the rate of the
     differences D(m) = G_cv(m) - G_cv(2m) the rule states."""
     path = Path(__file__).resolve().parents[2] / "results" / "c5" / table
-    records = replay.read_cells(path)
+    records = replay.read_cells(path, "C5")
     data = c5.Series(records, 64)
     n = c5.N_FOR_M[Fidelity.FULL]
     window = [m for m in c5.M_GRIDS[Fidelity.FULL] if data.usable(("claim", "shared", n, m))]
