@@ -129,12 +129,14 @@ class PartSpec:
 
 @dataclass(frozen=True)
 class ControlSpec:
-    """One control on one seed set: the measured per-seed values and the control's verdict on a design."""
+    """One control on one seed set: the measured per-seed values, the control's verdict on a design, and its own
+    seed count where the design gives it one (C5's heavy-tailed class: 48 at standard beside the claim's 12)."""
 
     name: str
     level: float
     values: FloatArray
     judge: Callable[[FloatArray], Verdict]
+    seeds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -299,7 +301,9 @@ def design_power(
     for index, found in enumerate(sets):
         rng = np.random.default_rng([seed, index])
         parts += [part_power(spec, found.name, seeds, resamples, rng) for spec in found.parts]
-        controls += [control_power(spec, found.name, seeds, resamples, rng) for spec in found.controls]
+        controls += [
+            control_power(spec, found.name, spec.seeds or seeds, resamples, rng) for spec in found.controls
+        ]
     return DesignPower(claim, seeds, resamples, parts, controls)
 
 

@@ -203,7 +203,13 @@ class C5Parts:
             verdicts, _, _ = c5.m_parts(columns.series(design), "control", self.n, self.grid, self.level)
             return combine_verdicts(*verdicts)
 
-        return ControlSpec("C5 heavy-tailed class (parts 1-3)", self.level, columns.matrix(self.data), judge)
+        return ControlSpec(
+            "C5 heavy-tailed class (parts 1-3)",
+            self.level,
+            columns.matrix(self.data),
+            judge,
+            c5.CONTROL_SEEDS[self.fidelity],
+        )
 
     def shared_control(self) -> ControlSpec:
         """The n parts' control (one shared set of 16 negatives): parts 4-5 on its arm, combined."""
