@@ -4,30 +4,14 @@ from the committed tables by this checkout's rule."""
 from pathlib import Path
 
 from crl.claims import Fidelity, Verdict
-from crl.claims.base import Claim, ClaimContext, ClaimResult
 from crl.claims.deciding import COMMITTED, REPOSITORY, deciding_rows
+from crl.claims.result import ClaimResult
 from crl.verify import DECIDING_COLUMNS, deciding_sections
-
-
-class _FakeC6(Claim):
-    id = "C6"
-    title = "t"
-    source = "s"
-    evidence = "e"
-    statement = "st"
-    rule = "r"
-    control_description = "c"
-    parts = 1
-
-    def run(self, ctx: ClaimContext) -> ClaimResult:
-        raise NotImplementedError
+from tests.claims.fake_results import FakeC6, fake_result
 
 
 def _result(fidelity: Fidelity, verdict: Verdict) -> ClaimResult:
-    ctx = ClaimContext("C6", fidelity, None, 0, "run", level=0.995)  # type: ignore[arg-type]
-    return _FakeC6().result(
-        ctx, verdict=verdict, statistics=[], control_verdict=Verdict.INCONCLUSIVE, control_statistics=[]
-    )
+    return fake_result(fidelity, verdict, FakeC6, Verdict.INCONCLUSIVE)
 
 
 def test_an_undecided_standard_verdict_shows_the_committed_full_one() -> None:

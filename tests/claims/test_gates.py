@@ -4,46 +4,20 @@ import pytest
 from scipy import stats as scipy_stats
 
 from crl.claims import Fidelity, Verdict
-from crl.claims.base import Claim, ClaimContext, ClaimResult
 from crl.claims.gates import DESIGNS, GATES, shortfalls
 from crl.claims.power_claims import design_seeds
 from crl.report.summary import verdict_cell
-
-
-class _Fake(Claim):
-    id = "C5"
-    title = "t"
-    source = "s"
-    evidence = "e"
-    statement = "st"
-    rule = "r"
-    control_description = "c"
-    parts = 5
-
-    def run(self, ctx: ClaimContext) -> ClaimResult:
-        raise NotImplementedError
-
-
-class _FakeC6(_Fake):
-    id = "C6"
-    parts = 1
-
-
-def _result(fidelity: Fidelity, verdict: Verdict, claim: type[Claim] = _Fake) -> ClaimResult:
-    ctx = ClaimContext(claim.id, fidelity, None, 0, "run", level=0.999)  # type: ignore[arg-type]
-    return claim().result(
-        ctx, verdict=verdict, statistics=[], control_verdict=Verdict.FAIL, control_statistics=[]
-    )
+from tests.claims.fake_results import FakeC6, fake_result
 
 
 def test_a_pass_with_a_failed_gate_says_it_was_not_shown_able_to_fail() -> None:
     """If this fails, a C5 PASS at standard is printed as a plain PASS although its gates failed (the SSCRL
     exponent's P(FAIL) 0.520): the report must say "PASS; this rule was not shown able to FAIL here" and name the
     part; at full's design of 96 seeds every gate passes, and the PASS is plain."""
-    cell = verdict_cell(_result(Fidelity.STANDARD, Verdict.PASS))
+    cell = verdict_cell(fake_result(Fidelity.STANDARD, Verdict.PASS))
     assert cell.text.startswith("PASS; this rule was not shown able to FAIL here")
     assert "SSCRL exponent in m: P(FAIL) 0.520" in cell.text
-    assert verdict_cell(_result(Fidelity.FULL, Verdict.PASS)).text == "PASS"
+    assert verdict_cell(fake_result(Fidelity.FULL, Verdict.PASS)).text == "PASS"
 
 
 def test_a_table_of_an_earlier_design_carries_that_designs_gate() -> None:
@@ -59,17 +33,17 @@ def test_a_table_of_an_earlier_design_carries_that_designs_gate() -> None:
 def test_c6s_pass_at_full_names_its_failed_gate() -> None:
     """If this fails, C6's PASS at full is printed as a plain PASS although the one power method gave P(FAIL) 0.077
     at DD = -0.2 on replicates 0-31 of its pilot at the design's 64 seeds: a true DD of -0.2 would rarely FAIL."""
-    text = verdict_cell(_result(Fidelity.FULL, Verdict.PASS, _FakeC6)).text
+    text = verdict_cell(fake_result(Fidelity.FULL, Verdict.PASS, FakeC6)).text
     assert text.startswith("PASS; this rule was not shown able to FAIL here")
     assert "DD: P(FAIL) 0.077 [0.053, 0.108] at -0.2" in text
-    assert _result(Fidelity.FULL, Verdict.INCONCLUSIVE, _FakeC6).unshown_fail == ()
+    assert fake_result(Fidelity.FULL, Verdict.INCONCLUSIVE, FakeC6).unshown_fail == ()
 
 
 def test_other_verdicts_and_fidelities_without_a_record_are_untouched() -> None:
     """If this fails, the label leaks onto a FAIL or INCONCLUSIVE, or onto a fidelity with no failed gate."""
-    assert _result(Fidelity.STANDARD, Verdict.INCONCLUSIVE).unshown_fail == ()
-    assert _result(Fidelity.QUICK, Verdict.PASS).unshown_fail == ()
-    assert verdict_cell(_result(Fidelity.QUICK, Verdict.PASS)).text == "PASS"
+    assert fake_result(Fidelity.STANDARD, Verdict.INCONCLUSIVE).unshown_fail == ()
+    assert fake_result(Fidelity.QUICK, Verdict.PASS).unshown_fail == ()
+    assert verdict_cell(fake_result(Fidelity.QUICK, Verdict.PASS)).text == "PASS"
     assert shortfalls("C3", Fidelity.FULL) == ()
 
 
