@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from crl.commands import app
 from crl.commands._errors import EXIT_USAGE
-from crl.metrics.ir import DEFAULT_KS, ir_metrics_from_ranking
+from crl.metrics.ir import DEFAULT_KS, DEFINITIONS, ir_metrics_from_ranking
 from crl.metrics.text_retrieval import evaluate_retrieval
 from crl.metrics.trec import read_run
 from crl.models import MiniLM, embed_texts
@@ -116,6 +116,9 @@ def test_crl_eval_ranks_your_own_queries_corpus_and_qrels(
     written = json.loads(out.read_text())
     assert (written["n_queries"], written["n_documents"]) == (3, 4)
     assert written["task"].startswith("--queries ") and "map@4" in written["fine_tuned"]
+    assert written["relevance"] == "binary" and written["definitions"] == dict.fromkeys(
+        DEFAULT_KS, DEFINITIONS[False]["ndcg"]
+    )
     run = read_run(trec)
     assert list(run) == ["first", "second", "third"]
     assert all(sorted(doc for doc, _ in hits) == ["D1", "D2", "D3", "D4"] for hits in run.values())

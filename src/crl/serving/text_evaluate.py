@@ -13,10 +13,11 @@ embedded by the anchor tower f and each document by the positive tower g, tokeni
 
 The metrics are sentence-transformers' ``InformationRetrievalEvaluator``'s at its cut-offs
 (:data:`crl.metrics.ir.DEFAULT_KS`: accuracy@k, precision@k and recall@k for k = 1, 3, 5, 10, MRR@10, nDCG@10,
-MAP@100; cut-offs above the corpus size lowered to it; the formulas in :mod:`crl.metrics.ir`). For every metric,
-the per-query difference d_q = fine-tuned_q - zero-shot_q on the same queries gets a paired bootstrap interval
-(:func:`crl.metrics.text_retrieval.compare_reports`): delta = (1/Q) sum_q d_q, and the percentiles of the means
-of ``draws`` resamples of the queries.
+MAP@100; cut-offs above the corpus size lowered to it; the formulas in :mod:`crl.metrics.ir`), on graded qrels
+trec_eval's (nDCG with graded gains, as BEIR and MTEB publish it); the JSON's ``definitions`` says which. For
+every metric, the per-query difference d_q = fine-tuned_q - zero-shot_q on the same queries gets a paired
+bootstrap interval (:func:`crl.metrics.text_retrieval.compare_reports`): delta = (1/Q) sum_q d_q, and the
+percentiles of the means of ``draws`` resamples of the queries.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class TextEvalResult:
             "task": self.task_name,
             "n_queries": len(self.task.queries),
             "n_documents": len(self.task.corpus),
+            "relevance": "graded" if self.fine_tuned.report.graded else "binary",
+            "definitions": self.fine_tuned.report.definitions,
+            "definitions_note": self.fine_tuned.report.definitions_note(),
             "fine_tuned": self.fine_tuned.report.as_flat_dict(),
             "zero_shot": self.zero_shot.report.as_flat_dict(),
             "fine_tuned_minus_zero_shot": {
