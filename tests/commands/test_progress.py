@@ -9,6 +9,7 @@ import io
 import logging
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -70,3 +71,51 @@ def test_an_import_is_announced_only_while_it_is_ahead() -> None:
         announce_import("importing a module not loaded", "crl_no_such_module")
         announce_import("importing sys", "sys")
     assert written.getvalue() == "crl: importing a module not loaded\n"
+
+
+TRAIN_CONFIG = """
+[data]
+source = "synthetic"
+n_train = 64
+dim = 3
+batch_size = 16
+[model]
+encoder = "mlp"
+embedding_dim = 4
+hidden = []
+[optim]
+total_steps = 3
+warmup_steps = 1
+[run]
+name = "tiny"
+out_dir = "{out}"
+log_every = 20
+tensorboard = false
+"""
+
+
+def test_crl_train_off_a_terminal_says_each_stage_before_its_first_logged_step(tmp_path: Path) -> None:
+    """``crl train ... | cat`` with log_every (20) above total_steps (3) once printed nothing until the end: each
+    stage, the schedule of lines and the first step's time are one ``crl:`` line on stderr, in that order, and
+    stdout still holds the progress line and the summary."""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TRAIN_CONFIG.format(out=tmp_path / "runs"), encoding="utf-8")
+    result = CliRunner().invoke(app, ["train", str(config)])
+    assert result.exit_code == 0, result.output
+    stages = [line.split(" (")[0] for line in result.stderr.splitlines()]
+    assert stages[:3] == [
+        "crl: reading the training pairs",
+        f"crl: building the mlp model on cpu, {torch.get_num_threads()} torch threads",
+        "crl: training steps 1-3 of 3",
+    ]
+    assert stages[3].startswith("crl: step 1 of 3 took ") and len(stages) == 4, result.stderr
+    assert "tiny step 3/3 loss" in result.stdout and "crl:" not in result.stdout
+
+
+def test_a_display_that_is_not_live_shows_nothing_on_a_terminal() -> None:
+    """crl train's own bar owns the terminal while it trains: its stage records must not open a second display
+    (rich allows one live display at a time)."""
+    written = io.StringIO()
+    with stages_on_stderr(Console(file=written, force_terminal=True, width=100), live=False):
+        _stages()
+    assert written.getvalue() == ""

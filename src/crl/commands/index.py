@@ -14,6 +14,8 @@ HNSW beyond; docs/search.md gives the measurements behind the rule).
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,7 +25,7 @@ from crl._lines import lines_of_items
 from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
-from crl.commands._progress import announce_import, stages_on_stderr
+from crl.commands._progress import LOGGER, announce_import, stages_on_stderr
 from crl.commands.embed import VECTORS_HELP, numeric_inputs
 
 index_app = typer.Typer(
@@ -135,21 +137,30 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto", *, overwr
     """``crl index export DIR --to milvus://... [--overwrite]``: 0, or 2 with one line for bad input."""
 
     def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.search import Index
+        stages = logging.getLogger(LOGGER)
+        with stages_on_stderr():
+            announce_import(f"crl index export {index_dir}: importing faiss and pymilvus (seconds)", "faiss")
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.search import Index
 
-        # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
-        from crl.search.milvus import MILVUS_KINDS, export_index
+            # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
+            from crl.search.milvus import MILVUS_KINDS, export_index
 
-        if kind != "auto" and kind not in MILVUS_KINDS:
-            raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
-        index = Index.load(index_dir)
-        collection = export_index(
-            index,
-            to,
-            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
-            overwrite=overwrite,
-        )
+            if kind != "auto" and kind not in MILVUS_KINDS:
+                raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
+            stages.info("loading the index %s", index_dir)
+            index = Index.load(index_dir)
+            stages.info(
+                "copying %s items into %s, then building and loading its index (seconds)",
+                f"{len(index):,}",
+                to,
+            )
+            collection = export_index(
+                index,
+                to,
+                kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+                overwrite=overwrite,
+            )
         typer.echo(f"exported {len(index)} items of {index_dir} into {collection!r}")
         return EXIT_OK
 
