@@ -15,7 +15,6 @@ HNSW beyond; docs/search.md gives the measurements behind the rule).
 from __future__ import annotations
 
 import logging
-
 from pathlib import Path
 from typing import Annotated, Any
 
