@@ -46,7 +46,10 @@ def embed(
     ] = None,
     text_file: Annotated[
         Path | None,
-        typer.Option(help="A UTF-8 file of strings to embed, one per line (blank lines skipped)."),
+        typer.Option(
+            help="A UTF-8 file of strings to embed, one per line (a blank line is an error naming it: row i is "
+            "line i + 1)."
+        ),
     ] = None,
     max_seq_length: Annotated[
         int | None,
