@@ -142,3 +142,30 @@ def test_the_tours_text_search_block_runs_as_printed(tmp_path: Path, monkeypatch
     np.testing.assert_allclose(answer["scores"], cosines[:2], atol=1e-5)
     np.testing.assert_allclose(np.load("x.npy"), water, atol=1e-5)
     assert outputs["crl search idx/text 1984 --text"].count('{"text": ') == len(corpus)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "milvus-data/server.json",
+        "advise/advice.json",
+        "idx/text/index.faiss",
+        "corpus.txt",
+        "pairs.npz",
+        "x.npy",
+        "vectors.npy",
+    ],
+)
+def test_what_the_readme_writes_into_the_root_is_git_ignored(written: str) -> None:
+    """The README's commands write these into the repository's root (crl milvus start --dir milvus-data, crl
+    advise --out advise, the tour's files); git must not offer them for a commit, while crl's own advise package
+    stays tracked."""
+    root = README.parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    checked = subprocess.run(["git", "check-ignore", "-q", written], cwd=root, check=False)
+    assert checked.returncode == 0, f"{written} is not ignored by .gitignore"
+    tracked = subprocess.run(
+        ["git", "check-ignore", "-q", "src/crl/advise/__init__.py"], cwd=root, check=False
+    )
+    assert tracked.returncode == 1
