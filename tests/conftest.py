@@ -10,7 +10,6 @@ import torch
 from tests.milvus_server import start_or_skip
 from tests.quick_verify import RUN, TEST_NAME, BackgroundVerify
 
-
 SLOW_FIXTURES = frozenset({"milvus_server"})
 """Fixtures that make a test slow wherever it is: the Milvus server takes 10-20 s to start."""
 
