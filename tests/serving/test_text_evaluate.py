@@ -119,6 +119,7 @@ def test_crl_eval_ranks_your_own_queries_corpus_and_qrels(
     assert written["relevance"] == "binary" and written["definitions"] == dict.fromkeys(
         DEFAULT_KS, DEFINITIONS[False]["ndcg"]
     )
+    assert "binary qrels: sentence-transformers' InformationRetrievalEvaluator" in " ".join(output.split())
     run = read_run(trec)
     assert list(run) == ["first", "second", "third"]
     assert all(sorted(doc for doc, _ in hits) == ["D1", "D2", "D3", "D4"] for hits in run.values())
