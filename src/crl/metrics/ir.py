@@ -452,7 +452,8 @@ class _DenseCorpus:
 
 def _tie_complete_ranking(scores: np.ndarray, grades: np.ndarray, depth: int) -> np.ndarray:
     """Grades (b, depth) of each row's top ``depth`` items under the pessimistic tie rule, from dense scores
-    (b, N) and grades (b, N) (relevance flags, or integer grades, 0 for not relevant), without sorting the N items.
+    (b, N) and grades (b, N) (relevance flags, or integer grades >= 0, 0 for not relevant), without sorting the N
+    items.
 
     With t the depth-th largest score of a row (found by partition): the items with s > t (fewer than depth) are
     sorted by decreasing score, lower grades first among equals; the remaining positions hold the tie block
@@ -468,7 +469,10 @@ def _tie_complete_ranking(scores: np.ndarray, grades: np.ndarray, depth: int) ->
     key = np.where(above, -top_scores.astype(np.float64), np.inf)
     ranked = np.take_along_axis(top_grades, np.lexsort((top_grades, key), axis=1), axis=1)
     tied = scores == boundary
-    levels = np.array([False, True]) if grades.dtype == bool else np.unique(grades)
+    if grades.dtype == bool:
+        levels = np.array([False, True])
+    else:
+        levels = np.concatenate([[0], np.unique(grades[grades > 0])]).astype(grades.dtype)
     at_or_below = np.stack([(tied & (grades <= level)).sum(axis=1) for level in levels], axis=1)
     position = np.arange(depth)[None, :] - above.sum(axis=1, keepdims=True)
     block = levels[(at_or_below[:, None, :] <= position[:, :, None]).sum(axis=2)]
@@ -599,11 +603,12 @@ class _Relevance:
         self, rows: np.ndarray, ids: np.ndarray, own: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(grades (b, N) of every item, ``ids`` (N,) the index's ids in column order, R_q (b,)): :meth:`of` for a
-        dense block, by broadcasting labels or scattering each query's judged ids, without a (b, N) id table."""
+        dense block, by broadcasting labels or scattering each query's judged ids, without a (b, N) id table;
+        relevance flags (one byte an item) unless the qrels are graded."""
         if self.qrels is not None:
             sets = self._sets(rows, own)
             order = np.argsort(ids)
-            grades = np.zeros((len(rows), ids.size), dtype=np.int64)
+            grades = np.zeros((len(rows), ids.size), dtype=np.int32 if self.graded else bool)
             for line, (relevant, judged) in zip(grades, sets, strict=True):
                 slot = np.minimum(np.searchsorted(ids, relevant, sorter=order), ids.size - 1)
                 found = ids[order[slot]] == relevant
