@@ -9,6 +9,7 @@ import io
 import logging
 from pathlib import Path
 
+import numpy as np
 import torch
 from rich.console import Console
 from typer.testing import CliRunner
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from crl.commands import app
 from crl.commands._progress import announce_import, stages_on_stderr
 from crl.models.minilm import packaged_model_path
+from crl.search import Index
 
 LOG = logging.getLogger("crl.tests")
 
@@ -119,3 +121,16 @@ def test_a_display_that_is_not_live_shows_nothing_on_a_terminal() -> None:
     with stages_on_stderr(Console(file=written, force_terminal=True, width=100), live=False):
         _stages()
     assert written.getvalue() == ""
+
+
+def test_crl_index_export_names_its_stages_off_a_terminal(tmp_path: Path) -> None:
+    """``crl index export`` was silent for the 10 s of its imports, its copy and the collection's index: each
+    stage is a ``crl:`` line on stderr before the result (here the error of an address that is not Milvus's)."""
+    Index.build(np.ones((20, 4), dtype=np.float32)).save(tmp_path / "idx")
+    result = CliRunner().invoke(app, ["index", "export", str(tmp_path / "idx"), "--to", "milvus://bad"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[:2] == [
+        f"crl: loading the index {tmp_path / 'idx'}",
+        "crl: copying 20 items into milvus://bad, then building and loading its index (seconds)",
+    ]
+    assert "is not a Milvus address" in result.stderr
