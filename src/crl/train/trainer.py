@@ -146,7 +146,7 @@ class Trainer:
         self.source = source
         context = self.context
         _log.info(
-            "building the %s model on %s, %d torch threads",
+            "building the %s model on %s (torch threads: %d)",
             config.model.encoder,
             context.device,
             torch.get_num_threads(),
