@@ -235,23 +235,28 @@ def index_build_command(
             raise ValueError(f"--kind {kind!r} is not known; use auto, {', '.join(KINDS)}")
         if metric not in METRICS:
             raise ValueError(f"--metric {metric!r} is not known; use {' or '.join(METRICS)}")
-        inputs, labels = _inputs(checkpoint, data, key, labels_key)
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.encoded import build_from_checkpoint
+        with stages_on_stderr():
+            announce_import(f"crl index build {checkpoint}: importing torch (a few seconds)")
+            inputs, labels = _inputs(checkpoint, data, key, labels_key)
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.serving.encoded import build_from_checkpoint
 
-        metadata = None if labels is None else [{"label": int(label)} for label in labels]
-        index = build_from_checkpoint(
-            checkpoint,
-            inputs,
-            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
-            metric=metric,
-            metadata=metadata,
-            tower=tower,
-            device=device,
-            batch_size=batch_size,
-            vectors=vectors,
-            **(params or {}),
-        )
+            metadata = None if labels is None else [{"label": int(label)} for label in labels]
+            logging.getLogger(LOGGER).info(
+                "embedding %s inputs with the %s tower, then indexing them", f"{len(inputs):,}", tower
+            )
+            index = build_from_checkpoint(
+                checkpoint,
+                inputs,
+                kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+                metric=metric,
+                metadata=metadata,
+                tower=tower,
+                device=device,
+                batch_size=batch_size,
+                vectors=vectors,
+                **(params or {}),
+            )
         index.save(out)
         typer.echo(f"indexed {len(index)} items ({index!r}) into {out}")
         if index.encoder is not None:
@@ -293,6 +298,7 @@ def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> t
         return torch.from_numpy(numeric_inputs(arrays[key], key)), labels
     if labels_key:
         raise ValueError("--labels-key needs --data (the run's own data brings its labels)")
+    logging.getLogger(LOGGER).info("reading the run's own training split")
     # Deferred: it loads torch, which `crl --help` does not need.
     from crl.train.checkpoint import load_train_state, resolve_checkpoint
 
