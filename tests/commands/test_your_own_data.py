@@ -65,6 +65,7 @@ def test_train_eval_embed_on_an_npz(tmp_path: Path) -> None:
     assert any("class retrieval accuracy@1" in row for row in rows)
     assert not any("class retrieval recall@" in row for row in rows)
     assert "class_recall@10" in written and "recall@k <= k /" in printed
+    assert written["class_definitions"].startswith("sentence-transformers' InformationRetrievalEvaluator")
     assert 0.0 <= written["knn_accuracy"] <= 1.0 and 0.0 <= written["probe_accuracy"] <= 1.0
     assert "pixels" not in printed, "plain arrays are not images: their baseline is the raw inputs"
     assert "vs raw inputs: paired difference" in printed and "kNN accuracy, raw inputs" in printed
