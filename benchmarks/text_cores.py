@@ -7,14 +7,16 @@ Arms, each in a fresh subprocess (its own torch thread pool):
   InfoNCE, tau 0.05) with ``data.batch_size = --batch`` and ``run.num_threads = T``;
 - ``st``: sentence-transformers' MultipleNegativesRankingLoss (scale 1/tau, both directions, as
   ``studies.text_vs_st`` matches it) on a SentenceTransformer of the same weights and max_seq_length, in a plain torch
-  loop (AdamW, the config's schedule), on consecutive batches of the same training pairs. ``SentenceTransformer.fit``
-  itself needs the ``datasets`` package, which crl does not install; its trainer calls this same loss.
+  loop (AdamW, the config's schedule), on the same batches: the pair indices of crl's data cursor, drawn from the
+  same seeded stream. ``SentenceTransformer.fit`` itself needs the ``datasets`` package, which crl does not
+  install; its trainer calls this same loss.
 
 Per arm: one untimed step (AdamW allocates its state), then ``--steps`` timed steps: the median s/step, pairs/s =
-batch / median, and the CPU time the process used per second of wall time over the timed steps (about T when T
-threads are busy: the check that a step uses both cores of a 2-core machine), beside ``torch.get_num_threads()``
-inside the step. Nothing is asserted: this prints. The machine's load average is printed with the table, as a
-shared machine inflates the times.
+batch / median, the CPU seconds a step used (what it costs, less sensitive to other jobs than the wall time), and
+the CPU time the process used per second of wall time over the timed steps (about T when T threads are busy: the
+check that a step uses both cores of a 2-core machine), beside ``torch.get_num_threads()`` inside the step. Nothing
+is asserted: this prints. The machine's load average is printed with the table, as a shared machine inflates the
+times.
 
 Run: ``.venv/bin/python benchmarks/text_cores.py [--batch 32] [--steps 3] [--threads 1 2]``.
 """
@@ -42,15 +44,17 @@ def _cpu_seconds() -> float:
 
 
 def _timed(step: Callable[[], object], steps: int) -> dict[str, float]:
-    """One untimed step, then ``steps`` timed ones: median wall seconds and CPU seconds per wall second."""
+    """One untimed step, then ``steps`` timed ones: median wall seconds, CPU seconds per step (the mean) and CPU
+    seconds per wall second."""
     step()
     walls, cpu_before, wall_before = [], _cpu_seconds(), time.perf_counter()
     for _ in range(steps):
         started = time.perf_counter()
         step()
         walls.append(time.perf_counter() - started)
-    cpu = (_cpu_seconds() - cpu_before) / (time.perf_counter() - wall_before)
-    return {"s_per_step": statistics.median(walls), "cpu_per_wall": cpu}
+    cpu = _cpu_seconds() - cpu_before
+    wall = time.perf_counter() - wall_before
+    return {"s_per_step": statistics.median(walls), "cpu_per_step": cpu / steps, "cpu_per_wall": cpu / wall}
 
 
 def crl_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
@@ -73,7 +77,7 @@ def crl_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
         loop.train_step()
         seen.append(torch.get_num_threads())
 
-    return _timed(step, steps) | {"threads_in_step": float(seen[-1])}
+    return _timed(step, steps) | {"threads_in_step": float(seen[-1]), "n_pairs": float(source.n_pairs)}
 
 
 def st_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
@@ -82,8 +86,9 @@ def st_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
     from sentence_transformers import SentenceTransformer
 
     from crl.models.minilm import resolve_model_path
-    from crl.train.build import build_optimizer, build_schedule
+    from crl.train.build import Streams, build_optimizer, build_schedule
     from crl.train.config import TextData, load_config
+    from crl.train.cursor import DataCursor
     from crl.train.data import text_pairs
     from studies.text_vs_st.plan import st_loss
 
@@ -98,11 +103,11 @@ def st_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
     loss_fn = st_loss(config, model)
     optimizer = build_optimizer(model, config.optim)
     schedule = build_schedule(optimizer, config.optim)
-    cursor, seen = [0], []
+    streams = Streams.derive(config.run.seed, rank=0, regime=config.loss.regime)
+    cursor, seen = DataCursor(len(pairs), batch, streams.order), []
 
     def step() -> None:
-        rows = pairs[cursor[0] : cursor[0] + batch]
-        cursor[0] += batch
+        rows = [pairs[int(i)] for i in cursor.next_batch()]
         features = [model.preprocess([p.query for p in rows]), model.preprocess([p.positive for p in rows])]
         loss = loss_fn(features, None)
         optimizer.zero_grad(set_to_none=True)
@@ -112,7 +117,7 @@ def st_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
         schedule.step()
         seen.append(torch.get_num_threads())
 
-    return _timed(step, steps) | {"threads_in_step": float(seen[-1])}
+    return _timed(step, steps) | {"threads_in_step": float(seen[-1]), "n_pairs": float(len(pairs))}
 
 
 ARMS = {"crl": crl_arm, "st": st_arm}
@@ -149,13 +154,18 @@ def main() -> None:
     print(
         f"batch {args.batch}, {args.steps} timed steps per arm, {os.cpu_count()} CPUs, load {load[0]:.2f} at start"
     )
-    print("arm | threads | s/step (median) | pairs/s | CPU s per wall s | torch threads in the step")
+    print(
+        "arm | threads | s/step (median) | pairs/s | CPU s/step | CPU s per wall s | torch threads in the step"
+    )
     for threads in args.threads:
-        for arm in ARMS:
-            row = _run_arm(arm, args.batch, threads, args.steps)
+        rows = {arm: _run_arm(arm, args.batch, threads, args.steps) for arm in ARMS}
+        if len({row["n_pairs"] for row in rows.values()}) != 1:
+            raise SystemExit(f"the arms read different training splits: {rows}; their batches would differ")
+        for arm, row in rows.items():
             pairs = args.batch / row["s_per_step"]
             print(
-                f"{arm} | {threads} | {row['s_per_step']:.2f} | {pairs:.1f} | {row['cpu_per_wall']:.2f} | "
+                f"{arm} | {threads} | {row['s_per_step']:.2f} | {pairs:.1f} | {row['cpu_per_step']:.2f} | "
+                f"{row['cpu_per_wall']:.2f} | "
                 f"{int(row['threads_in_step'])}"
             )
     print(f"load {os.getloadavg()[0]:.2f} at the end")
