@@ -125,6 +125,27 @@ def test_crl_eval_ranks_your_own_queries_corpus_and_qrels(
     assert all(sorted(doc for doc, _ in hits) == ["D1", "D2", "D3", "D4"] for hits in run.values())
 
 
+def test_crl_eval_says_how_much_of_a_long_document_it_cut(
+    text_run: tuple[TrainConfig, RunResult], tmp_path: Path
+) -> None:
+    """A corpus document beyond the run's max_seq_length (12 word pieces here) was once cut without a word: crl
+    eval names how many documents were cut, and the one that lost most by its id; the queries, all short, get no
+    line."""
+    _, result = text_run
+    files = _own_files(tmp_path)
+    corpus = tmp_path / "corpus.jsonl"
+    lines = corpus.read_text().splitlines()
+    lines[3] = json.dumps({"_id": "D4", "text": "a ship that sails the sea " * 20})
+    corpus.write_text("\n".join(lines) + "\n")
+    done = CliRunner().invoke(app, ["eval", str(result.run_dir), *files, "--out", str(tmp_path / "e.json")])
+    assert done.exit_code == 0, done.output
+    notes = [line for line in done.stderr.splitlines() if "word pieces" in line]
+    assert len(notes) == 1 and notes[0].startswith(
+        "crl: documents: 1 of 4 texts are longer than 12 word pieces"
+    )
+    assert notes[0].endswith("from 'D4' ([data] max_seq_length)"), notes
+
+
 def _assert_one_line(code: int, output: str, *needles: str) -> None:
     assert code == EXIT_USAGE, output
     lines = [line for line in output.splitlines() if line.strip()]

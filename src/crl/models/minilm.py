@@ -377,18 +377,20 @@ def embed_texts(
     return torch.cat(parts).float()
 
 
-def truncation_note(cuts: Sequence[int], max_seq_length: int) -> str:
+def truncation_note(cuts: Sequence[int], max_seq_length: int, names: Sequence[str] = ()) -> str:
     """What truncation cut, from per-text characters dropped (:func:`tokenize_counting_cuts`): "2 of 5 texts are
     longer than 256 word pieces and were embedded from their first 256 only (as sentence-transformers does):
-    1,234 characters dropped, 1,000 from text 4 (line 5)"; "" when nothing was cut."""
+    1,234 characters dropped, 1,000 from text 4 (line 5 of a --text-file)", the text named by ``names[i]`` when
+    given (an id: "from 'd17'"); "" when nothing was cut."""
     cut = [(chars, i) for i, chars in enumerate(cuts) if chars > 0]
     if not cut:
         return ""
     most, where = max(cut)
+    named = repr(names[where]) if names else f"text {where} (line {where + 1} of a --text-file)"
     return (
         f"{len(cut):,} of {len(cuts):,} texts are longer than {max_seq_length} word pieces and were embedded from "
         f"their first {max_seq_length} only (as sentence-transformers does): {sum(c for c, _ in cut):,} "
-        f"characters dropped, {most:,} from text {where} (line {where + 1} of a --text-file)"
+        f"characters dropped, {most:,} from {named}"
     )
 
 

@@ -42,6 +42,7 @@ from crl.metrics.text_retrieval import (
     trec_run,
 )
 from crl.models import DualEncoder
+from crl.models.minilm import load_tokenizer, tokenize_counting_cuts, truncation_note
 from crl.serving.trained import model_of_state, run_folder, starting_model
 from crl.train.checkpoint import TrainState
 from crl.train.config import TextData, TextPairsData
@@ -134,6 +135,25 @@ def _announced(embed_texts: EmbedTexts, stage: str) -> EmbedTexts:
     return run
 
 
+def _warn_of_truncation(task: RetrievalTask, data: TextData) -> None:
+    """Log a warning for the queries and for the documents of ``task`` cut at the run's ``max_seq_length`` word
+    pieces (:func:`crl.models.minilm.truncation_note`: how many, and how many characters), as both models read
+    them so."""
+    tokenizer = load_tokenizer(data.tokenizer)
+    for what, texts, names in (
+        ("queries", task.queries, task.query_ids),
+        ("documents", task.corpus, task.doc_ids),
+    ):
+        cuts = [
+            cut
+            for start in range(0, len(texts), 1024)
+            for cut in tokenize_counting_cuts(tokenizer, texts[start : start + 1024], data.max_seq_length)[1]
+        ]
+        note = truncation_note(cuts, data.max_seq_length, names)
+        if note:
+            _log.warning("%s: %s ([data] max_seq_length)", what, note)
+
+
 def checked_run_data(data: TextData, run_dir: Path) -> TextData:
     """``data`` reading the file the run was trained on (the absolute path its ``data.json`` records, wherever
     crl eval runs from), once its training pairs are checked against the recorded fingerprint.
@@ -190,6 +210,7 @@ def evaluate_text_state(
             "minus zero-shot needs at least 2: judge more queries"
         )
     batch, tokenize = state.config.eval.batch_size, text_tokenize(data)
+    _warn_of_truncation(chosen, data)
     _log.info("loading the fine-tuned model of step %d", state.step)
     fine_tuned = _ranked(model_of_state(state, device), chosen, tokenize, batch, device, "fine-tuned")
     _log.info("loading the zero-shot model the run started from")
