@@ -125,6 +125,31 @@ def test_crl_eval_ranks_your_own_queries_corpus_and_qrels(
     assert all(sorted(doc for doc, _ in hits) == ["D1", "D2", "D3", "D4"] for hits in run.values())
 
 
+def test_crl_eval_of_graded_qrels_gives_pytrec_evals_figures_of_its_own_trec_run(
+    text_run: tuple[TrainConfig, RunResult], tmp_path: Path
+) -> None:
+    """BEIR-style grades (2 and 1, a judged 0): eval.json says the qrels are graded, and its nDCG and MAP are
+    pytrec_eval's (trec_eval's linear gain, MAP over R_q) of the TREC run it wrote: if this fails, a user's
+    nDCG@10 on graded qrels is not the number BEIR and MTEB publish."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    _, result = text_run
+    files = _own_files(tmp_path)
+    judged = {"first": {"D1": 2, "D4": 1}, "second": {"D2": 1, "D3": 0}, "third": {"D3": 2, "D2": 1}}
+    (tmp_path / "qrels.txt").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in judged.items() for d, g in docs.items())
+    )
+    out, trec = tmp_path / "graded.json", tmp_path / "graded.trec"
+    code, output = _invoke(str(result.run_dir), *files, "--out", str(out), "--trec-run", str(trec))
+    assert code == 0, output
+    written = json.loads(out.read_text())
+    assert written["relevance"] == "graded" and "ndcg_cut" in written["definitions"]["ndcg"]
+    run = {query: dict(hits) for query, hits in read_run(trec).items()}
+    expected = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.4", "map_cut.4"}).evaluate(run)
+    for name, measure in (("ndcg@4", "ndcg_cut_4"), ("map@4", "map_cut_4")):
+        value = sum(by_query[measure] for by_query in expected.values()) / len(expected)
+        assert written["fine_tuned"][name] == pytest.approx(value, abs=1e-6), name
+
+
 def test_crl_eval_says_how_much_of_a_long_document_it_cut(
     text_run: tuple[TrainConfig, RunResult], tmp_path: Path
 ) -> None:
