@@ -394,7 +394,7 @@ def test_a_fidelity_other_than_standard_writes_to_its_own_folder(
     standard = tmp_path / "runs" / "verify"
     standard.mkdir(parents=True)
     (standard / "report.md").write_text("the standard report")
-    result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "quick")
+    result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "Quick")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "runs" / "verify-quick" / "report.md").exists()
     assert sorted(p.name for p in standard.iterdir()) == ["report.md"]

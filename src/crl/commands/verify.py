@@ -62,9 +62,10 @@ def verify(
 
 
 def default_out(fidelity: str) -> Path:
-    """The output folder of a fidelity when --out is not given: ``runs/verify`` for standard (the folder of
-    ``make verify``'s report), ``runs/verify-FIDELITY`` for any other."""
-    return Path("runs/verify") if fidelity == "standard" else Path(f"runs/verify-{fidelity}")
+    """The output folder of a fidelity (any case) when --out is not given: ``runs/verify`` for standard (the
+    folder of ``make verify``'s report), ``runs/verify-FIDELITY`` for any other."""
+    name = fidelity.strip().lower()
+    return Path("runs/verify") if name == "standard" else Path(f"runs/verify-{name}")
 
 
 def verify_command(
