@@ -126,12 +126,10 @@ def test_a_display_that_is_not_live_shows_nothing_on_a_terminal() -> None:
 
 def test_crl_index_export_names_its_stages_off_a_terminal(tmp_path: Path) -> None:
     """``crl index export`` was silent for the 10 s of its imports, its copy and the collection's index: each
-    stage is a ``crl:`` line on stderr before the result (here the error of an address that is not Milvus's)."""
+    stage is a ``crl:`` line on stderr before the result; an address that is not Milvus's stops it after the
+    index is read, before any copy is announced."""
     Index.build(np.ones((20, 4), dtype=np.float32)).save(tmp_path / "idx")
     result = CliRunner().invoke(app, ["index", "export", str(tmp_path / "idx"), "--to", "milvus://bad"])
     assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines()[:2] == [
-        f"crl: loading the index {tmp_path / 'idx'}",
-        "crl: copying 20 items into milvus://bad, then building and loading its index (seconds)",
-    ]
-    assert "is not a Milvus address" in result.stderr
+    assert result.stderr.splitlines()[0] == f"crl: loading the index {tmp_path / 'idx'}"
+    assert "is not a Milvus address" in result.stderr and "copying" not in result.stderr

@@ -143,12 +143,13 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto", *, overwr
             from crl.search import Index
 
             # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
-            from crl.search.milvus import MILVUS_KINDS, export_index
+            from crl.search.milvus import MILVUS_KINDS, MilvusAddress, export_index
 
             if kind != "auto" and kind not in MILVUS_KINDS:
                 raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
             stages.info("loading the index %s", index_dir)
             index = Index.load(index_dir)
+            MilvusAddress.parse(to)
             stages.info(
                 "copying %s items into %s, then building and loading its index (seconds)",
                 f"{len(index):,}",
