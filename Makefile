@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint bench bench-peers verify clean data
+.PHONY: venv test test-slow lint bench bench-peers verify clean data
 
 venv: $(STAMP)
 
@@ -34,8 +34,12 @@ data:
 		echo "note: the KJV/WEB export failed (needs sword-text-kjv sword-text-web python3-sword)"; \
 	fi
 
+# make test leaves out the tests marked slow (pyproject.toml's markers); make test-slow runs only those; CI runs both.
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: venv
+	$(PY) -m pytest -q -m slow
 
 lint: venv
 	$(VENV)/bin/ruff format --check src tests benchmarks studies

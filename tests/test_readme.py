@@ -8,7 +8,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -76,18 +75,6 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _curl_once_up(line: str, server: subprocess.Popen[bytes], seconds: float = 180.0) -> str:
-    """The output of the curl ``line`` once the backgrounded ``crl serve`` answers (it loads MiniLM first)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False)
-        if done.returncode == 0 and done.stdout:
-            return done.stdout
-        assert server.poll() is None, f"crl serve stopped: {server.stderr.read() if server.stderr else ''}"
-        time.sleep(0.5)
-    raise AssertionError(f"crl serve did not answer within {seconds} s")
-
-
 def _st_ranking(corpus: list[str], query: str) -> tuple[list[int], np.ndarray, np.ndarray]:
     """sentence-transformers' own ranking of ``corpus`` for ``query`` (ids best first, their cosines), and the
     query's embedding: the reference the tour's comments describe."""
@@ -105,9 +92,10 @@ def _st_ranking(corpus: list[str], query: str) -> tuple[list[int], np.ndarray, n
 @pytest.mark.slow
 def test_the_tours_text_search_block_runs_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each line of the tour's text-search block runs in an empty folder as printed (crl lines through the app,
-    `crl serve ... &` and curl in a shell, on a free port in place of 8000), and says what its comment says, by
-    sentence-transformers' own encode: if this fails, a user copying the tour meets an error (as `crl search
-    idx/text 1984 --text` once did, k = 10 on 5 items) or a comment that is not true."""
+    `crl serve ... &`, its wait and curl in a shell, once each, on a free port in place of 8000), and says what
+    its comment says, by sentence-transformers' own encode: if this fails, a user copying the tour meets an
+    error (as `crl search idx/text 1984 --text` once did, k = 10 on 5 items, or a curl pasted before the server
+    answered) or a comment that is not true."""
     monkeypatch.chdir(tmp_path)
     port = str(_free_port())
     outputs: dict[str, str] = {}
@@ -121,13 +109,20 @@ def test_the_tours_text_search_block_runs_as_printed(tmp_path: Path, monkeypatch
                 server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             elif line.startswith("curl"):
                 assert server is not None, "the block curls before it serves"
-                outputs["curl"] = _curl_once_up(line.replace("localhost:8000", f"localhost:{port}"), server)
+                local = line.replace("localhost:8000", f"localhost:{port}")
+                answered = subprocess.run(["bash", "-c", local], capture_output=True, text=True, check=False)
+                assert answered.returncode == 0 and answered.stdout, (
+                    "the block's wait ends before the server answers"
+                )
+                outputs["curl"] = answered.stdout
             elif line.startswith("crl "):
                 result = CliRunner().invoke(app, shlex.split(line)[1:])
                 assert result.exit_code == 0, f"{line}\n{result.output}"
                 outputs[line] = result.stdout
             else:
-                subprocess.run(["bash", "-c", line], check=True)
+                local = line.replace("localhost:8000", f"localhost:{port}")
+                subprocess.run(["bash", "-c", local], check=True, timeout=180)
+                assert "localhost" not in line or server is not None, "the block waits before it serves"
     finally:
         if server is not None:
             server.terminate()
@@ -142,3 +137,30 @@ def test_the_tours_text_search_block_runs_as_printed(tmp_path: Path, monkeypatch
     np.testing.assert_allclose(answer["scores"], cosines[:2], atol=1e-5)
     np.testing.assert_allclose(np.load("x.npy"), water, atol=1e-5)
     assert outputs["crl search idx/text 1984 --text"].count('{"text": ') == len(corpus)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "milvus-data/server.json",
+        "advise/advice.json",
+        "idx/text/index.faiss",
+        "corpus.txt",
+        "pairs.npz",
+        "x.npy",
+        "vectors.npy",
+    ],
+)
+def test_what_the_readme_writes_into_the_root_is_git_ignored(written: str) -> None:
+    """The README's commands write these into the repository's root (crl milvus start --dir milvus-data, crl
+    advise --out advise, the tour's files); git must not offer them for a commit, while crl's own advise package
+    stays tracked."""
+    root = README.parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    checked = subprocess.run(["git", "check-ignore", "-q", written], cwd=root, check=False)
+    assert checked.returncode == 0, f"{written} is not ignored by .gitignore"
+    tracked = subprocess.run(
+        ["git", "check-ignore", "-q", "src/crl/advise/__init__.py"], cwd=root, check=False
+    )
+    assert tracked.returncode == 1

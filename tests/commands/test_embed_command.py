@@ -51,6 +51,18 @@ def test_embed_text_errors_are_one_line(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "not UTF-8" in bad.output
     no_input = runner.invoke(app, ["embed", "minilm", "--out", str(tmp_path / "w.npy")])
     assert no_input.exit_code == 2 and "--text" in no_input.output
+    (tmp_path / "blank.txt").write_text("a\n\nb\n")
+    blank = runner.invoke(
+        app, ["embed", "minilm", "--text-file", str(tmp_path / "blank.txt"), "--out", str(tmp_path / "v.npy")]
+    )
+    assert blank.exit_code == 2 and "blank.txt:2 is blank" in blank.output
+
+
+def test_embed_help_says_a_blank_line_is_an_error() -> None:
+    """The help once promised blank lines were skipped, while they are an error (skipping one would shift every
+    later row against its line)."""
+    shown = " ".join(CliRunner().invoke(app, ["embed", "--help"], env={"COLUMNS": "300"}).output.split())
+    assert "blank line is an error" in shown and "skipped" not in shown
 
 
 def test_index_build_and_search_text_with_minilm(tmp_path: Path, minilm: MiniLM) -> None:

@@ -121,6 +121,7 @@ def test_start_status_stop_round_trip(tmp_path: Path) -> None:
     assert _crl("milvus", "stop", "--dir", folder)[1].startswith("no Milvus server runs from")
 
 
+@pytest.mark.slow  # waits out a Milvus start: 15 s
 def test_a_start_that_does_not_answer_in_time_is_stopped_and_quotes_its_log(tmp_path: Path) -> None:
     """--timeout 1 (Milvus needs several seconds): one error line naming the timeout and the log, the server's
     process stopped (no Milvus left listening from the folder), no record."""

@@ -65,12 +65,13 @@ def test_train_eval_embed_on_an_npz(tmp_path: Path) -> None:
     assert any("class retrieval accuracy@1" in row for row in rows)
     assert not any("class retrieval recall@" in row for row in rows)
     assert "class_recall@10" in written and "recall@k <= k /" in printed
+    assert written["class_definitions"].startswith("sentence-transformers' InformationRetrievalEvaluator")
     assert 0.0 <= written["knn_accuracy"] <= 1.0 and 0.0 <= written["probe_accuracy"] <= 1.0
     assert "pixels" not in printed, "plain arrays are not images: their baseline is the raw inputs"
     assert "vs raw inputs: paired difference" in printed and "kNN accuracy, raw inputs" in printed
 
     out = tmp_path / "vectors.npy"
-    _invoke(
+    embedding = _invoke(
         "embed",
         str(run_dir),
         "--data",
@@ -87,6 +88,11 @@ def test_train_eval_embed_on_an_npz(tmp_path: Path) -> None:
     vectors = np.load(out)
     assert vectors.shape == (N, 8) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert f"crl: embedding {N:,} inputs with the positive tower" in embedding, "embed names its stage"
+    indexing = _invoke(
+        "index", "build", str(run_dir), "--data", str(tmp_path / "pairs.npz"), "--out", str(tmp_path / "idx")
+    )
+    assert f"crl: embedding {N:,} inputs with the anchor tower, then indexing them" in indexing
 
 
 def test_eval_without_labels_skips_knn_with_a_note(tmp_path: Path) -> None:

@@ -81,6 +81,7 @@ class _StoppedError(RuntimeError):
     pass
 
 
+@pytest.mark.slow  # a tiny m*(n) grid run twice: 26 s under load
 def test_a_tiny_run_resumes_without_recomputing_and_gives_censored_m_star(
     synthetic: None, one_thread: None, tmp_path: Path
 ) -> None:

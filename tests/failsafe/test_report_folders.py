@@ -126,6 +126,7 @@ def test_a_report_covering_fewer_items_is_reported_and_none_is_refused(tmp_path:
     assert json.loads((tmp_path / KIND_FILE).read_text())["report_items"] == 41
 
 
+@pytest.mark.slow  # two verify runs of real claims: 46 s under load
 def test_verify_of_fewer_claims_keeps_the_fuller_report_aside(tmp_path: Path) -> None:
     """crl verify --claims C3 into a folder whose report covered 9 claims replaced it by one of 1, silently."""
     out = tmp_path / "verify"

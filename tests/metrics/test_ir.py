@@ -167,10 +167,12 @@ def test_bad_ir_input_is_named(case, kwargs: dict, match: str) -> None:  # type:
 )
 def test_tie_complete_ranking_equals_a_full_sort(rows: int, width: int, levels: int, seed: int, data) -> None:  # type: ignore[no-untyped-def]
     """Few score levels force ties at and above the cut-off; the partition-and-count ranking must equal sorting
-    every item by (-score, relevance), own items (-inf) included."""
+    every item by (-score, grade), own items (-inf) included, for relevance flags and for graded qrels."""
     rng = np.random.default_rng(seed)
     scores = rng.integers(0, levels, size=(rows, width)).astype(np.float32)
     flags = rng.random((rows, width)) < 0.4
+    if data.draw(st.booleans()):
+        flags = flags * rng.integers(1, 4, size=(rows, width))
     scores[rng.random((rows, width)) < 0.1] = -np.inf
     finite = int(np.isfinite(scores).sum(axis=1).min())
     if finite == 0:

@@ -54,6 +54,15 @@ def test_every_layout_gives_the_same_task(tmp_path: Path, layout: str, qrels: st
     assert task.doc_ids == ("d1", "d2", "d3")
     assert task.corpus == ("Dog a domesticated canine", "the sea", "Cat a small feline")
     assert task.relevant == (frozenset({0}), frozenset({1}))  # relevance 0 is not relevant
+    assert task.graded and task.grades == ({0: 1}, {1: 2})  # q2's grade 2 kept for graded gains
+
+
+def test_qrels_of_grades_0_and_1_are_binary(tmp_path: Path) -> None:
+    """A binary task carries no grades, so crl eval scores it with sentence-transformers' definitions."""
+    queries, corpus, qrels = _write(tmp_path, "jsonl", "trec")
+    qrels.write_text("q1 0 d1 1\nq2 0 d2 1\nq2 0 d3 0\n")
+    task = read_task(queries, corpus, qrels)
+    assert not task.graded and task.grades == () and task.qrels() == [[0], [1]]
 
 
 def _break(files: tuple[Path, Path, Path], which: int, text: str) -> tuple[Path, Path, Path]:

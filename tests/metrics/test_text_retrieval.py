@@ -108,3 +108,36 @@ def test_reports_of_different_tasks_are_not_compared() -> None:
             evaluate_retrieval(small, _embedder(vectors), _embedder(vectors)).report,
             evaluate_retrieval(large, _embedder(more), _embedder(more)).report,
         )
+
+
+def test_a_graded_task_scores_as_pytrec_eval() -> None:
+    """BEIR-style grades 1-3: nDCG@10 with the linear gain and MAP@100 over R_q, as pytrec_eval gives BEIR and
+    MTEB; the task's grades survive subset and limit_corpus."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    binary, vectors = _task(30, 150, seed=5)
+    rng = np.random.default_rng(5)
+    grades = tuple({d: int(rng.integers(1, 4)) for d in r} for r in binary.relevant)
+    task = RetrievalTask(
+        binary.queries, binary.corpus, binary.relevant, binary.query_ids, binary.doc_ids, grades
+    )
+    task = task.limit_corpus(120).subset(25)
+    assert task.graded and len(task.grades) == 25
+    result = evaluate_retrieval(
+        task, _embedder(vectors), _embedder(vectors), ks={"ndcg": (10,), "map": (100,)}
+    )
+    corpus = np.stack([vectors[text] for text in task.corpus]).astype(np.float64)
+    scores = np.stack([vectors[text] for text in task.queries]).astype(np.float64) @ corpus.T
+    run = {
+        q: {d: float(s) for d, s in zip(task.doc_ids, row, strict=True)}
+        for q, row in zip(task.query_ids, scores, strict=True)
+    }
+    qrels = {
+        q: {task.doc_ids[d]: g for d, g in entry.items()}
+        for q, entry in zip(task.query_ids, task.grades, strict=True)
+    }
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map_cut.100"}).evaluate(run)
+    for name, key in (("ndcg", "ndcg_cut_10"), ("map", "map_cut_100")):
+        k = int(key.rsplit("_", 1)[1])
+        value = float(np.mean([by_measure[key] for by_measure in expected.values()]))
+        assert result.report.values[name][k] == pytest.approx(value, abs=1e-6), name
+    assert result.report.graded and "ndcg_cut" in result.report.definitions["ndcg"]

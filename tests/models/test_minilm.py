@@ -1,5 +1,6 @@
 """The offline MiniLM encoder against sentence-transformers' own encode, its save format, and its errors."""
 
+import logging
 import os
 from pathlib import Path
 
@@ -68,6 +69,28 @@ def test_long_texts_are_truncated_at_max_seq_length(minilm: MiniLM) -> None:
         embed_texts([long], model=minilm, max_seq_length=16),
         embed_texts([" ".join(["water"] * 14)], model=minilm, max_seq_length=16),
     )
+
+
+def test_a_truncation_says_how_many_texts_and_characters_it_cut(
+    minilm: MiniLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Texts beyond max_seq_length word pieces were once cut without a word: the warning counts them and the
+    characters dropped, each equal to what follows the 14th word piece in the tokenizer's own untruncated
+    offsets (16 with [CLS] and [SEP]); a text that fits, or whose rest is whitespace, counts nothing."""
+    texts = ["a short text", " ".join(f"river{i}" for i in range(40)), " ".join(["water"] * 14) + "   "]
+    untruncated = load_tokenizer()(texts[1], add_special_tokens=False, return_offsets_mapping=True)
+    dropped = len(texts[1]) - untruncated["offset_mapping"][13][1]
+    with caplog.at_level(logging.WARNING, logger="crl"):
+        embed_texts(texts, model=minilm, max_seq_length=16)
+    assert [record.getMessage() for record in caplog.records] == [
+        "1 of 3 texts are longer than 16 word pieces and were embedded from their first 16 only (as "
+        f"sentence-transformers does): {dropped:,} characters dropped, {dropped:,} from text 1 (line 2 of a "
+        "--text-file)"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="crl"):
+        embed_texts(texts[:1], model=minilm)
+    assert caplog.records == []
 
 
 def test_saved_model_loads_in_sentence_transformers(minilm: MiniLM, tmp_path: Path) -> None:

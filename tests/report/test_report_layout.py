@@ -196,3 +196,18 @@ def test_the_verdict_table_comes_first_and_stacks_on_a_narrow_screen(tmp_path: P
     assert markdown.index("## Verdicts") < markdown.index("| run |") < markdown.index("## C3:")
     assert "@media (max-width: 40rem)" in page and 'name="viewport"' in page
     assert 'data-label="headline"' in page
+
+
+def test_a_long_verdict_wraps_between_words_in_the_verdict_table(tmp_path: Path) -> None:
+    """C5's and C10's "PASS; this rule was not shown able to FAIL here (...)" once sat in a cell that never
+    wraps, pushing the table's columns off a 1,280 px screen: the verdict and control cells wrap between words
+    (their text unchanged), with a minimum width that keeps a verdict word whole."""
+    gate = ("the SSCRL exponent's P(FAIL) at bound + 2 delta 0.025 [0.008, 0.057]",) * 2
+    result = _result("C5", Verdict.PASS, Verdict.FAIL, unshown_fail=gate)
+    page, _ = _page(tmp_path, [result])
+    cells = _Cells()
+    cells.feed(page)
+    verdict = next(c for c in cells.cells if c["verdicts"] and str(c["text"]).startswith("PASS; this rule"))
+    assert verdict["classes"] == ["verdict"] and str(verdict["text"]) == result.verdict_text
+    rules = _css_rules(page)
+    assert "nowrap" not in rules["td.verdict"] and "min-width" in rules["td.verdict"]

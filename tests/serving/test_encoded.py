@@ -196,7 +196,7 @@ def test_a_k_above_the_index_size_is_lowered_to_it_with_a_note(
 @pytest.mark.parametrize(
     ("queries", "kwargs", "message"),
     [
-        (["99999"], {}, "not in the index"),
+        (["99999"], {}, "item 99999 is not in "),
         (["3"], {"k": 0}, "k=0 must be an integer >= 1"),
         (["3"], {"nprobe": 2}, "nprobe applies"),
         (["3"], {"filter_json": "{label: 1}"}, "--filter is not JSON"),
@@ -209,6 +209,18 @@ def test_bad_search_input_is_one_line(
 ) -> None:
     assert search_command(built, queries, **kwargs) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_unknown_id_names_the_ids_held_and_the_flag_for_text(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`crl search idx 1984` on a smaller index once answered "pass ids from index.ids", a Python attribute: the
+    command names the ids the index holds and --text, the flag that searches "1984" as text."""
+    held = Index.load(built).ids
+    assert search_command(built, ["3", "99999"]) == 2
+    error = capsys.readouterr().err
+    assert f"ids {held.min()} to {held.max()}" in error and "--text to search the text '99999'" in error
+    assert "index.ids" not in error
 
 
 def test_a_truncated_index_file_is_one_line(

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from crl.commands import app
 from crl.commands._errors import EXIT_USAGE
-from crl.metrics.ir import DEFAULT_KS, ir_metrics_from_ranking
+from crl.metrics.ir import DEFAULT_KS, DEFINITIONS, ir_metrics_from_ranking
 from crl.metrics.text_retrieval import evaluate_retrieval
 from crl.metrics.trec import read_run
 from crl.models import MiniLM, embed_texts
@@ -116,9 +116,59 @@ def test_crl_eval_ranks_your_own_queries_corpus_and_qrels(
     written = json.loads(out.read_text())
     assert (written["n_queries"], written["n_documents"]) == (3, 4)
     assert written["task"].startswith("--queries ") and "map@4" in written["fine_tuned"]
+    assert written["relevance"] == "binary" and written["definitions"] == dict.fromkeys(
+        DEFAULT_KS, DEFINITIONS[False]["ndcg"]
+    )
+    assert "binary qrels: sentence-transformers' InformationRetrievalEvaluator" in " ".join(output.split())
     run = read_run(trec)
     assert list(run) == ["first", "second", "third"]
     assert all(sorted(doc for doc, _ in hits) == ["D1", "D2", "D3", "D4"] for hits in run.values())
+
+
+def test_crl_eval_of_graded_qrels_gives_pytrec_evals_figures_of_its_own_trec_run(
+    text_run: tuple[TrainConfig, RunResult], tmp_path: Path
+) -> None:
+    """BEIR-style grades (2 and 1, a judged 0): eval.json says the qrels are graded, and its nDCG and MAP are
+    pytrec_eval's (trec_eval's linear gain, MAP over R_q) of the TREC run it wrote: if this fails, a user's
+    nDCG@10 on graded qrels is not the number BEIR and MTEB publish."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    _, result = text_run
+    files = _own_files(tmp_path)
+    judged = {"first": {"D1": 2, "D4": 1}, "second": {"D2": 1, "D3": 0}, "third": {"D3": 2, "D2": 1}}
+    (tmp_path / "qrels.txt").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in judged.items() for d, g in docs.items())
+    )
+    out, trec = tmp_path / "graded.json", tmp_path / "graded.trec"
+    code, output = _invoke(str(result.run_dir), *files, "--out", str(out), "--trec-run", str(trec))
+    assert code == 0, output
+    written = json.loads(out.read_text())
+    assert written["relevance"] == "graded" and "ndcg_cut" in written["definitions"]["ndcg"]
+    run = {query: dict(hits) for query, hits in read_run(trec).items()}
+    expected = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.4", "map_cut.4"}).evaluate(run)
+    for name, measure in (("ndcg@4", "ndcg_cut_4"), ("map@4", "map_cut_4")):
+        value = sum(by_query[measure] for by_query in expected.values()) / len(expected)
+        assert written["fine_tuned"][name] == pytest.approx(value, abs=1e-6), name
+
+
+def test_crl_eval_says_how_much_of_a_long_document_it_cut(
+    text_run: tuple[TrainConfig, RunResult], tmp_path: Path
+) -> None:
+    """A corpus document beyond the run's max_seq_length (12 word pieces here) was once cut without a word: crl
+    eval names how many documents were cut, and the one that lost most by its id; the queries, all short, get no
+    line."""
+    _, result = text_run
+    files = _own_files(tmp_path)
+    corpus = tmp_path / "corpus.jsonl"
+    lines = corpus.read_text().splitlines()
+    lines[3] = json.dumps({"_id": "D4", "text": "a ship that sails the sea " * 20})
+    corpus.write_text("\n".join(lines) + "\n")
+    done = CliRunner().invoke(app, ["eval", str(result.run_dir), *files, "--out", str(tmp_path / "e.json")])
+    assert done.exit_code == 0, done.output
+    notes = [line for line in done.stderr.splitlines() if "word pieces" in line]
+    assert len(notes) == 1 and notes[0].startswith(
+        "crl: documents: 1 of 4 texts are longer than 12 word pieces"
+    )
+    assert notes[0].endswith("from 'D4' ([data] max_seq_length)"), notes
 
 
 def _assert_one_line(code: int, output: str, *needles: str) -> None:

@@ -28,6 +28,7 @@ from tests.sweep.helpers import (
 )
 
 ray = pytest.importorskip("ray")  # in the dev extra; the missing-ray error is tested in test_executors
+pytestmark = pytest.mark.slow  # each test starts a local Ray instance (5-11 s under load)
 
 from crl.sweep.ray_executor import RayExecutor  # noqa: E402 (after the skip)
 
@@ -96,7 +97,6 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_local_ray_instance_dies_with_its_driver_killed_by_sigkill(tmp_path: Path) -> None:
     """SIGKILL a driver whose RayExecutor started a local Ray instance: the task worker computing the cell and

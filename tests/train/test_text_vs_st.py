@@ -285,6 +285,7 @@ log_every = 1
     return config
 
 
+@pytest.mark.slow  # two MiniLM arms and their evaluation: 36 s under load
 def test_a_two_step_run_writes_both_arms_figures_on_the_same_batches(
     bench: SimpleNamespace, tmp_path: Path
 ) -> None:

@@ -383,3 +383,19 @@ def test_a_reconstruction_check_is_reported_but_does_not_decide_the_exit_status(
     raised = _invoke(monkeypatch, Registry.of([ToyRate(), ToyRaisingCheck()]), "--out", str(tmp_path / "r"))
     assert raised.exit_code == 1
     assert "1 of 2 claim(s) fail the run: C8 (verdict ERROR" in " ".join(raised.output.split())
+
+
+def test_a_fidelity_other_than_standard_writes_to_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`crl verify --fidelity quick` without --out once replaced make verify's standard report in runs/verify:
+    it must write runs/verify-quick and leave runs/verify as it was."""
+    monkeypatch.chdir(tmp_path)
+    standard = tmp_path / "runs" / "verify"
+    standard.mkdir(parents=True)
+    (standard / "report.md").write_text("the standard report")
+    result = _invoke(monkeypatch, Registry.of([ToyRate()]), "--fidelity", "Quick")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs" / "verify-quick" / "report.md").exists()
+    assert sorted(p.name for p in standard.iterdir()) == ["report.md"]
+    assert (standard / "report.md").read_text() == "the standard report"

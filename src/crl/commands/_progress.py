@@ -24,11 +24,13 @@ LOGGER = "crl"
 
 class StageDisplay(logging.Handler):
     """Shows the stage records of the ``crl`` logger on ``console`` (stderr by default): a progress display on a
-    terminal, one line per stage elsewhere. Close it to end the display."""
+    terminal (none when ``live`` is False: the command shows its own, such as crl train's bar), one line per
+    stage elsewhere. Close it to end the display."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, *, live: bool = True) -> None:
         super().__init__(logging.INFO)
         self.console = console if console is not None else Console(stderr=True, soft_wrap=True)
+        self.live = live
         self._progress: Progress | None = None
         self._task: TaskID | None = None
 
@@ -38,6 +40,8 @@ class StageDisplay(logging.Handler):
         if not self.console.is_terminal:
             if progress is None:
                 self.console.print(f"crl: {message}", markup=False, highlight=False)
+            return
+        if not self.live:
             return
         if progress is not None and self._progress is not None and self._task is not None:
             done, total = progress
@@ -75,10 +79,11 @@ class StageDisplay(logging.Handler):
 
 
 @contextmanager
-def stages_on_stderr(console: Console | None = None) -> Iterator[None]:
-    """Show the ``crl`` logger's stage records on stderr (or ``console``) while the block runs."""
+def stages_on_stderr(console: Console | None = None, *, live: bool = True) -> Iterator[None]:
+    """Show the ``crl`` logger's stage records on stderr (or ``console``) while the block runs; ``live=False``
+    shows them only off a terminal (:class:`StageDisplay`)."""
     logger = logging.getLogger(LOGGER)
-    display = StageDisplay(console)
+    display = StageDisplay(console, live=live)
     before = logger.level
     logger.addHandler(display)
     logger.setLevel(logging.INFO)

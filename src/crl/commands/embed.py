@@ -10,6 +10,7 @@ in place of ``minilm`` (:func:`crl.models.minilm.embed_texts`).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,7 +20,7 @@ import typer
 from crl._lines import lines_of_items
 from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
-from crl.commands._progress import announce_import, stages_on_stderr
+from crl.commands._progress import LOGGER, announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
     from crl.serving.evaluate import Tower
@@ -46,7 +47,10 @@ def embed(
     ] = None,
     text_file: Annotated[
         Path | None,
-        typer.Option(help="A UTF-8 file of strings to embed, one per line (blank lines skipped)."),
+        typer.Option(
+            help="A UTF-8 file of strings to embed, one per line (a blank line is an error naming it: row i is "
+            "line i + 1)."
+        ),
     ] = None,
     max_seq_length: Annotated[
         int | None,
@@ -146,33 +150,35 @@ def embed_command(
     'z', or None for the run's choice), write ``out``; 0 or 2."""
 
     def body() -> int:
-        # Deferred: torch takes seconds to import, and `crl --help` does not need it.
-        import torch
-
-        # Deferred: it loads torch, which `crl --help` does not need.
-        from crl.data import read_arrays
-
         if data is None:
             raise ValueError(
                 "crl embed needs --data FILE (array inputs) or --text/--text-file (strings, MiniLM)"
             )
+        with stages_on_stderr():
+            announce_import(f"crl embed {checkpoint}: importing torch (a few seconds)")
+            # Deferred: torch takes seconds to import, and `crl --help` does not need it.
+            import torch
 
-        try:
-            array = read_arrays(data, [key])[key]
-        except KeyError as error:
-            raise ValueError(f"--key {key!r}: {error.args[0]}") from None
-        inputs = torch.from_numpy(numeric_inputs(array, key))
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.evaluate import embed_array
+            # Deferred: it loads torch, which `crl --help` does not need.
+            from crl.data import read_arrays
 
-        embedded = embed_array(
-            checkpoint,
-            inputs,
-            tower=parse_tower(tower),
-            device=device,
-            batch_size=batch_size,
-            vectors=vectors,
-        )
+            try:
+                array = read_arrays(data, [key])[key]
+            except KeyError as error:
+                raise ValueError(f"--key {key!r}: {error.args[0]}") from None
+            inputs = torch.from_numpy(numeric_inputs(array, key))
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.serving.evaluate import embed_array
+
+            logging.getLogger(LOGGER).info("embedding %s inputs with the %s tower", f"{len(inputs):,}", tower)
+            embedded = embed_array(
+                checkpoint,
+                inputs,
+                tower=parse_tower(tower),
+                device=device,
+                batch_size=batch_size,
+                vectors=vectors,
+            )
         out.parent.mkdir(parents=True, exist_ok=True)
         np.save(out, embedded.vectors.numpy())
         shape = embedded.vectors.shape

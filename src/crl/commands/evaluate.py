@@ -184,6 +184,7 @@ def text_result_table(result: TextEvalResult) -> Table:
     for column in ("metric", "fine-tuned", "zero-shot"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     table.add_column("fine-tuned - zero-shot [95% CI]")
+    table.caption = result.fine_tuned.report.definitions_note()
     fine_tuned, zero_shot = result.fine_tuned.report.as_flat_dict(), result.zero_shot.report.as_flat_dict()
     for name, difference in result.differences.items():
         verdict = paired_verdict(difference.low, difference.high, "zero-shot")

@@ -14,6 +14,7 @@ HNSW beyond; docs/search.md gives the measurements behind the rule).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,7 +24,7 @@ from crl._lines import lines_of_items
 from crl._validate import missing_file
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 from crl.commands._help import FlagsCommand, FlagsGroup
-from crl.commands._progress import announce_import, stages_on_stderr
+from crl.commands._progress import LOGGER, announce_import, stages_on_stderr
 from crl.commands.embed import VECTORS_HELP, numeric_inputs
 
 index_app = typer.Typer(
@@ -135,21 +136,31 @@ def index_export_command(index_dir: Path, to: str, kind: str = "auto", *, overwr
     """``crl index export DIR --to milvus://... [--overwrite]``: 0, or 2 with one line for bad input."""
 
     def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.search import Index
+        stages = logging.getLogger(LOGGER)
+        with stages_on_stderr():
+            announce_import(f"crl index export {index_dir}: importing faiss and pymilvus (seconds)", "faiss")
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.search import Index
 
-        # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
-        from crl.search.milvus import MILVUS_KINDS, export_index
+            # Deferred: it loads faiss (and pymilvus on use), which `crl --help` does not need.
+            from crl.search.milvus import MILVUS_KINDS, MilvusAddress, export_index
 
-        if kind != "auto" and kind not in MILVUS_KINDS:
-            raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
-        index = Index.load(index_dir)
-        collection = export_index(
-            index,
-            to,
-            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
-            overwrite=overwrite,
-        )
+            if kind != "auto" and kind not in MILVUS_KINDS:
+                raise ValueError(f"--kind {kind!r}; pass auto or one of {', '.join(MILVUS_KINDS)}")
+            stages.info("loading the index %s", index_dir)
+            index = Index.load(index_dir)
+            MilvusAddress.parse(to)
+            stages.info(
+                "copying %s items into %s, then building and loading its index (seconds)",
+                f"{len(index):,}",
+                to,
+            )
+            collection = export_index(
+                index,
+                to,
+                kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+                overwrite=overwrite,
+            )
         typer.echo(f"exported {len(index)} items of {index_dir} into {collection!r}")
         return EXIT_OK
 
@@ -225,23 +236,28 @@ def index_build_command(
             raise ValueError(f"--kind {kind!r} is not known; use auto, {', '.join(KINDS)}")
         if metric not in METRICS:
             raise ValueError(f"--metric {metric!r} is not known; use {' or '.join(METRICS)}")
-        inputs, labels = _inputs(checkpoint, data, key, labels_key)
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.serving.encoded import build_from_checkpoint
+        with stages_on_stderr():
+            announce_import(f"crl index build {checkpoint}: importing torch (a few seconds)")
+            inputs, labels = _inputs(checkpoint, data, key, labels_key)
+            # Deferred: it loads torch and faiss, which `crl --help` does not need.
+            from crl.serving.encoded import build_from_checkpoint
 
-        metadata = None if labels is None else [{"label": int(label)} for label in labels]
-        index = build_from_checkpoint(
-            checkpoint,
-            inputs,
-            kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
-            metric=metric,
-            metadata=metadata,
-            tower=tower,
-            device=device,
-            batch_size=batch_size,
-            vectors=vectors,
-            **(params or {}),
-        )
+            metadata = None if labels is None else [{"label": int(label)} for label in labels]
+            logging.getLogger(LOGGER).info(
+                "embedding %s inputs with the %s tower, then indexing them", f"{len(inputs):,}", tower
+            )
+            index = build_from_checkpoint(
+                checkpoint,
+                inputs,
+                kind=None if kind == "auto" else kind,  # type: ignore[arg-type]
+                metric=metric,
+                metadata=metadata,
+                tower=tower,
+                device=device,
+                batch_size=batch_size,
+                vectors=vectors,
+                **(params or {}),
+            )
         index.save(out)
         typer.echo(f"indexed {len(index)} items ({index!r}) into {out}")
         if index.encoder is not None:
@@ -283,6 +299,7 @@ def _inputs(checkpoint: Path, data: Path | None, key: str, labels_key: str) -> t
         return torch.from_numpy(numeric_inputs(arrays[key], key)), labels
     if labels_key:
         raise ValueError("--labels-key needs --data (the run's own data brings its labels)")
+    logging.getLogger(LOGGER).info("reading the run's own training split")
     # Deferred: it loads torch, which `crl --help` does not need.
     from crl.train.checkpoint import load_train_state, resolve_checkpoint
 

@@ -29,6 +29,7 @@ from crl.commands._errors import EXIT_OK, EXIT_USAGE, print_error, run_reporting
 from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
+    from crl.search import Index
     from crl.search.milvus import MilvusIndex
 
 
@@ -129,6 +130,7 @@ def search_command(
                 index = MilvusIndex.connect(str(index_dir))
         else:
             index = Index.load(Path(index_dir))
+            _check_ids_present(index, queries, items, index_dir)
         size = len(index)
         wanted = clipped_k(k, size)
         with stages_on_stderr():
@@ -191,6 +193,21 @@ def search_command(
         return EXIT_OK
 
     return run_reporting_errors(body)
+
+
+def _check_ids_present(
+    index: Index, queries: list[str], items: list[int | None], index_dir: str | Path
+) -> None:
+    """Raise a ``ValueError`` naming the first id query whose item ``index`` lacks, the ids it holds and the flag
+    that reads the query as text (the library's message names ``index.ids``, a Python attribute)."""
+    held = index.ids
+    for query, item in zip(queries, items, strict=True):
+        if item is not None and item not in held:
+            span = f"ids {int(held.min())} to {int(held.max())}" if held.size else "no ids"
+            raise ValueError(
+                f"item {item} is not in {index_dir} (its {held.size:,} items have {span}); pass one of its ids, "
+                f"or --text to search the text {query!r}"
+            )
 
 
 def clipped_k(k: int, items: int) -> int:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from crl.commands._console import output_console
 from crl.commands._errors import EXIT_OK, run_reporting_errors, warnings_as_lines
+from crl.commands._progress import announce_import, stages_on_stderr
 
 if TYPE_CHECKING:
     from crl.train.trainer import RunResult
@@ -78,12 +79,17 @@ def train_command(config_path: Path, overrides: Sequence[str] = (), init_from: P
         # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import load_config
 
-        # Deferred: it loads torch, which `crl --help` does not need.
-        from crl.train.trainer import Trainer
+        with stages_on_stderr():
+            announce_import(f"crl train {config_path}: importing torch (a few seconds)")
+            # Deferred: it loads torch, which `crl --help` does not need.
+            from crl.train.trainer import Trainer
 
-        chosen = [*overrides, init_from_override(init_from)] if init_from is not None else list(overrides)
-        with warnings_as_lines():
-            result = Trainer(load_config(config_path, chosen)).fit()
+            chosen = [*overrides, init_from_override(init_from)] if init_from is not None else list(overrides)
+            config = load_config(config_path, chosen)
+            with warnings_as_lines():
+                trainer = Trainer(config)
+        with warnings_as_lines(), stages_on_stderr(live=False):
+            result = trainer.fit()
         if int(os.environ.get("RANK", "0")) == 0:
             console = output_console()
             console.print(summary_table(result))

@@ -14,9 +14,13 @@ def verify(
         str, typer.Option(help="quick (<= 3 min, CI), standard (<= 20 min), full.")
     ] = "standard",
     claims: Annotated[str | None, typer.Option(help="Claim ids, e.g. C3,C7 (default: all).")] = None,
-    out: Annotated[Path, typer.Option(help="Output folder (reports, figures, SQLite).")] = Path(
-        "runs/verify"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output folder (reports, figures, SQLite); default runs/verify for standard (make verify's), "
+            "runs/verify-quick and runs/verify-full for the others, so no fidelity replaces another's report."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Base seed of every claim's seeds.")] = 0,
     workers: Annotated[
         int, typer.Option(help="Processes computing a claim's cells (or CPUs of a local Ray instance).")
@@ -46,7 +50,7 @@ def verify(
     status = verify_command(
         fidelity=fidelity,
         claims=claims,
-        out=out,
+        out=out if out is not None else default_out(fidelity),
         seed=seed,
         workers=workers,
         threads=threads,
@@ -55,6 +59,13 @@ def verify(
         address=address,
     )
     raise typer.Exit(status)
+
+
+def default_out(fidelity: str) -> Path:
+    """The output folder of a fidelity (any case) when --out is not given: ``runs/verify`` for standard (the
+    folder of ``make verify``'s report), ``runs/verify-FIDELITY`` for any other."""
+    name = fidelity.strip().lower()
+    return Path("runs/verify") if name == "standard" else Path(f"runs/verify-{name}")
 
 
 def verify_command(

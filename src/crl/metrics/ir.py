@@ -1,8 +1,9 @@
 """Information-retrieval metrics as the field reports them: queries, a corpus and relevance judgements (qrels).
 
-Definitions (those of sentence-transformers' ``InformationRetrievalEvaluator``; binary relevance, a query q
-with R_q >= 1 relevant items and its ranking r = 1, 2, ... by decreasing score, rel(r) = 1 if the item at
-rank r is relevant):
+A query q has judged grades g(i) (integers; g(i) > 0 makes item i relevant, 0 or below does not), R_q >= 1
+relevant items, and its ranking r = 1, 2, ... by decreasing score; rel(r) = 1 if the item at rank r is relevant
+and g(r) its grade. Binary qrels (every grade 1, as sentence-transformers' ``InformationRetrievalEvaluator``
+takes them) are scored by that evaluator's definitions:
 
 - accuracy@k = 1[some rel(r) = 1 with r <= k] (a hit rate, sentence-transformers' accuracy@k);
 - precision@k = (1/k) sum_{r <= k} rel(r);
@@ -11,12 +12,22 @@ rank r is relevant):
 - nDCG@k = sum_{r <= k} rel(r) / log2(r + 1), divided by sum_{i <= min(R_q, k)} 1 / log2(i + 1);
 - MAP@k: AP@k = (1 / min(k, R_q)) sum_{r <= k, rel(r) = 1} precision@r.
 
+Graded qrels (some grade above 1, as BEIR's and TREC's) are scored as trec_eval scores them (through
+pytrec_eval, as BEIR and MTEB publish their figures): nDCG@k with the linear gain g (trec_eval's ``ndcg_cut``:
+DCG@k = sum_{r <= k} max(g(r), 0) / log2(r + 1), divided by the DCG@k of the judged grades sorted in
+decreasing order), MAP@k divided by R_q (trec_eval's ``map_cut``: AP@k = (1/R_q) sum_{r <= k, rel(r) = 1}
+precision@r), and the others on rel, as above: they equal trec_eval's ``success_k``, ``P_k``, ``recall_k`` and
+``recip_rank`` of the run cut at k. On binary qrels the two families differ only in MAP@k when R_q > k.
+:attr:`IRReport.definitions` names the one each report follows.
+
 Each is averaged over the queries that have at least one relevant item (queries without one are skipped, as
-sentence-transformers does, and counted in ``n_skipped``).
+sentence-transformers does, and counted in ``n_skipped``; trec_eval scores them 0).
 
 Tie rule (crl's one rule for every ranking metric, also :mod:`crl.metrics.retrieval`): pessimistic, among equal
-scores the non-relevant items rank before the relevant ones. sentence-transformers breaks ties by ascending
-corpus id instead; the two agree whenever no relevant item ties with a non-relevant one.
+scores the lower grades rank first (the non-relevant items before the relevant ones). sentence-transformers
+breaks ties by ascending corpus id, trec_eval by descending document id (as strings);
+:func:`ir_metrics_from_ranking` takes ``ties="trec_eval"`` for the latter. The rules agree whenever no two
+items of different grades tie.
 
 :func:`evaluate_index` computes the metrics over any search backend (a :class:`crl.search.Index`, or a Milvus
 collection, :class:`crl.search.milvus.MilvusIndex`) in batches of queries, so the corpus never has to fit in one
@@ -32,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,7 +51,9 @@ from crl.search import Index, SearchBackend, as_matrix, normalise
 
 __all__ = [
     "DEFAULT_KS",
+    "DEFINITIONS",
     "IRReport",
+    "Ties",
     "capped_ks",
     "class_retrieval",
     "evaluate_index",
@@ -59,6 +72,23 @@ DEFAULT_KS: dict[str, tuple[int, ...]] = {
 }
 """The cut-offs of each metric: sentence-transformers' defaults."""
 
+Ties = Literal["pessimistic", "trec_eval"]
+"""How equal scores are ordered: lower grades first (crl's rule), or by descending document id (trec_eval's)."""
+
+_BINARY = "sentence-transformers' InformationRetrievalEvaluator (binary relevance)"
+DEFINITIONS: dict[bool, dict[str, str]] = {
+    False: dict.fromkeys(DEFAULT_KS, _BINARY),
+    True: {
+        "accuracy": "trec_eval's success_k (relevant: grade > 0)",
+        "precision": "trec_eval's P_k (relevant: grade > 0)",
+        "recall": "trec_eval's recall_k (relevant: grade > 0)",
+        "mrr": "trec_eval's recip_rank of the top k (relevant: grade > 0)",
+        "ndcg": "trec_eval's ndcg_cut_k: linear gain = grade, as pytrec_eval gives BEIR and MTEB",
+        "map": "trec_eval's map_cut_k: AP@k divided by R_q",
+    },
+}
+"""Whose definition each metric follows, for binary (``False``) and graded (``True``) qrels."""
+
 
 @dataclass(frozen=True)
 class IRReport:
@@ -72,6 +102,7 @@ class IRReport:
         search_recall: K -> the mean share of an exact search's top K that the index's own top K holds, over
             every query (K the largest cut-off), when :func:`evaluate_index` was given an ``exact`` backend;
             else empty. 1.0 for an exact index; below it, what an approximate one (HNSW, IVF) loses.
+        graded: whether the qrels held a grade above 1, so nDCG and MAP follow trec_eval (module docstring).
     """
 
     values: dict[str, dict[int, float]]
@@ -79,6 +110,25 @@ class IRReport:
     n_skipped: int
     per_query: dict[str, dict[int, np.ndarray]] = field(repr=False)
     search_recall: dict[int, float] = field(default_factory=dict)
+    graded: bool = False
+
+    @property
+    def definitions(self) -> dict[str, str]:
+        """Metric name -> whose definition it follows (:data:`DEFINITIONS`), for the metrics reported."""
+        return {name: DEFINITIONS[self.graded][name] for name in self.values}
+
+    def definitions_note(self) -> str:
+        """One line for a report's reader: whose definitions its metrics follow, and the tie rule."""
+        if self.graded:
+            return (
+                "graded qrels: trec_eval's definitions (pytrec_eval, as BEIR and MTEB publish): nDCG@k with gain ="
+                " grade (ndcg_cut), MAP@k over R_q (map_cut), the others on grade > 0; ties: lower grades first"
+                " (trec_eval orders them by descending document id)"
+            )
+        return (
+            "binary qrels: sentence-transformers' InformationRetrievalEvaluator definitions (equal to trec_eval's"
+            " but MAP@k when a query has more than k relevant documents); ties: relevant documents last"
+        )
 
     def as_flat_dict(self) -> dict[str, float]:
         """``{"accuracy@1": ..., "ndcg@10": ..., "map@100": ..., "search_recall@100": ...}``."""
@@ -106,37 +156,54 @@ def _check_ks(ks: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ..
     return chosen
 
 
-def _per_query(relevant: np.ndarray, n_relevant: np.ndarray, ks: dict[str, tuple[int, ...]]) -> dict:
-    """Per-query metrics of ranked relevance flags ``relevant`` (q, K) with R_q = ``n_relevant`` (q,)."""
-    rel = relevant.astype(np.float64)
+def _per_query(
+    grades: np.ndarray,
+    n_relevant: np.ndarray,
+    ks: dict[str, tuple[int, ...]],
+    ideal: np.ndarray | None = None,
+) -> dict:
+    """Per-query metrics of ranked grades ``grades`` (q, K) (0: not relevant) with R_q = ``n_relevant`` (q,).
+
+    ``ideal`` (q, K), each query's judged grades in decreasing order, selects the graded definitions (linear gain
+    nDCG, MAP over R_q); ``None`` the binary ones (module docstring).
+    """
+    rel = (grades > 0).astype(np.float64)
     depth = rel.shape[1]
     ranks = np.arange(1, depth + 1, dtype=np.float64)
     hits = np.cumsum(rel, axis=1)
     discount = 1.0 / np.log2(ranks + 1.0)
-    ideal = np.concatenate([[0.0], np.cumsum(discount)])
     first = np.where(rel.any(axis=1), np.argmax(rel, axis=1) + 1.0, np.inf)
     r_q = n_relevant.astype(np.float64)
+    if ideal is None:
+        gains = rel
+        ideal_dcg = np.concatenate([[0.0], np.cumsum(discount)])[
+            np.minimum(n_relevant[:, None], np.arange(1, depth + 1))
+        ]
+    else:
+        gains = np.maximum(grades, 0).astype(np.float64)
+        ideal_dcg = np.cumsum(ideal.astype(np.float64) * discount, axis=1)
+    dcg = np.cumsum(gains * discount, axis=1)
 
-    def at(k: int) -> np.ndarray:
-        return hits[:, min(k, depth) - 1]
+    def at(values: np.ndarray, k: int) -> np.ndarray:
+        return values[:, min(k, depth) - 1]
 
     out: dict[str, dict[int, np.ndarray]] = {}
     out["accuracy"] = {k: (first <= k).astype(np.float64) for k in ks.get("accuracy", ())}
-    out["precision"] = {k: at(k) / k for k in ks.get("precision", ())}
-    out["recall"] = {k: at(k) / r_q for k in ks.get("recall", ())}
+    out["precision"] = {k: at(hits, k) / k for k in ks.get("precision", ())}
+    out["recall"] = {k: at(hits, k) / r_q for k in ks.get("recall", ())}
     out["mrr"] = {k: np.where(first <= k, 1.0 / first, 0.0) for k in ks.get("mrr", ())}
-    out["ndcg"] = {
-        k: (rel[:, :k] * discount[:k]).sum(axis=1) / ideal[np.minimum(n_relevant, min(k, depth))]
-        for k in ks.get("ndcg", ())
-    }
+    out["ndcg"] = {k: at(dcg, k) / at(ideal_dcg, k) for k in ks.get("ndcg", ())}
     precision_at_r = hits / ranks
     out["map"] = {
-        k: (precision_at_r[:, :k] * rel[:, :k]).sum(axis=1) / np.minimum(r_q, k) for k in ks.get("map", ())
+        k: (precision_at_r[:, :k] * rel[:, :k]).sum(axis=1) / (np.minimum(r_q, k) if ideal is None else r_q)
+        for k in ks.get("map", ())
     }
     return {name: by_k for name, by_k in out.items() if by_k}
 
 
-def _report(parts: list[dict], n_skipped: int, search_recall: dict[int, float] | None = None) -> IRReport:
+def _report(
+    parts: list[dict], n_skipped: int, search_recall: dict[int, float] | None = None, graded: bool = False
+) -> IRReport:
     if not parts:
         raise ValueError("no query has a relevant item; check the qrels (or labels) against the corpus ids")
     per_query = {
@@ -151,22 +218,30 @@ def _report(parts: list[dict], n_skipped: int, search_recall: dict[int, float] |
         n_skipped=n_skipped,
         per_query=per_query,
         search_recall=search_recall or {},
+        graded=graded,
     )
 
 
 def _pessimistic_order(scores: np.ndarray, relevant: np.ndarray) -> np.ndarray:
-    """Column order per row: decreasing score, non-relevant before relevant among equal scores."""
+    """Column order per row: decreasing score, lower grades (``relevant``: flags or grades) first among equal
+    scores."""
     return np.lexsort((relevant, -scores.astype(np.float64)), axis=1)
 
 
 def ir_metrics_from_ranking(
     ranking: Mapping[Hashable, Sequence[tuple[Hashable, float]]],
-    qrels: Mapping[Hashable, Collection[Hashable]],
+    qrels: Mapping[Hashable, Collection[Hashable] | Mapping[Hashable, int]],
     *,
     ks: Mapping[str, Sequence[int]] | None = None,
+    ties: Ties = "pessimistic",
 ) -> IRReport:
     """The metrics of a ranking given as ``{query: [(item, score), ...]}`` (e.g. a TREC run) against
-    ``qrels`` ``{query: relevant items}``; each query's items are ordered by the tie rule of this module.
+    ``qrels``: ``{query: relevant items}`` (binary) or ``{query: {item: grade}}`` (graded when a grade
+    exceeds 1; a grade <= 0 is judged not relevant), the definitions of the module docstring.
+
+    Each query's items are ordered by decreasing score, equal scores by ``ties``: ``"pessimistic"`` (crl's rule,
+    lower grades first) or ``"trec_eval"`` (descending item id as a string, as trec_eval and pytrec_eval order
+    them, so the figures equal theirs on runs with ties too).
 
     A query absent from ``ranking`` counts as retrieving nothing; one absent from ``qrels`` (or with no
     relevant item) is skipped. An item ranked twice for one query is a ``ValueError`` naming both (it would
@@ -174,25 +249,65 @@ def ir_metrics_from_ranking(
     best line.
     """
     chosen = _check_ks(ks)
+    if ties not in ("pessimistic", "trec_eval"):
+        raise ValueError(f"ties = {ties!r}; pass 'pessimistic' (crl's rule) or 'trec_eval'")
     depth = max(max(values) for values in chosen.values() if values)
+    judged = {query: _grades(query, items) for query, items in qrels.items()}
+    graded = any(grade > 1 for grades in judged.values() for grade in grades.values())
     parts, skipped = [], 0
-    for query, relevant_items in qrels.items():
-        relevant_set = set(relevant_items)
-        if not relevant_set:
+    for query, grades in judged.items():
+        if not grades:
             skipped += 1
             continue
         hits = list(ranking.get(query, ()))
         _check_distinct(query, [item for item, _ in hits])
         scores = np.array([float(score) for _, score in hits], dtype=np.float64)
-        flags = np.array([item in relevant_set for item, _ in hits], dtype=bool)
+        ranked_grades = np.array([grades.get(item, 0) for item, _ in hits], dtype=np.int64)
         if not np.isfinite(scores).all():
             raise ValueError(f"ranking[{query!r}] holds a NaN or infinite score; fix the run")
-        order = _pessimistic_order(scores[None, :], flags[None, :])[0] if len(hits) else np.empty(0, int)
-        ranked = np.zeros((1, depth), dtype=bool)
-        ranked[0, : min(depth, len(hits))] = flags[order][:depth]
-        parts.append(_per_query(ranked, np.array([len(relevant_set)]), chosen))
+        if not hits:
+            order = np.empty(0, dtype=np.int64)
+        elif ties == "trec_eval":
+            order = np.array(
+                sorted(range(len(hits)), key=lambda i: (-scores[i], _Descending(str(hits[i][0]))))
+            )
+        else:
+            order = _pessimistic_order(scores[None, :], ranked_grades[None, :])[0]
+        ranked = np.zeros((1, depth), dtype=np.int64)
+        ranked[0, : min(depth, len(hits))] = ranked_grades[order][:depth]
+        ideal = _ideal(list(grades.values()), depth) if graded else None
+        parts.append(_per_query(ranked, np.array([len(grades)]), chosen, ideal))
     skipped += sum(1 for query in ranking if query not in qrels)
-    return _report(parts, skipped)
+    return _report(parts, skipped, graded=graded)
+
+
+class _Descending:
+    """A string key that sorts in decreasing order (trec_eval's tie order of document ids)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __lt__(self, other: _Descending) -> bool:
+        return self.text > other.text
+
+
+def _grades(query: Hashable, items: Collection[Hashable] | Mapping[Hashable, int]) -> dict[Hashable, int]:
+    """``{item: grade > 0}`` of one query's judgements: a collection's items at grade 1, a mapping's positive
+    grades (the others are not relevant)."""
+    if not isinstance(items, Mapping):
+        return dict.fromkeys(items, 1)
+    for item, grade in items.items():
+        if isinstance(grade, bool) or not isinstance(grade, int | np.integer):
+            raise ValueError(f"qrels[{query!r}][{item!r}] = {grade!r}; a grade is an integer")
+    return {item: int(grade) for item, grade in items.items() if grade > 0}
+
+
+def _ideal(grades: Sequence[int], depth: int) -> np.ndarray:
+    """(1, depth) the grades in decreasing order, cut or padded with 0 to ``depth``: the ideal ranking's gains."""
+    ideal = np.zeros((1, depth), dtype=np.int64)
+    best = sorted(grades, reverse=True)[:depth]
+    ideal[0, : len(best)] = best
+    return ideal
 
 
 def _check_distinct(query: Hashable, items: Sequence[Hashable]) -> None:
@@ -223,7 +338,7 @@ def evaluate_index(
     index: SearchBackend,
     queries: Any,
     *,
-    qrels: Sequence[Collection[int]] | None = None,
+    qrels: Sequence[Collection[int] | Mapping[int, int]] | None = None,
     labels: tuple[Any, Any] | None = None,
     self_ids: Any = None,
     ks: Mapping[str, Sequence[int]] | None = None,
@@ -235,8 +350,9 @@ def evaluate_index(
     """IR metrics of ``queries`` (q, d) searched in ``index`` (any :class:`crl.search.SearchBackend`: crl's
     faiss index or a Milvus collection), in batches of ``batch_size`` queries.
 
-    Relevance: either ``qrels`` (one collection of relevant index ids per query) or ``labels`` = (query
-    labels (q,), corpus labels indexed by id) for class relevance (same label = relevant). ``self_ids``
+    Relevance: either ``qrels``, one entry per query, a collection of relevant index ids (binary) or a mapping
+    ``{id: grade}`` (graded when a grade exceeds 1: the module docstring's trec_eval definitions), or ``labels`` =
+    (query labels (q,), corpus labels indexed by id) for class relevance (same label = relevant). ``self_ids``
     (q,) names each query's own item in the index (-1: none), removed from its ranking and from its
     relevant set (queries drawn from the corpus). ``exact``, an exact backend over the same items (a flat
     :class:`crl.search.Index` or a Milvus FLAT collection), is searched alike and the report's
@@ -267,18 +383,21 @@ def evaluate_index(
             overlaps.append(_overlap(ids[:, :depth], reference[:, :depth]))
         if dense is not None:
             scores = dense.scores(matrix[rows], mine)
-            flags, n_relevant = relevance.of_all(rows, dense.ids, mine)
-            ranked = _tie_complete_ranking(scores, flags, depth)
+            grades, n_relevant = relevance.of_all(rows, dense.ids, mine)
+            ranked = _tie_complete_ranking(scores, grades, depth)
         else:
             ids, scores = _search_with_ties(index, matrix[rows], depth, mine, ef_search, nprobe)
-            flags, n_relevant = relevance.of(rows, ids, mine)
-            ranked = np.take_along_axis(flags, _pessimistic_order(scores, flags), axis=1)[:, :depth]
+            grades, n_relevant = relevance.of(rows, ids, mine)
+            ranked = np.take_along_axis(grades, _pessimistic_order(scores, grades), axis=1)[:, :depth]
         keep = n_relevant > 0
         skipped += int((~keep).sum())
         if keep.any():
-            parts.append(_per_query(ranked[keep], n_relevant[keep], chosen))
+            ideal = relevance.ideal(rows, mine, depth)
+            parts.append(
+                _per_query(ranked[keep], n_relevant[keep], chosen, None if ideal is None else ideal[keep])
+            )
     recall = {depth: float(np.concatenate(overlaps).mean())} if overlaps else {}
-    return _report(parts, skipped, recall)
+    return _report(parts, skipped, recall, relevance.graded)
 
 
 _DENSE_SCORES = 1 << 24
@@ -331,26 +450,33 @@ class _DenseCorpus:
         return scores
 
 
-def _tie_complete_ranking(scores: np.ndarray, flags: np.ndarray, depth: int) -> np.ndarray:
-    """Relevance flags (b, depth) of each row's top ``depth`` items under the pessimistic tie rule, from dense
-    scores (b, N) and relevance flags (b, N), without sorting the N items.
+def _tie_complete_ranking(scores: np.ndarray, grades: np.ndarray, depth: int) -> np.ndarray:
+    """Grades (b, depth) of each row's top ``depth`` items under the pessimistic tie rule, from dense scores
+    (b, N) and grades (b, N) (relevance flags, or integer grades >= 0, 0 for not relevant), without sorting the N
+    items.
 
     With t the depth-th largest score of a row (found by partition): the items with s > t (fewer than depth) are
-    sorted by decreasing score, non-relevant first among equals; the remaining positions hold the tie block
-    {s = t}, whose non-relevant items come first, so there position p (counted from the block's start) is
-    relevant iff p >= #{s = t, not relevant}. Equal to sorting every item by (-s, relevance) and cutting at
-    depth. Scores of -inf (a query's own item) never reach the top when depth is below the finite count.
+    sorted by decreasing score, lower grades first among equals; the remaining positions hold the tie block
+    {s = t} in increasing grade, so there position p (counted from the block's start) holds the smallest grade
+    g with #{s = t, grade <= g} > p. Equal to sorting every item by (-s, grade) and cutting at depth. Scores of
+    -inf (a query's own item) never reach the top when depth is below the finite count.
     """
     top = np.argpartition(scores, scores.shape[1] - depth, axis=1)[:, : -depth - 1 : -1]
     top_scores = np.take_along_axis(scores, top, axis=1)
-    top_flags = np.take_along_axis(flags, top, axis=1)
+    top_grades = np.take_along_axis(grades, top, axis=1)
     boundary = top_scores[:, depth - 1 : depth]
     above = top_scores > boundary
     key = np.where(above, -top_scores.astype(np.float64), np.inf)
-    ranked = np.take_along_axis(top_flags, np.lexsort((top_flags, key), axis=1), axis=1)
-    non_relevant_ties = ((scores == boundary) & ~flags).sum(axis=1, keepdims=True)
+    ranked = np.take_along_axis(top_grades, np.lexsort((top_grades, key), axis=1), axis=1)
+    tied = scores == boundary
+    if grades.dtype == bool:
+        levels = np.array([False, True])
+    else:
+        levels = np.concatenate([[0], np.unique(grades[grades > 0])]).astype(grades.dtype)
+    at_or_below = np.stack([(tied & (grades <= level)).sum(axis=1) for level in levels], axis=1)
     position = np.arange(depth)[None, :] - above.sum(axis=1, keepdims=True)
-    return np.where(position >= 0, position >= non_relevant_ties, ranked)
+    block = levels[(at_or_below[:, None, :] <= position[:, :, None]).sum(axis=2)]
+    return np.where(position >= 0, block, ranked)
 
 
 def _overlap(found: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -420,17 +546,20 @@ def _drop_own(ids: np.ndarray, scores: np.ndarray, own: np.ndarray) -> tuple[np.
 
 
 class _Relevance:
-    """Relevance flags of retrieved ids and R_q per query, from qrels or from labels."""
+    """Grades of retrieved ids (0: not relevant; 1 for every relevant item of binary qrels and of labels) and R_q
+    per query, from qrels or from labels."""
 
     def __init__(self, index: SearchBackend, qrels: Any, labels: Any, n_queries: int) -> None:
-        self.qrels: list[np.ndarray] | None = None
+        self.qrels: list[tuple[np.ndarray, np.ndarray]] | None = None
         self.labels: tuple[np.ndarray, np.ndarray] | None = None
+        self.graded = False
         if qrels is not None:
             if len(qrels) != n_queries:
                 raise ValueError(
                     f"qrels has {len(qrels)} entries for {n_queries} queries; pass one per query"
                 )
-            self.qrels = [np.fromiter((int(i) for i in items), dtype=np.int64) for items in qrels]
+            self.qrels = [_judged_ids(query, items) for query, items in enumerate(qrels)]
+            self.graded = any(bool((grades > 1).any()) for _, grades in self.qrels)
         else:
             query_labels, corpus_labels = label_relevance(*labels)
             if query_labels.shape[0] != n_queries:
@@ -441,11 +570,13 @@ class _Relevance:
             self.labels = (query_labels, corpus_labels)
             self.counts = np.bincount(corpus_labels[present], minlength=int(query_labels.max(initial=0)) + 1)
 
-    def _sets(self, rows: np.ndarray, own: np.ndarray | None) -> list[np.ndarray]:
-        """The relevant ids of the queries ``rows``, each without its own item."""
+    def _sets(self, rows: np.ndarray, own: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(relevant ids, their grades) of the queries ``rows``, each without its own item."""
         assert self.qrels is not None
         sets = [self.qrels[row] for row in rows]
-        return sets if own is None else [s[s != o] for s, o in zip(sets, own, strict=True)]
+        if own is None:
+            return sets
+        return [(ids[ids != o], grades[ids != o]) for (ids, grades), o in zip(sets, own, strict=True)]
 
     def _label_counts(self, query_labels: np.ndarray, own: np.ndarray | None) -> np.ndarray:
         """R_q of class relevance: the items of the query's label, less its own item."""
@@ -458,11 +589,11 @@ class _Relevance:
         return counts
 
     def of(self, rows: np.ndarray, ids: np.ndarray, own: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(flags (b, K) of ``ids``, R_q (b,)) for the queries ``rows``."""
+        """(grades (b, K) of ``ids``, R_q (b,)) for the queries ``rows``."""
         if self.qrels is not None:
             sets = self._sets(rows, own)
-            flags = np.stack([np.isin(line, s) for line, s in zip(ids, sets, strict=True)])
-            return flags & (ids >= 0), np.array([np.unique(s).size for s in sets])
+            grades = np.stack([_grades_of(line, *judged) for line, judged in zip(ids, sets, strict=True)])
+            return np.where(ids >= 0, grades, 0), np.array([judged.size for judged, _ in sets])
         assert self.labels is not None
         query_labels, corpus_labels = self.labels[0][rows], self.labels[1]
         flags = (ids >= 0) & (corpus_labels[np.maximum(ids, 0)] == query_labels[:, None])
@@ -471,19 +602,44 @@ class _Relevance:
     def of_all(
         self, rows: np.ndarray, ids: np.ndarray, own: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(flags (b, N) of every item, ``ids`` (N,) the index's ids in column order, R_q (b,)): :meth:`of` for a
-        dense block, by broadcasting labels or scattering each query's relevant ids, without a (b, N) id table."""
+        """(grades (b, N) of every item, ``ids`` (N,) the index's ids in column order, R_q (b,)): :meth:`of` for a
+        dense block, by broadcasting labels or scattering each query's judged ids, without a (b, N) id table;
+        relevance flags (one byte an item) unless the qrels are graded."""
         if self.qrels is not None:
             sets = self._sets(rows, own)
             order = np.argsort(ids)
-            flags = np.zeros((len(rows), ids.size), dtype=bool)
-            for line, relevant in zip(flags, sets, strict=True):
+            grades = np.zeros((len(rows), ids.size), dtype=np.int32 if self.graded else bool)
+            for line, (relevant, judged) in zip(grades, sets, strict=True):
                 slot = np.minimum(np.searchsorted(ids, relevant, sorter=order), ids.size - 1)
-                line[order[slot[ids[order[slot]] == relevant]]] = True
-            return flags, np.array([np.unique(s).size for s in sets])
+                found = ids[order[slot]] == relevant
+                line[order[slot[found]]] = judged[found]
+            return grades, np.array([relevant.size for relevant, _ in sets])
         assert self.labels is not None
         query_labels, corpus_labels = self.labels[0][rows], self.labels[1]
         return corpus_labels[ids][None, :] == query_labels[:, None], self._label_counts(query_labels, own)
+
+    def ideal(self, rows: np.ndarray, own: np.ndarray | None, depth: int) -> np.ndarray | None:
+        """(b, depth) each query's judged grades in decreasing order (0-padded) for graded qrels; else ``None``."""
+        if not self.graded:
+            return None
+        return np.concatenate([_ideal(grades.tolist(), depth) for _, grades in self._sets(rows, own)])
+
+
+def _judged_ids(query: int, items: Collection[int] | Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, grades) of one query's qrels entry, ids distinct and every grade > 0 (:func:`_grades`)."""
+    grades = _grades(query, items)
+    ids = np.asarray(list(grades), dtype=np.int64).reshape(-1)
+    return ids, np.fromiter(grades.values(), dtype=np.int64, count=len(grades))
+
+
+def _grades_of(line: np.ndarray, ids: np.ndarray, grades: np.ndarray) -> np.ndarray:
+    """The grade of each id of ``line`` among the judged ``ids`` (with ``grades``), 0 for an unjudged id."""
+    if not ids.size:
+        return np.zeros(line.shape, dtype=np.int64)
+    order = np.argsort(ids)
+    slot = np.minimum(np.searchsorted(ids, line, sorter=order), ids.size - 1)
+    match = ids[order[slot]] == line
+    return np.where(match, grades[order[slot]], 0)
 
 
 def class_retrieval(

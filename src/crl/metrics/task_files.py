@@ -10,11 +10,13 @@
   apart by the first line's fields. Every score is an integer (``1.0`` is an error naming its line, on the first
   line too), and a (query, document) pair judged twice must be judged alike (else an error naming both lines).
 
-Relevance is binary, as in sentence-transformers' evaluator: a document is relevant to a query when its
-judgement is > 0. Only the queries with a relevant document are evaluated (a queries file may hold the queries
-of other splits, as BEIR's does); every document of the corpus is searched. Every error names the file, the line
-or id, and the fix: a missing file, a malformed line, a repeated id, an empty text, a qrels id absent from the
-queries or the corpus, and a task without a query to evaluate.
+A document is relevant to a query when its judgement is > 0. Qrels whose judgements are all 0 or 1 are binary and
+scored as sentence-transformers' evaluator scores them; a judgement above 1 makes them graded, scored with graded
+gains as trec_eval (pytrec_eval, BEIR, MTEB) scores them (:mod:`crl.metrics.ir`). Only the queries with a
+relevant document are evaluated (a queries file may hold the queries of other splits, as BEIR's does); every
+document of the corpus is searched. Every error names the file, the line or id, and the fix: a missing file, a
+malformed line, a repeated id, an empty text, a qrels id absent from the queries or the corpus, and a task without
+a query to evaluate.
 """
 
 from __future__ import annotations
@@ -205,10 +207,12 @@ def read_task(queries: str | Path, corpus: str | Path, qrels: str | Path) -> Ret
             f"file {str(qrels)!r}; check that the qrels name the queries' and the corpus' ids"
         )
     index = {doc: position for position, doc in enumerate(documents)}
+    grades = tuple({index[doc]: judgements[query][doc] for doc in relevant[query]} for query in kept)
     return RetrievalTask(
         tuple(query_texts[query] for query in kept),
         tuple(documents.values()),
         tuple(frozenset(index[doc] for doc in relevant[query]) for query in kept),
         tuple(kept),
         tuple(documents),
+        grades if any(grade > 1 for entry in grades for grade in entry.values()) else (),
     )

@@ -2,8 +2,9 @@
 
 :func:`evaluate_retrieval` embeds the queries with the anchor tower f and the corpus with the positive tower g,
 ranks the whole corpus for every query by cosine in an exact :class:`crl.search.Index`, and reports
-sentence-transformers' metrics (:mod:`crl.metrics.ir`, whose docstring gives each formula: accuracy@k,
-precision@k, recall@k, MRR@k, nDCG@k, MAP@k) with their per-query values, and the top of each ranking
+sentence-transformers' metrics on binary qrels, trec_eval's on graded ones (:mod:`crl.metrics.ir`, whose
+docstring gives each formula: accuracy@k, precision@k, recall@k, MRR@k, nDCG@k, MAP@k) with their per-query
+values, and the top of each ranking
 (:func:`trec_run` turns it into a TREC run). Cut-offs above the corpus size are lowered to it
 (:func:`crl.metrics.ir.capped_ks`).
 
@@ -72,7 +73,7 @@ def evaluate_retrieval(
     corpus = embed_corpus(task.corpus).numpy()
     index = Index.build(corpus, kind="flat", metric="cosine")
     queries = embed_queries(task.queries).numpy()
-    report = evaluate_index(index, queries, qrels=[sorted(r) for r in task.relevant], ks=chosen)
+    report = evaluate_index(index, queries, qrels=task.qrels(), ks=chosen)
     found = index.search(queries, max(max(values) for values in chosen.values() if values))
     return TextRetrieval(report, found.ids, found.scores)
 

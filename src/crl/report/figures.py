@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import SymmetricalLogLocator
 from numpy.typing import NDArray
 
 from crl import __version__
@@ -167,7 +168,24 @@ def _set_scale(axes: Axes, axis: str, scale: str, values: NDArray[Any]) -> None:
     magnitudes = np.abs(values[values != 0])
     top = float(magnitudes.max()) if magnitudes.size else 1.0
     threshold = float(magnitudes.min()) if magnitudes.size else 1.0
-    setter("symlog", linthresh=max(threshold, top * 1e-6))
+    linthresh = max(threshold, top * 1e-6)
+    setter("symlog", linthresh=linthresh)
+    (axes.xaxis if axis == "x" else axes.yaxis).set_major_locator(_OutsideLinearRegion(linthresh))
+
+
+class _OutsideLinearRegion(SymmetricalLogLocator):
+    """A symlog axis's decade ticks without those inside its linear region (0 < |t| < linthresh): there a tick
+    sits a fraction of a decade's length from 0 and from the next, so labels such as 10^-7, 0 and -10^-9
+    overlapped (C1(a)'s y axis). 0 and every |t| >= linthresh (less rounding) stay."""
+
+    def __init__(self, linthresh: float) -> None:
+        super().__init__(linthresh=linthresh, base=10)
+        self.threshold = linthresh
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        """The parent's ticks between ``vmin`` and ``vmax``, those strictly inside the linear region dropped."""
+        ticks = super().tick_values(vmin, vmax)
+        return [t for t in ticks if t == 0 or abs(t) >= 0.999 * self.threshold]
 
 
 def _values(spec: FigureSpec, axis: str) -> NDArray[Any]:

@@ -69,6 +69,7 @@ td.num, th.num, .num { white-space: nowrap; font-variant-numeric: tabular-nums; 
 .nb { white-space: nowrap; }
 td.how { min-width: 16rem; }
 table.verdicts td:first-child { white-space: nowrap; }
+td.verdict { min-width: 6rem; }
 .stat { color: #444; }
 blockquote { border-left: 4px solid #888; margin: 0; padding-left: 1rem; }
 pre { background: #f6f6f6; padding: 0.5rem; white-space: pre-wrap; overflow-wrap: anywhere; }
@@ -172,7 +173,7 @@ def _verdict_table(results: Sequence[ClaimResult]) -> str:
             _span(control_cell(r, reasons=False))
             + (why if r.control.verdict is Verdict.INCONCLUSIVE else ""),
         ]
-        classes = ("", "", ' class="num"', "", ' class="num"')
+        classes = ("", "", ' class="verdict"', "", ' class="verdict"')
         rows.append(
             "<tr>"
             + "".join(

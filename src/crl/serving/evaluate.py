@@ -53,7 +53,7 @@ from crl.metrics.baselines import (
 )
 from crl.metrics.class_report import PIXELS, ClassRow, centred_pixels, class_report
 from crl.metrics.classification import NORM_FLOOR
-from crl.metrics.ir import DEFAULT_KS
+from crl.metrics.ir import DEFAULT_KS, DEFINITIONS
 from crl.metrics.retrieval import RetrievalReport, retrieval_metrics
 from crl.models import DualEncoder, embed
 from crl.serving.text_evaluate import TextEvalResult, evaluate_text_state
@@ -128,6 +128,8 @@ class EvalResult:
             out.update(self.vectors.as_dict())
         out.update(self.retrieval.as_flat_dict())
         out.update({f"class_{name}": value for name, value in (self.class_retrieval or {}).items()})
+        if self.class_retrieval:
+            out["class_definitions"] = f"{DEFINITIONS[False]['ndcg']}: relevant = of the query's class"
         out["knn_accuracy"] = self.knn_accuracy
         out["probe_accuracy"] = self.probe_accuracy
         for row in self.classes:

@@ -13,10 +13,11 @@ embedded by the anchor tower f and each document by the positive tower g, tokeni
 
 The metrics are sentence-transformers' ``InformationRetrievalEvaluator``'s at its cut-offs
 (:data:`crl.metrics.ir.DEFAULT_KS`: accuracy@k, precision@k and recall@k for k = 1, 3, 5, 10, MRR@10, nDCG@10,
-MAP@100; cut-offs above the corpus size lowered to it; the formulas in :mod:`crl.metrics.ir`). For every metric,
-the per-query difference d_q = fine-tuned_q - zero-shot_q on the same queries gets a paired bootstrap interval
-(:func:`crl.metrics.text_retrieval.compare_reports`): delta = (1/Q) sum_q d_q, and the percentiles of the means
-of ``draws`` resamples of the queries.
+MAP@100; cut-offs above the corpus size lowered to it; the formulas in :mod:`crl.metrics.ir`), on graded qrels
+trec_eval's (nDCG with graded gains, as BEIR and MTEB publish it); the JSON's ``definitions`` says which. For
+every metric, the per-query difference d_q = fine-tuned_q - zero-shot_q on the same queries gets a paired
+bootstrap interval (:func:`crl.metrics.text_retrieval.compare_reports`): delta = (1/Q) sum_q d_q, and the
+percentiles of the means of ``draws`` resamples of the queries.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from crl.metrics.text_retrieval import (
     trec_run,
 )
 from crl.models import DualEncoder
+from crl.models.minilm import load_tokenizer, tokenize_counting_cuts, truncation_note
 from crl.serving.trained import model_of_state, run_folder, starting_model
 from crl.train.checkpoint import TrainState
 from crl.train.config import TextData, TextPairsData
@@ -91,6 +93,9 @@ class TextEvalResult:
             "task": self.task_name,
             "n_queries": len(self.task.queries),
             "n_documents": len(self.task.corpus),
+            "relevance": "graded" if self.fine_tuned.report.graded else "binary",
+            "definitions": self.fine_tuned.report.definitions,
+            "definitions_note": self.fine_tuned.report.definitions_note(),
             "fine_tuned": self.fine_tuned.report.as_flat_dict(),
             "zero_shot": self.zero_shot.report.as_flat_dict(),
             "fine_tuned_minus_zero_shot": {
@@ -134,6 +139,25 @@ def _announced(embed_texts: EmbedTexts, stage: str) -> EmbedTexts:
         return embed_texts(texts)
 
     return run
+
+
+def _warn_of_truncation(task: RetrievalTask, data: TextData) -> None:
+    """Log a warning for the queries and for the documents of ``task`` cut at the run's ``max_seq_length`` word
+    pieces (:func:`crl.models.minilm.truncation_note`: how many, and how many characters), as both models read
+    them so."""
+    tokenizer = load_tokenizer(data.tokenizer)
+    for what, texts, names in (
+        ("queries", task.queries, task.query_ids),
+        ("documents", task.corpus, task.doc_ids),
+    ):
+        cuts = [
+            cut
+            for start in range(0, len(texts), 1024)
+            for cut in tokenize_counting_cuts(tokenizer, texts[start : start + 1024], data.max_seq_length)[1]
+        ]
+        note = truncation_note(cuts, data.max_seq_length, names)
+        if note:
+            _log.warning("%s: %s ([data] max_seq_length)", what, note)
 
 
 def checked_run_data(data: TextData, run_dir: Path) -> TextData:
@@ -204,6 +228,7 @@ def evaluate_text_state(
             "minus zero-shot needs at least 2: judge more queries"
         )
     batch, tokenize = state.config.eval.batch_size, text_tokenize(data)
+    _warn_of_truncation(chosen, data)
     _log.info("loading the fine-tuned model of step %d", state.step)
     fine_tuned = _ranked(model_of_state(state, device), chosen, tokenize, batch, device, "fine-tuned")
     _log.info("loading the zero-shot model the run started from")

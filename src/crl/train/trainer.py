@@ -26,6 +26,7 @@ Randomness: the named streams of :class:`~crl.train.build.Streams` ("init", "ord
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -91,6 +92,8 @@ from crl.train.warm_start import load_encoder_weights, weight_mismatches
 
 __all__ = ["RunResult", "Trainer"]
 
+_log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -138,9 +141,16 @@ class Trainer:
         self.context = init_distributed(config.run.device)
         _warn_if_bf16_is_emulated(config.run.precision, self.context.device)
         if source is None:
+            _log.info("reading the training pairs ([data] source = %r)", config.data.source)
             source = build_source(config.data, seed=config.run.seed, split="train")
         self.source = source
         context = self.context
+        _log.info(
+            "building the %s model on %s (torch threads: %d)",
+            config.model.encoder,
+            context.device,
+            torch.get_num_threads(),
+        )
         self.loop = TrainingLoop(
             config,
             source,
@@ -213,6 +223,13 @@ class Trainer:
             state = load_train_state(resolve_checkpoint(checkpoint))
             load_encoder_weights(self.loop.model, state, checkpoint=checkpoint)
         run = self.config.run
+        _log.info(
+            "training steps %d-%d of %d (a line every %d steps)",
+            resumed_from + 1,
+            self.config.optim.total_steps,
+            self.config.optim.total_steps,
+            run.log_every,
+        )
         log = (
             RunLog(
                 self.run_dir,
@@ -254,9 +271,12 @@ class Trainer:
         metrics: dict[str, float] = {}
         heldout: dict[str, float] = {}
         final = self.run_dir
+        started, first = time.perf_counter(), loop.step + 1
         with self._progress() as advance:
             while not loop.done:
                 window.add(loop.train_step())
+                if loop.step == first:
+                    _log.info("step %d of %d took %.1f s", first, total, time.perf_counter() - started)
                 logged = None
                 if loop.step % run.log_every == 0 or loop.step == total:
                     metrics = logged = self._log_row(window, log)
@@ -276,6 +296,7 @@ class Trainer:
         """A pretrained text encoder (MiniLM) is also written in sentence-transformers' format into the run folder."""
         max_seq_length = getattr(self.config.data, "max_seq_length", None)
         if max_seq_length is not None:
+            _log.info("writing the model in sentence-transformers' format")
             export_text_towers(self.loop.model, self.run_dir, max_seq_length=max_seq_length)
 
     def _heldout_monitor(self) -> Monitor | None:

@@ -14,7 +14,7 @@ every document that any of its pairs names (several synsets can share a gloss, s
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -103,13 +103,17 @@ def split_pairs(pairs: Sequence[TextPair], fractions: SplitFractions) -> dict[Sp
 class RetrievalTask:
     """Queries, a corpus and qrels: ``relevant[q]`` is the set of corpus indices relevant to query q.
 
+    ``grades``, empty for binary relevance (every relevant document at grade 1), holds per query
+    ``{corpus index: grade > 0}`` over ``relevant[q]`` (graded qrels, such as BEIR's, scored with graded gains
+    by :mod:`crl.metrics.ir`).
+
     ``query_ids`` and ``doc_ids`` name the queries and documents (distinct, whitespace-free: TREC ids); a task
     made from pairs names them ``q0, q1, ...`` and ``d0, d1, ...`` by their first appearance, and
     :meth:`subset` and :meth:`limit_corpus` keep each one's name.
 
     Raises:
-        ValueError: if the tuples' lengths disagree, an id repeats or holds whitespace, or a relevant index is
-            not a corpus index.
+        ValueError: if the tuples' lengths disagree, an id repeats or holds whitespace, a relevant index is
+            not a corpus index, or ``grades`` does not grade each query's relevant documents above 0.
     """
 
     queries: tuple[str, ...]
@@ -117,6 +121,7 @@ class RetrievalTask:
     relevant: tuple[frozenset[int], ...]
     query_ids: tuple[str, ...]
     doc_ids: tuple[str, ...]
+    grades: tuple[Mapping[int, int], ...] = field(default=(), hash=False)
 
     def __post_init__(self) -> None:
         if not len(self.queries) == len(self.relevant) == len(self.query_ids):
@@ -132,6 +137,27 @@ class RetrievalTask:
             _check_ids(what, ids)
         if any(d < 0 or d >= len(self.corpus) for r in self.relevant for d in r):
             raise ValueError(f"a relevant index is not one of the {len(self.corpus)} corpus indices")
+        if self.grades and (
+            len(self.grades) != len(self.relevant)
+            or any(
+                set(g) != r or min(g.values()) < 1 for g, r in zip(self.grades, self.relevant, strict=True)
+            )
+        ):
+            raise ValueError(
+                "grades must hold, per query, a grade >= 1 for each relevant document; or pass none"
+            )
+
+    @property
+    def graded(self) -> bool:
+        """Whether some document is judged above grade 1 (then nDCG and MAP follow trec_eval: crl.metrics.ir)."""
+        return any(grade > 1 for grades in self.grades for grade in grades.values())
+
+    def qrels(self) -> list[list[int]] | list[dict[int, int]]:
+        """Per query its relevant corpus indices (binary) or ``{index: grade}`` (graded), for
+        :func:`crl.metrics.ir.evaluate_index`."""
+        if self.grades:
+            return [dict(grades) for grades in self.grades]
+        return [sorted(r) for r in self.relevant]
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[TextPair], *, extra_corpus: Iterable[str] = ()) -> RetrievalTask:
@@ -175,6 +201,7 @@ class RetrievalTask:
             tuple(self.relevant[q] for q in keep),
             tuple(self.query_ids[q] for q in keep),
             self.doc_ids,
+            tuple(self.grades[q] for q in keep) if self.grades else (),
         )
 
     def limit_corpus(self, n_documents: int, seed: int = 0) -> RetrievalTask:
@@ -195,6 +222,7 @@ class RetrievalTask:
             tuple(frozenset(new_index[d] for d in r) for r in self.relevant),
             self.query_ids,
             tuple(self.doc_ids[d] for d in keep),
+            tuple({new_index[d]: g for d, g in grades.items()} for grades in self.grades),
         )
 
 
