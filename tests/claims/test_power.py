@@ -135,6 +135,19 @@ def test_c5s_parts_on_its_two_committed_runs() -> None:
     assert len(found.parts) == 10 and len(found.controls) == 4
 
 
+def test_one_run_is_split_into_halves_of_each_arms_seeds() -> None:
+    """If this fails, a single C5 table is halved by the largest seed number of any arm: its heavy-tailed control
+    (more seeds than the claim at standard) would leave one half without claim cells."""
+    (first, first_records), (second, second_records) = power_claims.seed_sets(
+        [RESULTS / "c5" / "full_3931.jsonl.gz"], "C5"
+    )
+    for records in (first_records, second_records):
+        claim = {r.cell.params["index"] for r in records if r.cell.params["arm"] != "control"}
+        control = {r.cell.params["index"] for r in records if r.cell.params["arm"] == "control"}
+        assert claim == set(range(32)) and control == set(range(32))
+    assert first != second
+
+
 def test_bad_sources_are_named(tmp_path: Path) -> None:
     """If this fails, a folder without a store, a claim without a power calculation or a table of another
     claim gives a traceback, not the fix."""

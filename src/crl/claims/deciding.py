@@ -15,7 +15,7 @@ from pathlib import Path
 
 from crl.claims.context import Fidelity
 from crl.claims.gates import shortfalls
-from crl.claims.replay import rejudge
+from crl.claims.replay import read_cells, rejudge, table_seeds
 from crl.claims.result import ClaimResult
 from crl.claims.verdict import Verdict
 
@@ -90,12 +90,15 @@ def deciding_rows(results: Sequence[ClaimResult], root: Path = REPOSITORY) -> li
         if run is None or result.fidelity is Fidelity.FULL or not undecided(result):
             continue
         path = root / run.table
-        gaps = shortfalls(run.claim, Fidelity.FULL)
-        gate = "; ".join(g.describe() for g in gaps) if gaps else "every part's gate passes at the design"
         if path.is_file():
+            seeds = table_seeds(read_cells(path, run.claim), run.claim)
             found = rejudge(path, run.claim, Fidelity.FULL, run.run_seed)
             at_full = f"{found.verdict_text} (control {found.control.verdict})"
         else:
+            seeds = None
             at_full = f"not shown: {run.table} is not in this installation (it ships with the repository)"
+        gaps = shortfalls(run.claim, Fidelity.FULL, seeds)
+        size = "the design's" if seeds is None else f"the table's {seeds}"
+        gate = "; ".join(g.describe() for g in gaps) if gaps else f"every part's gate passes at {size} seeds"
         rows.append(DecidingRow(result.claim_id, result.verdict_text, at_full, run, gate))
     return rows

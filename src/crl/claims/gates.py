@@ -91,6 +91,15 @@ DESIGNS: dict[tuple[str, Fidelity], int] = {
 
 def shortfalls(claim_id: str, fidelity: Fidelity, seeds: int | None = None) -> tuple[GateShortfall, ...]:
     """The parts of ``claim_id`` whose power gate failed at ``fidelity`` for a run of ``seeds`` seeds (None: the
-    registered design's); empty when none is on record."""
+    registered design's); empty when every gate passed there or the claim has no gate on record at ``fidelity``.
+    A run of a seed count whose gate was never computed, where others were, is labelled so: nothing showed that
+    its PASS could FAIL."""
+    recorded = GATES.get((claim_id, fidelity), {})
     size = DESIGNS.get((claim_id, fidelity)) if seeds is None else seeds
-    return GATES.get((claim_id, fidelity), {}).get(size or 0, ())
+    if recorded and size not in recorded:
+        return (
+            GateShortfall(
+                "every part", f"not computed at {size} seeds (gates on record: {sorted(recorded)})"
+            ),
+        )
+    return recorded.get(size or 0, ())

@@ -326,8 +326,9 @@ def records_of(source: Path, claim: str) -> list[CellRecord]:
 
 
 def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellRecord]]]:
-    """Independent seed sets: one per source, or, from a single source, the two halves of its seeds (renumbered
-    from 0 within each half, as a run of half as many seeds would number them).
+    """Independent seed sets: one per source, or, from a single source, the two halves of each arm's seeds (C5's
+    heavy-tailed control numbers its own), renumbered from 0 within each half, as a run of half as many seeds would
+    number them.
 
     Raises:
         ValueError: on no source, or a single source with fewer than 6 seeds.
@@ -338,19 +339,30 @@ def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellR
         return [(str(source), records_of(source, claim)) for source in sources]
     records = records_of(sources[0], claim)
     field = SEED_FIELDS[claim]
-    count = 1 + max(int(r.cell.params[field]) for r in records if field in r.cell.params)
-    if count < 6:
-        raise ValueError(f"{sources[0]} holds {count} seeds; halves for two seed sets need at least 6.")
-    half = count // 2
+    numbered = [r for r in records if field in r.cell.params]
+    counts = {
+        group: 1 + max(int(r.cell.params[field]) for r in numbered if _group(r) == group)
+        for group in {_group(r) for r in numbered}
+    }
+    if min(counts.values()) < 6:
+        raise ValueError(
+            f"{sources[0]} holds {min(counts.values())} seeds of an arm; halves need at least 6."
+        )
     sets = []
-    for low in (0, half):
-        kept = [
-            _renumbered(r, field, int(r.cell.params[field]) - low)
-            for r in records
-            if field in r.cell.params and low <= int(r.cell.params[field]) < low + half
-        ]
-        sets.append((f"{sources[0]} seeds {low}-{low + half - 1}", kept))
+    for half in (0, 1):
+        kept = []
+        for record in numbered:
+            size = counts[_group(record)] // 2
+            index = int(record.cell.params[field]) - half * size
+            if 0 <= index < size:
+                kept.append(_renumbered(record, field, index))
+        sets.append((f"{sources[0]} seed half {half + 1}", kept))
     return sets
+
+
+def _group(record: CellRecord) -> str:
+    """The seed numbering an arm belongs to: C5's heavy-tailed control numbers its own (more) seeds."""
+    return "control" if record.cell.params.get("arm") == "control" else "claim"
 
 
 def _renumbered(record: CellRecord, field: str, index: int) -> CellRecord:
