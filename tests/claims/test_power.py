@@ -157,3 +157,16 @@ def test_bad_sources_are_named(tmp_path: Path) -> None:
         power_claims.claim_power([tmp_path], "C3", Fidelity.QUICK, seeds=4)
     with pytest.raises(ValueError, match="holds cells of C5"):
         power_claims.records_of(RESULTS / "c5" / "full_3931.jsonl.gz", "C6")
+
+
+def test_the_decide_truth_never_crosses_the_bound() -> None:
+    """If this fails, P(decide) is computed at a truth on the FAIL side of the bound (C6's pilot half with CI
+    [-0.389, 0.881] put it at -0.389, where deciding means FAILing): a CI that contains the bound gives the truth
+    bound + 2 delta on the PASS side, one that does not gives its end nearest the bound."""
+    values = np.zeros((3, 1))
+    lower = power.PartSpec("DD", 0.0, 0.1, False, values, _mean_judge)
+    upper = power.PartSpec("r", -0.4, 0.1, True, values, _mean_judge)
+    assert power.decide_truth(lower, Statistic("DD", 0.25, -0.389, 0.881)) == pytest.approx(0.2)
+    assert power.decide_truth(lower, Statistic("DD", 0.5, 0.1, 0.9)) == pytest.approx(0.1)
+    assert power.decide_truth(upper, Statistic("r", -1.0, -1.2, -0.9)) == pytest.approx(-0.9)
+    assert power.decide_truth(upper, Statistic("r", -0.5, -0.7, -0.3)) == pytest.approx(-0.6)

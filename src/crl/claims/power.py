@@ -12,9 +12,10 @@ runs at different offsets, or the two halves of one run's replicates), each set 
    A fitted rate's designs are centred at its fitted model's curve instead (:attr:`PartSpec.model`: a
    parametric bootstrap from the fitted model), with the measured covariance.
 3. Each design is judged by the claim's own rule code with the part's truth moved by a registered transform
-   (``shift`` added to its statistic): to the end of the set's own CI nearest the bound (**P(decide)**, the share
-   that PASS or FAIL), to bound + 2 delta on the failing side (**P(FAIL)**, the share that FAIL), and, for a
-   control, as measured (**P(control PASS)**).
+   (``shift`` added to its statistic): to the end of the set's own CI nearest the bound, never across it
+   (:func:`decide_truth`; **P(decide)**, the share that PASS or FAIL), to bound + 2 delta on the failing side
+   (**P(FAIL)**, the share that FAIL), and, for a control, as measured (**P(control PASS)**; C6's at its true
+   value 0).
 4. Every figure carries its Clopper-Pearson 95% interval (:func:`share`). A part's gate passes on a set when
    P(decide) >= 0.8 and P(FAIL) >= 0.8; a control's when P(PASS) <= 1 - level; the design passes when every gate
    passes on every set.
@@ -179,6 +180,19 @@ class ControlPower:
         return self.p_pass.value <= self.allowed
 
 
+def decide_truth(spec: PartSpec, observed: Statistic) -> float:
+    """P(decide)'s truth: the end of the set's CI nearest the bound (the least favourable effect the data allow),
+    never across it. When the CI contains the bound the set has not established the effect, and the truth is
+    bound + 2 delta on the PASS side (the mirror of P(FAIL)'s truth); an infinite end falls back to the estimate."""
+    end = observed.ci_high if spec.upper else observed.ci_low
+    if not math.isfinite(end):
+        end = observed.value
+    crosses = end >= spec.bound if spec.upper else end <= spec.bound
+    if crosses and spec.delta is not None:
+        return spec.bound - 2.0 * spec.delta if spec.upper else spec.bound + 2.0 * spec.delta
+    return end
+
+
 def part_power(
     spec: PartSpec, seed_set: str, seeds: int, resamples: int, rng: np.random.Generator
 ) -> PartPower:
@@ -196,9 +210,7 @@ def part_power(
     if spec.model is not None:
         _, at_model = spec.judge(spec.values - spec.values.mean(axis=0) + spec.model, 0.0)
         origin = at_model.value if at_model is not None else origin
-    shrunk = observed.ci_high if spec.upper else observed.ci_low
-    if not math.isfinite(shrunk):
-        shrunk = observed.value
+    shrunk = decide_truth(spec, observed)
     margin = spec.delta if spec.delta is not None else abs(shrunk - spec.bound) / 2.0
     failing = spec.bound + 2.0 * margin if spec.upper else spec.bound - 2.0 * margin
     designs = normal_designs(spec.values, seeds, resamples, rng, spec.model)
