@@ -5,8 +5,11 @@ The cells are constructed so that the truth is known: the base (N/2, M/2) has er
 (N/2, M) and (N, M/2) are set above or below it, so each gain's sign and size are known before the answer is read.
 """
 
+import json
 import math
+import sqlite3
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,7 @@ from crl.advise.answer import Answer, OptionCost, Scope, answer_of, error_change
 from crl.advise.heldout import Baseline
 from crl.advise.local import local_estimate, pilot_points
 
+ROOT = Path(__file__).resolve().parents[2]
 N, M = 16000, 160
 BASE = 0.5
 SPREAD = (-0.0015, -0.0005, 0.0005, 0.0015)
@@ -167,3 +171,65 @@ def test_option_costs_read_per_unit_of_compute() -> None:
 def test_q_must_be_positive() -> None:
     with pytest.raises(ValueError, match="q = 0"):
         _answer(0.40, 0.45, q=0.0)
+
+
+def _committed(store: Path, grid: Path, covers: str, backbone: str) -> Answer:
+    """The answer at (16,000, 160) from a committed store's pilot cells, against the committed m*(n) grid's
+    backbone cell (the zero-shot identity map on the same whole test split)."""
+    with sqlite3.connect(store) as connection:
+        rows = connection.execute("select cell, result from cells").fetchall()
+    errors: dict[tuple[int, int], list[float]] = {}
+    for cell, result in rows:
+        params = json.loads(cell)
+        errors.setdefault((params["n"], params["m"]), []).append(json.loads(result)["error"])
+    with sqlite3.connect(grid) as connection:
+        (identity,) = connection.execute(
+            "select result from cells where json_extract(cell, '$.arm') = 'backbone'"
+        ).fetchone()
+    score = json.loads(identity)["recall@1" if backbone == "pixels" else "ndcg@10"]
+    estimate = local_estimate(errors, N, M)
+    means = [statistics.fmean(errors[cell]) for cell in pilot_points(N, M)]
+    label = f"the {backbone} features themselves, no head (the zero-shot identity map)"
+    return answer_of(
+        estimate,
+        seeds=4,
+        scope=Scope(covers, True),
+        costs=(OptionCost("m", 1, 2, estimate.gain_m), OptionCost("n", 1, 2, estimate.gain_n)),
+        baseline=Baseline(label, 1.0 - score),
+        cell_errors=(min(means), max(means)),
+    )
+
+
+def _quoted(path: Path) -> str:
+    """The first block quote of a Markdown file that opens like an answer, joined into one line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks, current = [], []
+    for line in [*lines, ""]:
+        if line.startswith("> "):
+            current.append(line[2:])
+        elif current:
+            blocks.append(" ".join(current))
+            current = []
+    return "\n".join(blocks)
+
+
+def test_the_answers_quoted_in_the_readme_and_the_guide_are_what_the_code_says_of_the_committed_cells() -> (
+    None
+):
+    """README's Fashion-MNIST example and docs/advisor.md's WordNet example, recomputed from the committed stores:
+    if this fails, the docs show a wording the code no longer gives."""
+    fashion = _committed(
+        ROOT / "results/advise_readme/fashion/advise.sqlite",
+        ROOT / "results/mstar_real/fashion/results.sqlite",
+        "a linear head on frozen pixels features of fashion_mnist, not the backbone",
+        "pixels",
+    )
+    wordnet = _committed(
+        ROOT / "results/advisor_validation/wordnet/advise.sqlite",
+        ROOT / "results/mstar_real/wordnet/results.sqlite",
+        "a linear head on frozen minilm features of wordnet, not the backbone",
+        "minilm",
+    )
+    assert wordnet.recommendation == "neither"
+    assert fashion.sentence in _quoted(ROOT / "README.md")
+    assert wordnet.sentence in _quoted(ROOT / "docs" / "advisor.md")
