@@ -57,7 +57,10 @@ def test_dry_run_states_the_cells_and_the_wall_time_and_writes_nothing(config: P
     assert result.exit_code == 0, result.output
     assert "pilot cells (n, m): (512, 4), (256, 8), (256, 4), (256, 2), (128, 4) x 3 seeds" in result.output
     assert "check cells: (1,024, 8), (512, 16)" in result.output
-    assert "timing probe" in result.output and "min for the pilot" in result.output
+    assert "timing probe" in result.output and "for the pilot's cells" in result.output
+    assert (
+        "to make the data every cell reads ready" in result.output and "in all with the data" in result.output
+    )
     assert not out.exists()
 
 
@@ -72,7 +75,13 @@ def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_th
     assert next(iter(document)) == "answer" and next(iter(answer)) == "sentence"
     assert answer["sentence"] in result.output.replace("\n", " ")
     assert answer["double"] in ("m", "n") and answer["decided"] == (answer["low"] > 0 or answer["high"] < 0)
-    assert "the whole mlp model" in answer["sentence"]
+    assert answer["recommendation"] in ("m", "n", "neither")
+    assert (
+        "the whole mlp model" in answer["sentence"]
+        and "heads on locked features (LiT-style)" in answer["sentence"]
+    )
+    assert "Baseline: the untrained model the pilot's runs start from scores" in answer["sentence"]
+    assert "baseline beside the cells: the untrained model" in result.output
     assert (document["n"], document["m"], document["metric"]) == (512, 8, "excess_risk")
     assert document["recipe"]["128"] == {"batch": 16, "steps": 8, "epochs": 1}
     assert answer["check"] is not None and len(document["cells"]) == 7

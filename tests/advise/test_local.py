@@ -1,5 +1,5 @@
 """The local doubling pilot: its cells, D_hat and the drift against a hand computation, q's calibration against a
-brute-force search, and the answer's sentence."""
+brute-force search (the answer's sentence: test_answer.py)."""
 
 import math
 import statistics
@@ -8,7 +8,6 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from crl.advise.answer import Answer, OptionCost, answer_of
 from crl.advise.local import (
     LocalEstimate,
     calibrate_q,
@@ -60,6 +59,7 @@ def test_estimate_against_a_hand_computation() -> None:
     assert estimate.gain_m == pytest.approx(mean[(8000, 80)] - mean[(8000, 160)])
     assert estimate.gain_n == pytest.approx(mean[(8000, 80)] - mean[(16000, 80)])
     assert estimate.gain_m - estimate.gain_n == pytest.approx(estimate.d_hat)
+    assert estimate.se_base == pytest.approx(statistics.stdev(errors[(8000, 80)]) / 2)
     se_a = statistics.stdev(errors[(16000, 80)]) / 2
     se_b = statistics.stdev(errors[(8000, 160)]) / 2
     assert (estimate.se_a, estimate.se_b) == pytest.approx((se_a, se_b))
@@ -95,7 +95,15 @@ def test_measured_difference_is_welchs_interval() -> None:
 
 def _estimate(d_hat: float, scale: float) -> LocalEstimate:
     return LocalEstimate(
-        n=16000, m=160, d_hat=d_hat, d_back=d_hat, se_a=scale, se_b=0.0, gain_m=0.0, gain_n=0.0
+        n=16000,
+        m=160,
+        d_hat=d_hat,
+        d_back=d_hat,
+        se_a=scale,
+        se_b=0.0,
+        se_base=0.0,
+        gain_m=0.0,
+        gain_n=0.0,
     )
 
 
@@ -126,34 +134,3 @@ def test_calibrated_q_is_the_smallest_reaching_the_coverage(points: list, covera
 def test_required_q_at_a_zero_scale() -> None:
     assert required_q(_estimate(0.1, 0.0), 0.1) == 0.0
     assert required_q(_estimate(0.1, 0.0), 0.2) == math.inf
-
-
-def _answer(d_hat: float, scale: float) -> Answer:
-    costs = (OptionCost("m", 1000, 1100, 0.02), OptionCost("n", 1000, 2000, 0.01))
-    return answer_of(_estimate(d_hat, scale), seeds=4, covers="a linear head", costs=costs, q=2.0)
-
-
-def test_the_answer_states_direction_size_and_certainty_in_one_sentence() -> None:
-    decided = _answer(0.05, 0.01)
-    assert decided.decided and decided.double == "m"
-    assert decided.sentence.startswith("Double m: one step back, at (n, m) = (8,000, 80)")
-    assert "gains 0.0500 more" in decided.sentence and "which excludes 0" in decided.sentence
-    assert decided.sentence.endswith("this covers a linear head.") and decided.sentence.count(". ") == 0
-    close = _answer(-0.01, 0.01)
-    assert not close.decided and close.double == "n"
-    assert close.sentence.startswith("Too close to call at this pilot's precision, leaning to doubling n")
-    assert close.as_dict()["sentence"] == close.sentence and close.as_dict()["low"] == pytest.approx(-0.03)
-
-
-def test_option_costs_read_per_unit_of_compute() -> None:
-    m, n = _answer(0.05, 0.01).costs
-    assert (m.ratio, n.ratio) == (1.1, 2.0)
-    assert m.gain_per_million == pytest.approx(0.02 / 100e-6) and n.gain_per_million == pytest.approx(
-        0.01 / 1e-3
-    )
-    assert math.isnan(OptionCost("m", 10, 10, 0.1).gain_per_million)
-
-
-def test_q_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="q = 0"):
-        answer_of(_estimate(0.1, 0.1), seeds=4, covers="x", costs=_answer(0.1, 0.1).costs, q=0.0)

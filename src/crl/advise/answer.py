@@ -1,10 +1,20 @@
-"""The advisor's answer at the user's (N, M): which doubling, by how much, how sure, what it covers, at what cost.
+"""The advisor's answer at the user's (N, M): what to do first, then what the pilot measured, against what
+baseline, at what cost, and what it covers.
 
-From the local pilot's estimate (:mod:`crl.advise.local`): the direction is always the sign of D_hat (> 0: double
-m); its size is stated with the calibrated interval D_hat +- q sqrt(se_a^2 + se_b^2 + drift^2) when that interval
-excludes 0 (``decided``), otherwise the answer is "too close to call at this pilot's precision" with both gains.
-q is :data:`Q`, calibrated out of sample on the committed m*(n) grids at S = 4 seeds (docs/advisor_calibration.md,
-``python -m studies.advisor_calibration``).
+From the local pilot's estimate (:mod:`crl.advise.local`), with gain = err(base) - err(doubled) (> 0: the doubling
+lowered the held-out error), the recommendation comes first:
+
+- "Neither doubling helps here" when both gains are <= 0 (both doublings raised the error, or left it alone);
+- else "Double m" / "Double n" by the sign of D_hat = gain_m - gain_n when the calibrated interval
+  D_hat +- q sqrt(se_a^2 + se_b^2 + drift^2) excludes 0 (``decided``);
+- else "Too close to call at this pilot's precision, leaning to doubling m (or n)".
+
+Then every change in the metric with its direction in words ("doubling m raised the held-out error by 0.029"),
+as the error change err(doubled) - err(base) = -gain with +- 2 standard errors (sqrt(se_base^2 + se_doubled^2)),
+and D with its calibrated interval; then the :class:`~crl.advise.heldout.Baseline` beside the pilot's cells
+(on locked features the zero-shot identity map); then the scope (:class:`Scope`: the advisor is made for heads
+on locked features, LiT-style). q is :data:`Q`, calibrated out of sample on the committed m*(n) grids at S = 4
+seeds (docs/advisor_calibration.md, ``python -m studies.advisor_calibration``).
 
 The cost beside each option is read one step back, where the gains were measured: at the base (N/2, M/2),
 doubling m trains (N/2, M), doubling n trains (N, M/2); each costs its processed samples
@@ -15,11 +25,12 @@ the answer per unit of compute.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
+from crl.advise.heldout import Baseline
 from crl.advise.local import LocalEstimate, MeasuredDifference
 
-__all__ = ["Q_SEEDS", "Answer", "OptionCost", "Q", "answer_of"]
+__all__ = ["Q_SEEDS", "Answer", "OptionCost", "Q", "Scope", "answer_of", "error_change"]
 
 Q = 6.81
 """The interval's multiplier: the smallest q holding 90% of the measured D on the three committed grids (48 points,
@@ -27,6 +38,47 @@ Q = 6.81
 
 Q_SEEDS = 4
 """The seeds per cell at which :data:`Q` was calibrated (the committed grids' 4)."""
+
+Recommendation = Literal["m", "n", "neither"]
+"""What the answer recommends: double m, double n, or neither."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the answer covers, and whether that is the advisor's scope, heads on locked features (LiT-style).
+
+    Attributes:
+        covers: the model the answer is about, in words (e.g. "a linear head on frozen minilm features of wordnet").
+        locked: the model is a head on locked features (the scope its q was calibrated in).
+    """
+
+    covers: str
+    locked: bool
+
+    @property
+    def sentence(self) -> str:
+        """The scope in one sentence."""
+        where = (
+            "inside that scope" if self.locked else "outside it, where the interval's coverage is not known"
+        )
+        return (
+            f"Scope: crl advise is made for heads on locked features (LiT-style); this answer covers {self.covers}, "
+            f"{where}."
+        )
+
+
+def error_change(gain: float, se: float, option: str, *, first: bool = True) -> str:
+    """A gain in words, its direction explicit: gain > 0 "doubling m lowered the held-out error by |gain|", gain < 0
+    "raised", 0 "left it unchanged", then the error change -gain with +- 2 se (``first``: the clause opens the
+    sentence's list, else "doubling n" reads "it")."""
+    subject = "the held-out error" if first else "it"
+    verb = "lowered" if gain > 0 else "raised" if gain < 0 else "left"
+    size = f" by {abs(gain):.4f}" if gain != 0 else " unchanged"
+    change = -gain if gain != 0 else 0.0
+    return (
+        f"doubling {option} {verb} {subject}{size} (error change {change:+.4f}, +-2 se {change - 2 * se:+.4f} to "
+        f"{change + 2 * se:+.4f})"
+    )
 
 
 @dataclass(frozen=True)
@@ -66,8 +118,10 @@ class Answer:
         q: the interval's multiplier; seeds: the runs per cell.
         low, high: the interval D_hat +- q scale.
         decided: the interval excludes 0.
-        covers: what the answer is about (the head on locked features, or the whole model).
+        scope: what the answer covers, and whether that is a head on locked features.
         costs: the two options' costs at the base.
+        baseline: what the cells are read against (on locked features the zero-shot identity map).
+        cell_errors: (lowest, highest) mean held-out error of the pilot's cells.
         check: the measured D at (N, M) from the check cells (``--check``), or None.
     """
 
@@ -77,8 +131,10 @@ class Answer:
     low: float
     high: float
     decided: bool
-    covers: str
+    scope: Scope
     costs: tuple[OptionCost, OptionCost]
+    baseline: Baseline
+    cell_errors: tuple[float, float]
     check: MeasuredDifference | None = None
 
     @property
@@ -87,29 +143,60 @@ class Answer:
         return "m" if self.estimate.d_hat > 0 else "n"
 
     @property
+    def recommendation(self) -> Recommendation:
+        """``"neither"`` when both gains are <= 0 (neither doubling lowered the error), else :attr:`double`."""
+        e = self.estimate
+        if e.gain_m <= 0 and e.gain_n <= 0:
+            return "neither"
+        return "m" if self.double == "m" else "n"
+
+    @property
     def sentence(self) -> str:
-        """The answer in one sentence (module docstring)."""
+        """The answer, recommendation first (module docstring)."""
+        return " ".join(
+            (self._recommendation(), self._measured(), self._against_baseline(), self.scope.sentence)
+        )
+
+    def _recommendation(self) -> str:
+        which = "more negatives" if self.double == "m" else "more data"
+        if self.recommendation == "neither":
+            return "Neither doubling helps here: both raised the held-out error (or left it unchanged)."
+        if self.decided:
+            return f"Double {self.double} ({which})."
+        return f"Too close to call at this pilot's precision, leaning to doubling {self.double} ({which})."
+
+    def _measured(self) -> str:
         e = self.estimate
         base = f"({e.n // 2:,}, {e.m // 2:,})"
-        gains = f"doubling m gained {e.gain_m:+.4f}, doubling n {e.gain_n:+.4f}"
-        interval = f"D = {e.d_hat:+.4f}, calibrated interval {self.low:+.4f} to {self.high:+.4f}"
-        which = "more negatives (m)" if self.double == "m" else "more data (n)"
-        if self.decided:
-            return (
-                f"Double {self.double}: one step back, at (n, m) = {base}, {gains} in held-out error, so {which} "
-                f"gains {abs(e.d_hat):.4f} more ({interval}, which excludes 0; {self.seeds} seeds per cell); this "
-                f"covers {self.covers}."
-            )
+        m_change = error_change(e.gain_m, e.se_gain_m, "m")
+        n_change = error_change(e.gain_n, e.se_gain_n, "n", first=False)
+        holds = "excludes" if self.decided else "contains"
         return (
-            f"Too close to call at this pilot's precision, leaning to doubling {self.double}: one step back, at "
-            f"(n, m) = {base}, {gains} in held-out error ({interval}, which contains 0; {self.seeds} seeds per "
-            f"cell); this covers {self.covers}."
+            f"One step back, at (n, m) = {base}, {m_change} and {n_change}; D = gain_m - gain_n = {e.d_hat:+.4f}, "
+            f"calibrated interval {self.low:+.4f} to {self.high:+.4f}, which {holds} 0 ({self.seeds} seeds per cell)."
+        )
+
+    def _against_baseline(self) -> str:
+        low, high = self.cell_errors
+        reference = self.baseline.error
+        relation = (
+            "all worse than the baseline"
+            if low > reference
+            else "all better than the baseline"
+            if high < reference
+            else "the baseline lies among them"
+        )
+        return (
+            f"Baseline: {self.baseline.label} scores {reference:.4f}; the pilot's cells {low:.4f} to {high:.4f}, "
+            f"{relation}."
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-able dict: the sentence first, the decision, the estimate, the costs and the check."""
+        """A JSON-able dict: the sentence first, the recommendation, the decision, the estimate, the baseline, the
+        scope, the costs and the check."""
         return {
             "sentence": self.sentence,
+            "recommendation": self.recommendation,
             "double": self.double,
             "decided": self.decided,
             "d_hat": self.estimate.d_hat,
@@ -117,8 +204,17 @@ class Answer:
             "high": self.high,
             "q": self.q,
             "seeds": self.seeds,
-            "covers": self.covers,
-            "estimate": {**asdict(self.estimate), "drift": self.estimate.drift, "scale": self.estimate.scale},
+            "error_change": {"m": -self.estimate.gain_m, "n": -self.estimate.gain_n},
+            "baseline": asdict(self.baseline),
+            "cell_errors": list(self.cell_errors),
+            "scope": asdict(self.scope),
+            "estimate": {
+                **asdict(self.estimate),
+                "drift": self.estimate.drift,
+                "scale": self.estimate.scale,
+                "se_gain_m": self.estimate.se_gain_m,
+                "se_gain_n": self.estimate.se_gain_n,
+            },
             "costs": [
                 {**asdict(cost), "ratio": cost.ratio, "gain_per_million_samples": cost.gain_per_million}
                 for cost in self.costs
@@ -131,8 +227,10 @@ def answer_of(
     estimate: LocalEstimate,
     *,
     seeds: int,
-    covers: str,
+    scope: Scope,
     costs: tuple[OptionCost, OptionCost],
+    baseline: Baseline,
+    cell_errors: tuple[float, float],
     q: float = Q,
     check: MeasuredDifference | None = None,
 ) -> Answer:
@@ -144,4 +242,5 @@ def answer_of(
     if not q > 0:
         raise ValueError(f"q = {q} must be > 0")
     low, high = estimate.interval(q)
-    return Answer(estimate, q, seeds, low, high, low > 0 or high < 0, covers, costs, check)
+    decided = low > 0 or high < 0
+    return Answer(estimate, q, seeds, low, high, decided, scope, costs, baseline, cell_errors, check)

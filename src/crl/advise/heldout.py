@@ -16,6 +16,10 @@ Three errors, all "lower is better" and positive:
 
 Every pilot cell is scored on the same fixed evaluation items and draws, so differences between cells are not
 evaluation noise.
+
+The answer reads the cells against a :class:`Baseline` scored the same way: on locked features the backbone's own
+features with no head (the zero-shot identity map, :func:`identity_baseline`); elsewhere the untrained model the
+pilot's runs start from.
 """
 
 from __future__ import annotations
@@ -32,10 +36,19 @@ from crl.models import DualEncoder, embed
 from crl.risk import excess_risk
 from crl.train.config import LockedData, TrainConfig
 from crl.train.data import data_kind, heldout_pairs, labelled_inputs
-from crl.train.locked_heldout import load_heldout, score
+from crl.train.locked_heldout import identity_scores, load_heldout, score
 from crl.train.streams import derive_generator
 
-__all__ = ["METRICS", "RATE_METRICS", "EvalSizes", "Metric", "default_metric", "heldout_error"]
+__all__ = [
+    "METRICS",
+    "RATE_METRICS",
+    "Baseline",
+    "EvalSizes",
+    "Metric",
+    "default_metric",
+    "heldout_error",
+    "identity_baseline",
+]
 
 Metric = Literal["excess_risk", "knn_error", "recall_error", "ndcg_error"]
 METRICS: tuple[Metric, ...] = ("excess_risk", "knn_error", "recall_error", "ndcg_error")
@@ -70,6 +83,14 @@ class EvalSizes:
     queries: int = 2000
     memory: int = 10000
     inner: int = 512
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the pilot's cells are read against: ``label`` in words, ``error`` its held-out error (same metric)."""
+
+    label: str
+    error: float
 
 
 def _has_truth(config: TrainConfig) -> bool:
@@ -182,13 +203,31 @@ def _locked_scores(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) ->
     return score(heldout, model.encode_anchors, model.encode_positives)
 
 
+_LOCKED_SCORES: dict[Metric, str] = {"ndcg_error": "ndcg@10", "recall_error": "recall@1"}
+"""The score of :func:`crl.train.locked_heldout.score` whose complement each locked metric is."""
+
+
+def identity_baseline(config: TrainConfig, metric: Metric, sizes: EvalSizes) -> Baseline | None:
+    """On locked features, the error of the backbone's own features with no head (f = g = identity, normalised: the
+    zero-shot map, :func:`crl.train.locked_heldout.identity_scores`) on the cells' test split; None elsewhere."""
+    locked = _locked(config)
+    if locked is None:
+        return None
+    heldout = load_heldout(locked.dataset, locked.backbone, locked.backbone_path, sizes.queries)
+    scores = identity_scores(heldout, locked.backbone)
+    return Baseline(
+        f"the {locked.backbone} features themselves, no head (the zero-shot identity map)",
+        1.0 - scores[_LOCKED_SCORES[metric]],
+    )
+
+
 def _ndcg_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
-    return 1.0 - _locked_scores(model, config, sizes)["ndcg@10"]
+    return 1.0 - _locked_scores(model, config, sizes)[_LOCKED_SCORES["ndcg_error"]]
 
 
 def _recall_error(model: DualEncoder, config: TrainConfig, sizes: EvalSizes) -> float:
     if isinstance(config.data, LockedData):
-        return 1.0 - _locked_scores(model, config, sizes)["recall@1"]
+        return 1.0 - _locked_scores(model, config, sizes)[_LOCKED_SCORES["recall_error"]]
     pairs = heldout_pairs(config)
     count = min(sizes.queries, pairs.n_pairs)
     index = torch.arange(count)

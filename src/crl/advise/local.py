@@ -119,6 +119,7 @@ class LocalEstimate:
         d_hat: D_hat = mean err(N, M/2) - mean err(N/2, M).
         d_back: D_back = mean err(N/2, M/4) - mean err(N/4, M/2).
         se_a, se_b: the standard errors of mean err(N, M/2) and mean err(N/2, M).
+        se_base: the standard error of mean err(N/2, M/2), the base of both gains.
         gain_m: mean err(N/2, M/2) - mean err(N/2, M), doubling m at the base.
         gain_n: mean err(N/2, M/2) - mean err(N, M/2), doubling n at the base.
     """
@@ -129,6 +130,7 @@ class LocalEstimate:
     d_back: float
     se_a: float
     se_b: float
+    se_base: float
     gain_m: float
     gain_n: float
 
@@ -141,6 +143,16 @@ class LocalEstimate:
     def scale(self) -> float:
         """sqrt(se_a^2 + se_b^2 + drift^2), the interval's half-width per unit of q."""
         return math.sqrt(self.se_a**2 + self.se_b**2 + self.drift**2)
+
+    @property
+    def se_gain_m(self) -> float:
+        """The standard error of gain_m: sqrt(se_base^2 + se_b^2)."""
+        return math.sqrt(self.se_base**2 + self.se_b**2)
+
+    @property
+    def se_gain_n(self) -> float:
+        """The standard error of gain_n: sqrt(se_base^2 + se_a^2)."""
+        return math.sqrt(self.se_base**2 + self.se_a**2)
 
     def interval(self, q: float) -> tuple[float, float]:
         """(low, high) = D_hat -+ q scale."""
@@ -172,6 +184,7 @@ def local_estimate(errors: Measured, n: int, m: int) -> LocalEstimate:
         d_back=back_a.mean - back_b.mean,
         se_a=a.se,
         se_b=b.se,
+        se_base=base.se,
         gain_m=base.mean - b.mean,
         gain_n=base.mean - a.mean,
     )

@@ -24,12 +24,13 @@ from typing import Any
 
 from crl.advise.heldout import EvalSizes, Metric, heldout_error
 from crl.advise.local import Cell as Point
+from crl.models import DualEncoder
 from crl.sweep import Cell, CellRecord, ProgressHook, SweepStore, new_run_id, run_cells
 from crl.train.build import Streams
 from crl.train.config import TrainConfig, parse_config
 from crl.train.data import build_source
 from crl.train.locked import TrainShape, train_shape
-from crl.train.loop import train
+from crl.train.loop import TrainingLoop, train
 from crl.train.negative_kinds import NEGATIVES_FACTS
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "probe_timing",
     "run_pilot",
     "shape_of",
+    "start_model",
 ]
 
 PILOT_CLAIM = "advise"
@@ -94,6 +96,15 @@ def pilot_config(config: TrainConfig, n: int, m: int, epochs: int, seed: int = 0
     optim["total_steps"] = shape.steps
     document["run"].update(seed=seed, progress=False, tensorboard=False, init_from="")
     return parse_config(document, source=f"advise cell n = {n}, m = {m}")
+
+
+def start_model(config: TrainConfig, n: int, m: int, epochs: int, seed: int) -> DualEncoder:
+    """The model a pilot run of the cell (n, m) at ``seed`` starts from, before its first step: the config's
+    ``[model]`` drawn from the run's ``init`` stream, as ``crl train`` of the config starts (``[run] init_from`` is
+    not read: every pilot run starts fresh)."""
+    cell = pilot_config(config, n, m, epochs, seed)
+    streams = Streams.derive(seed, regime=cell.loss.regime)
+    return TrainingLoop(cell, build_source(cell.data, seed=seed), streams).model
 
 
 def cell_document(config: TrainConfig) -> dict[str, Any]:
@@ -158,58 +169,106 @@ def run_pilot(
 
 @dataclass(frozen=True)
 class TimingProbe:
-    """Measured cost on this machine: a training step costs ``seconds_per_step + seconds_per_sample x samples``
-    (its processed samples), an evaluation ``eval_seconds``."""
+    """Measured cost on this machine: a cell costs ``setup_seconds`` once (its model, sampler and data cursor), each
+    training step ``seconds_per_step + seconds_per_sample x samples`` (its processed samples), its evaluation
+    ``eval_seconds``; ``feature_seconds`` is what the probe spent making the data every cell reads ready
+    (:func:`probe_timing`), spent once, before the cells."""
 
+    setup_seconds: float
     seconds_per_step: float
     seconds_per_sample: float
     eval_seconds: float
+    feature_seconds: float
 
     def cell_seconds(self, config: TrainConfig, n: int, m: int, epochs: int) -> float:
-        """Predicted seconds of one cell (n, m): ``steps x step cost + samples x sample cost + one evaluation``."""
+        """Predicted seconds of one cell (n, m): ``setup + steps x step cost + samples x sample cost + one
+        evaluation``."""
         steps = shape_of(config, n, epochs).steps
         samples = cell_samples(config, n, m, epochs)
-        return steps * self.seconds_per_step + self.seconds_per_sample * samples + self.eval_seconds
+        return (
+            self.setup_seconds
+            + steps * self.seconds_per_step
+            + self.seconds_per_sample * samples
+            + self.eval_seconds
+        )
 
     def wall_seconds(
         self, config: TrainConfig, points: Sequence[Point], seeds: int, epochs: int, workers: int
     ) -> float:
-        """Implied wall time of ``points`` x ``seeds`` cells on ``workers`` processes."""
+        """Implied wall time of ``points`` x ``seeds`` cells on ``workers`` processes (the features are ready)."""
         total = sum(self.cell_seconds(config, n, m, epochs) for n, m in points)
         return seeds * total / workers
 
 
-def _time_steps(config: TrainConfig, n: int, m: int, steps: int) -> float:
-    """Seconds per step of ``steps`` training steps at (n, m) with the recipe map's batch."""
+def _time_training(config: TrainConfig, n: int, m: int, steps: int) -> float:
+    """Seconds of one training run of ``steps`` steps at (n, m) with the recipe map's batch, its setup included as
+    a cell pays it (:func:`pilot_cell` builds its pairs, reading cached features): the median of three runs, so
+    that one slow stretch on a busy machine does not set the estimate."""
     probe = pilot_config(config, n, m, 1)
     document = probe.model_dump()
     document["optim"].update(total_steps=steps, warmup_steps=0)
     probe = parse_config(document, source="advise timing probe")
-    source = build_source(probe.data, seed=0)
-    start = time.perf_counter()
-    train(probe, source, Streams.derive(0, regime=probe.loss.regime))
-    return (time.perf_counter() - start) / steps
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        train(probe, build_source(probe.data, seed=0), Streams.derive(0, regime=probe.loss.regime))
+        timings.append(time.perf_counter() - start)
+    return sorted(timings)[1]
+
+
+def _step_and_setup(config: TrainConfig, point: Point, steps: int) -> tuple[float, float]:
+    """(seconds per step, setup seconds) at ``point``: runs of ``steps`` and ``4 steps`` steps differ by ``3 steps``
+    steps, and the shorter run less its steps is the setup."""
+    short, long = _time_training(config, *point, steps), _time_training(config, *point, 4 * steps)
+    per_step = max(0.0, (long - short) / (3 * steps))
+    return per_step, max(0.0, short - steps * per_step)
 
 
 def probe_timing(
-    config: TrainConfig, points: Sequence[Point], metric: Metric, sizes: EvalSizes, *, steps: int = 5
+    config: TrainConfig,
+    points: Sequence[Point],
+    metric: Metric,
+    sizes: EvalSizes,
+    *,
+    largest_n: int,
+    steps: int = 10,
 ) -> TimingProbe:
-    """Time ``steps`` training steps at the cheapest and the dearest of ``points`` (by processed samples per step)
-    after one untimed step that pays the process's one-off imports, and one evaluation; solve for the step's fixed
-    and per-sample cost (all per-step cost is fixed when the two process the same samples per step)."""
+    """Measure the pilot's costs on this machine, in this order:
+
+    1. the features: build the training pairs of the largest cell n (``largest_n``) and score one untrained model,
+       which loads the held-out data; on locked features this computes and caches whatever features the cells
+       will read (the training pairs up to ``largest_n`` and the test split), and reads them when cached.
+       ``feature_seconds`` is that time less one evaluation;
+    2. one evaluation (the held-out data now loaded): ``eval_seconds``;
+    3. after one untimed run that pays the process's one-off imports, runs of ``steps`` and ``4 steps`` steps at
+       the cheapest and the dearest of ``points`` (by processed samples per step): their difference is the step
+       cost at each, solved for its fixed and per-sample parts, so that a cell's step cost is the line through the
+       two measured ones (the fixed part may come out below 0 on a line that is steep by noise; the pilot's
+       points all lie between the two, so their costs stay between the measured ones; all fixed when the line
+       falls); the rest of the shorter runs is the cell's setup.
+    """
 
     def per_step(point: Point) -> int:
         return cell_samples(config, point[0], point[1], 1) // max(1, shape_of(config, point[0], 1).steps)
 
     low_point, high_point = min(points, key=per_step), max(points, key=per_step)
-    _time_steps(config, *low_point, 1)
-    low, high = _time_steps(config, *low_point, steps), _time_steps(config, *high_point, steps)
+    model_config = pilot_config(config, *low_point, 1)
+    started = time.perf_counter()
+    build_source(pilot_config(config, largest_n, low_point[1], 1).data, seed=0)
+    model = start_model(config, *low_point, 1, 0)
+    heldout_error(model, model_config, metric, sizes)
+    ready = time.perf_counter() - started
+    start = time.perf_counter()
+    heldout_error(model, model_config, metric, sizes)
+    eval_seconds = time.perf_counter() - start
+    _time_training(config, *low_point, 1)
+    (low, setup_low), (high, setup_high) = (
+        _step_and_setup(config, point, steps) for point in (low_point, high_point)
+    )
     samples_low, samples_high = per_step(low_point), per_step(high_point)
     spread = samples_high - samples_low
     per_sample = max(0.0, (high - low) / spread) if spread > 0 else 0.0
-    fixed = max(0.0, low - per_sample * samples_low) if spread > 0 else max(low, high)
-    model_config = pilot_config(config, *low_point, 1)
-    outcome = train(model_config, build_source(model_config.data, seed=0), Streams.derive(0))
-    start = time.perf_counter()
-    heldout_error(outcome.model, model_config, metric, sizes)
-    return TimingProbe(fixed, per_sample, time.perf_counter() - start)
+    fixed = low - per_sample * samples_low if per_sample > 0 else (low + high) / 2
+    return TimingProbe(
+        (setup_low + setup_high) / 2, fixed, per_sample, eval_seconds, max(0.0, ready - eval_seconds)
+    )

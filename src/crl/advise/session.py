@@ -14,9 +14,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crl.advise.answer import Answer, OptionCost, Q, answer_of
+from crl.advise.answer import Answer, OptionCost, Q, Scope, answer_of
 from crl.advise.figure import draw_answer
-from crl.advise.heldout import EvalSizes, Metric, check_metric, default_metric
+from crl.advise.heldout import (
+    Baseline,
+    EvalSizes,
+    Metric,
+    check_metric,
+    default_metric,
+    heldout_error,
+    identity_baseline,
+)
 from crl.advise.local import (
     Cell,
     CellMean,
@@ -26,7 +34,17 @@ from crl.advise.local import (
     pilot_points,
     truth_points,
 )
-from crl.advise.pilot import TimingProbe, cell_samples, full_n, pilot_cells, probe_timing, run_pilot, shape_of
+from crl.advise.pilot import (
+    TimingProbe,
+    cell_samples,
+    full_n,
+    pilot_cells,
+    pilot_config,
+    probe_timing,
+    run_pilot,
+    shape_of,
+    start_model,
+)
 from crl.sweep import CellRecord, ProgressHook, SweepStore
 from crl.train.config import LockedData, TrainConfig
 from crl.train.negative_kinds import NEGATIVES_FACTS
@@ -35,6 +53,7 @@ __all__ = [
     "AdviseOptions",
     "AdviseResult",
     "Plan",
+    "baseline_of",
     "current_m",
     "errors_of",
     "model_covered",
@@ -95,14 +114,28 @@ def current_m(config: TrainConfig) -> int:
     )
 
 
-def model_covered(config: TrainConfig) -> str:
-    """What the answer covers, in words: on locked features the head (its backbone is frozen), else the model."""
+def model_covered(config: TrainConfig) -> Scope:
+    """What the answer covers, in words: on locked features the head (its backbone is frozen; the advisor's scope),
+    else the whole model (outside it)."""
     data = config.data
     if isinstance(data, LockedData):
         hidden = getattr(config.model, "hidden", [])
         kind = "a linear head" if not hidden else f"a head with hidden layer(s) {list(hidden)}"
-        return f"{kind} on frozen {data.backbone} features of {data.dataset}, not the backbone"
-    return f"the whole {config.model.encoder} model trained end to end on {data.source} pairs"
+        return Scope(f"{kind} on frozen {data.backbone} features of {data.dataset}, not the backbone", True)
+    return Scope(f"the whole {config.model.encoder} model trained end to end on {data.source} pairs", False)
+
+
+def baseline_of(config: TrainConfig, plan: Plan, sizes: EvalSizes) -> Baseline:
+    """The cells' baseline: on locked features the zero-shot identity map
+    (:func:`crl.advise.heldout.identity_baseline`), else the untrained model the pilot's runs start from (the base
+    cell (N/2, M/2) at the first seed, before its first step), scored by the plan's metric."""
+    identity = identity_baseline(config, plan.metric, sizes)
+    if identity is not None:
+        return identity
+    n, m = plan.n_full // 2, plan.m_now // 2
+    start = start_model(config, n, m, plan.epochs, plan.seeds[0])
+    error = heldout_error(start, pilot_config(config, n, m, plan.epochs, plan.seeds[0]), plan.metric, sizes)
+    return Baseline("the untrained model the pilot's runs start from", error)
 
 
 def plan_session(config: TrainConfig, options: AdviseOptions, *, probe: bool = True) -> Plan:
@@ -127,7 +160,8 @@ def plan_session(config: TrainConfig, options: AdviseOptions, *, probe: bool = T
     points = pilot_points(n_full, m_now)
     checks = truth_points(n_full, m_now) if options.check else ()
     seeds = tuple(range(options.first_seed, options.first_seed + options.seeds))
-    timing = probe_timing(config, points, metric, options.sizes) if probe else None
+    largest_n = max(n for n, _ in (*points, *checks))
+    timing = probe_timing(config, points, metric, options.sizes, largest_n=largest_n) if probe else None
     return Plan(n_full, m_now, points, checks, seeds, options.epochs, metric, timing)
 
 
@@ -170,15 +204,18 @@ def run_session(
         records = run_pilot(store, cells, workers=options.workers, progress=progress)
     errors = errors_of(records)
     estimate = local_estimate(errors, plan.n_full, plan.m_now)
+    means = {cell: cell_mean(values) for cell, values in errors.items()}
+    pilot_errors = [means[cell].mean for cell in plan.points]
     answer = answer_of(
         estimate,
         seeds=len(plan.seeds),
-        covers=model_covered(config),
+        scope=model_covered(config),
         costs=option_costs(config, plan.n_full, plan.m_now, plan.epochs, estimate.gain_m, estimate.gain_n),
+        baseline=baseline_of(config, plan, options.sizes),
+        cell_errors=(min(pilot_errors), max(pilot_errors)),
         q=Q,
         check=measured_difference(errors, plan.n_full, plan.m_now) if plan.checks else None,
     )
-    means = {cell: cell_mean(values) for cell, values in errors.items()}
     figure = draw_answer(answer, means, out / "advice.png", metric=plan.metric)
     json_path = out / "advice.json"
     json_path.write_text(json.dumps(_document(config, plan, answer, means), indent=1), encoding="utf-8")

@@ -1,9 +1,10 @@
 """``crl advise CONFIG``: more negatives or more data? A local doubling pilot at the config's (n, m) answers it.
 
-Prints the pilot's cells and the wall time they imply on this machine (from a short timing probe) before starting;
+Prints the pilot's cells and the wall time they imply on this machine (from a short timing probe, which also makes
+the data the cells read ready: locked features it computes are cached, and their time is stated) before starting;
 ``--dry-run`` stops there. The cells run through the sweep store in ``--out`` (a rerun resumes) under a live count,
-then the answer in one sentence, the cells, the two options' costs, and the files written (advice.json,
-advice.png).
+then the answer (the recommendation first, then each measured change in the error, the baseline, the scope), the
+cells, the two options' costs, and the files written (advice.json, advice.png).
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def advise(
         bool, typer.Option(help="Also run the cells (2n, m) and (n, 2m) and compare the answer with them.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option(help="Show the cells and their wall time here, run nothing.")
+        bool,
+        typer.Option(
+            help="Show the cells and their wall time here (caching the features they read); train no cell."
+        ),
     ] = False,
     set_: Annotated[
         list[str] | None,
@@ -166,16 +170,23 @@ def _print_plan(console: Console, config: TrainConfig, plan: Plan, workers: int)
             markup=False,
         )
     if plan.probe is not None:
-        pilot_s = plan.probe.wall_seconds(config, plan.points, seeds, plan.epochs, workers)
-        check_s = plan.probe.wall_seconds(config, plan.checks, seeds, plan.epochs, workers)
+        probe = plan.probe
+        pilot_s = probe.wall_seconds(config, plan.points, seeds, plan.epochs, workers)
+        check_s = probe.wall_seconds(config, plan.checks, seeds, plan.epochs, workers)
         console.print(
-            f"timing probe: {1e3 * plan.probe.seconds_per_step:.2f} ms per step + "
-            f"{1e6 * plan.probe.seconds_per_sample:.1f} us per processed sample, {plan.probe.eval_seconds:.2f} s "
-            f"per evaluation -> about {pilot_s / 60:.1f} min for the pilot"
-            + (f" and {check_s / 60:.1f} min for the checks" if plan.checks else "")
-            + f" with {workers} worker(s) on this machine",
+            f"timing probe: {probe.feature_seconds:.1f} s to make the data every cell reads ready (features "
+            f"computed now are cached, so the cells read them); per cell {probe.setup_seconds:.2f} s of setup, "
+            f"{1e3 * probe.seconds_per_step:.2f} ms per step + {1e6 * probe.seconds_per_sample:.1f} us per processed "
+            f"sample, {probe.eval_seconds:.2f} s per evaluation -> about {_minutes(pilot_s)} for the pilot's cells"
+            + (f" and {_minutes(check_s)} for the checks" if plan.checks else "")
+            + f" with {workers} worker(s) on this machine, "
+            f"{_minutes(probe.feature_seconds + pilot_s + check_s)} in all with the data",
             markup=False,
         )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _print_result(console: Console, result: AdviseResult) -> None:
@@ -187,10 +198,15 @@ def _print_result(console: Console, result: AdviseResult) -> None:
     for (n, m), mean in sorted(result.means.items()):
         table.add_row(f"{n:,}", f"{m:,}", f"{mean.mean:.4f}", f"{mean.se:.4f}", str(mean.runs))
     console.print(table)
+    console.print(
+        f"baseline beside the cells: {answer.baseline.label}, held-out {result.plan.metric} "
+        f"{answer.baseline.error:.4f}",
+        markup=False,
+    )
     for cost in answer.costs:
         console.print(
-            f"doubling {cost.option} at the base: {cost.ratio:.2f}x the base's processed samples, gain "
-            f"{cost.gain:+.4f} ({cost.gain_per_million:+.3g} per million extra samples)",
+            f"doubling {cost.option} at the base: {cost.ratio:.2f}x the base's processed samples, error change "
+            f"{-cost.gain:+.4f} ({-cost.gain_per_million:+.3g} per million extra samples; < 0 lowers the error)",
             markup=False,
         )
     if answer.check is not None:

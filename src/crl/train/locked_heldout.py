@@ -10,6 +10,10 @@ A head trained on locked features (:mod:`crl.train.locked`) is scored on the who
   retrieval accuracy@1, f(x_i) retrieving among the other test images' first views, a hit when the top one has the
   query's class (:func:`crl.metrics.ir.class_retrieval`).
 
+The baseline of every head is the backbone's own features, no head (:func:`identity_scores`: f = g = the identity,
+normalised; pixels centred by the test anchors' mean, the same shift on both sides): the zero-shot map a head
+on these features starts from in a LiT-style setup.
+
 Used by the m*(n) experiment's cells and by ``crl advise`` on locked features.
 """
 
@@ -31,7 +35,7 @@ from crl.models import embed
 from crl.train.config import LockedData
 from crl.train.locked import locked_split, text_pairs
 
-__all__ = ["Encode", "HeldOut", "load_heldout", "score"]
+__all__ = ["Encode", "HeldOut", "identity_scores", "load_heldout", "score"]
 
 Encode = Callable[[Batch], Tensor]
 """A tower: a batch of features -> its embeddings."""
@@ -117,3 +121,15 @@ def score(heldout: HeldOut, encode_x: Encode, encode_y: Encode) -> dict[str, flo
     pairs = retrieval_metrics(anchors, positives, positive_index=torch.arange(anchors.shape[0]), ks=(1,))
     classes = class_retrieval(anchors, heldout.labels, ks={"accuracy": (1,)})
     return {"recall@1": pairs.accuracy_at_k[1].mean, "class_accuracy@1": classes.values["accuracy"][1]}
+
+
+def identity_scores(heldout: HeldOut, backbone: str) -> dict[str, float]:
+    """:func:`score` of the backbone's features themselves, f(x) = x / |x|, g(y) = y / |y| (``pixels`` centred first
+    by the test anchors' mean, the same shift on both sides): the zero-shot baseline of a head (module docstring)."""
+    shift = heldout.x.mean(dim=0) if backbone == "pixels" else torch.zeros(())
+
+    def identity(features: Batch) -> Tensor:
+        assert isinstance(features, Tensor)
+        return torch.nn.functional.normalize(features - shift, dim=1)
+
+    return score(heldout, identity, identity)

@@ -27,17 +27,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from crl.data import PairSource
-from crl.data.source import Batch
 from crl.experiments.mstar.design import train_config
 from crl.negatives.fixed import FixedPool, FixedSets, SetOverlap, set_overlap
 from crl.sweep import Cell
 from crl.train.build import NEGATIVE_KINDS, Streams
 from crl.train.config import DataConfig
 from crl.train.data import build_source
-from crl.train.locked_heldout import HeldOut, load_heldout, score
+from crl.train.locked_heldout import HeldOut, identity_scores, load_heldout, score
 from crl.train.loop import StepMetrics, train
 
 __all__ = ["OVERLAP_ROWS", "cell_set_overlap", "compute_cell", "epoch_losses", "run_cell"]
@@ -63,13 +61,7 @@ def _source(data: DataConfig) -> PairSource:
 
 def _backbone(params: Mapping[str, Any], heldout: HeldOut) -> dict[str, Any]:
     """The baseline: the features themselves, normalised (pixels centred first)."""
-    shift = heldout.x.mean(dim=0) if params["heldout"]["backbone"] == "pixels" else torch.zeros(())
-
-    def identity(features: Batch) -> Tensor:
-        assert isinstance(features, Tensor)
-        return torch.nn.functional.normalize(features - shift, dim=1)
-
-    return {"status": "ok", **score(heldout, identity, identity)}
+    return {"status": "ok", **identity_scores(heldout, params["heldout"]["backbone"])}
 
 
 def run_cell(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
