@@ -5,9 +5,9 @@ A part whose power calculation gave P(FAIL) < 0.8 with the truth at bound + 2 de
 able to FAIL: a PASS of its claim at that fidelity is reported as "PASS; this rule was not shown able to FAIL here",
 naming the parts and their P(FAIL) with its Clopper-Pearson 95% interval, until a design passes the gate and is
 confirmed. The figures are those of the one power method (:mod:`crl.claims.power`, `crl power`) at each fidelity's
-design, committed in docs/power_v4/ and docs/verdicts.md: C5 and C10 at full from their two seed sets (C5's runs at
-2671 and 3931, C10's pilot at 1789), at standard from the standard pilots at 4127 and 4129; C6 from its pilot at
-6121 read on each fidelity's grid. A claim or fidelity absent here has no failed gate on record.
+design (and at earlier designs whose tables are committed), in docs/power_v4/ and docs/verdicts.md: C5 and C10 at
+full from their two seed sets (C5's runs at 2671 and 3931, C10's pilot at 1789), at standard from the standard
+pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid. A claim or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -40,11 +40,23 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
     },
     ("C5", Fidelity.STANDARD): {
         12: (
-            GateShortfall("SCRL exponent in m", "0.055 [0.028, 0.096] at r = -0.7", 200),
-            GateShortfall("SSCRL exponent in m", "0.520 [0.448, 0.591] at r = -0.2", 200),
-            GateShortfall("log ratio SSCRL/SCRL", "0.075 [0.043, 0.121] at -0.247", 200),
-            GateShortfall("secant in n of the floor-free gap", "0.020 [0.005, 0.050] at -0.35", 200),
-            GateShortfall("secant in n of the excess risk", "0.025 [0.008, 0.057] at -0.35", 200),
+            GateShortfall(
+                "SCRL exponent in m", "0.000 [0.000, 0.009] at r = -0.7 (pilot 4129; 0.003 on 4127)"
+            ),
+            GateShortfall(
+                "SSCRL exponent in m (offset-free)",
+                "0.018 [0.007, 0.036] at r = -0.2 (pilot 4129; 0.055 on 4127)",
+            ),
+            GateShortfall(
+                "log ratio SSCRL/SCRL", "0.000 [0.000, 0.009] at -0.029 (pilot 4127; 0.087 on 4129)"
+            ),
+            GateShortfall(
+                "secant in n of the floor-free gap",
+                "0.007 [0.002, 0.022] at -0.35 (pilot 4127; 0.020 on 4129)",
+            ),
+            GateShortfall(
+                "secant in n of the excess risk", "0.007 [0.002, 0.022] at -0.35 (pilot 4127; 0.013 on 4129)"
+            ),
         ),
     },
     ("C6", Fidelity.FULL): {
@@ -71,8 +83,11 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
     },
     ("C10", Fidelity.STANDARD): {
         24: (
-            GateShortfall("secant in n", "0.220 [0.165, 0.284] at -0.35", 200),
-            GateShortfall("G(tau 0.25) - G(tau 1)", "0.310 [0.247, 0.379] at -0.00287", 200),
+            GateShortfall("rate in k", "0.760 [0.715, 0.801] at 0.3 (pilot 4129; 0.902 on 4127)"),
+            GateShortfall("secant in n", "0.000 [0.000, 0.009] at -0.35 (pilot 4129; 0.018 on 4127)"),
+            GateShortfall(
+                "G(tau 0.25) - G(tau 1)", "0.470 [0.420, 0.520] at -0.0032 (pilot 4127; 0.640 on 4129)"
+            ),
         ),
     },
 }
