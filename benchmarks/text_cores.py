@@ -59,6 +59,7 @@ def _timed(step: Callable[[], object], steps: int) -> dict[str, float]:
 
 def crl_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
     """crl's training step on the WordNet config at ``batch`` pairs and ``threads`` torch threads."""
+    # Deferred: each arm runs in its own process, which imports only its own library.
     import torch
 
     from crl.train.build import Streams
@@ -82,6 +83,7 @@ def crl_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
 
 def st_arm(batch: int, threads: int, steps: int) -> dict[str, float]:
     """sentence-transformers' MNRL step on the same model, pairs, batch and threads, in a plain torch loop."""
+    # Deferred: each arm runs in its own process, which imports only its own library.
     import torch
     from sentence_transformers import SentenceTransformer
 
