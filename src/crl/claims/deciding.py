@@ -42,10 +42,10 @@ class CommittedRun:
 COMMITTED: dict[str, CommittedRun] = {
     "C5": CommittedRun(
         "C5",
-        "results/c5/full_3931.jsonl.gz",
-        3931,
-        "20261206T034118Z-41abc0",
-        "64 seeds, confirmatory under contract v3; exploratory under v4 (part 2 offset-free, design 96 seeds)",
+        "results/c5/confirm_5923_full.jsonl.gz",
+        5923,
+        "20261207T014014Z-4bdb4c",
+        "confirmatory under contract v4 (96 seeds, frozen commit 1954c74)",
     ),
     "C6": CommittedRun(
         "C6",
