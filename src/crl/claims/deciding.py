@@ -56,10 +56,10 @@ COMMITTED: dict[str, CommittedRun] = {
     ),
     "C10": CommittedRun(
         "C10",
-        "results/c10/pilot_1789_full.jsonl.gz",
-        1789,
-        "20261207T004227Z-8181bf",
-        "64 seeds, exploratory: contract v4's pilot, which sized the design (160 seeds); 8263 left no table",
+        "results/c10/confirm_5923_full.jsonl.gz",
+        5923,
+        "20261207T014014Z-4bdb4c",
+        "confirmatory under contract v4 (160 seeds, frozen commit 1954c74)",
     ),
 }
 """Claim -> its committed full table (docs/verdicts.md, contract v4)."""
