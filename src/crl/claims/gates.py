@@ -7,7 +7,8 @@ naming the parts and their P(FAIL) with its Clopper-Pearson 95% interval, until 
 confirmed. The figures are those of the one power method (:mod:`crl.claims.power`, `crl power`) at each fidelity's
 design (and at earlier designs whose tables are committed), in docs/power_v4/ and docs/verdicts.md: C5 and C10 at
 full from their two seed sets (C5's runs at 2671 and 3931, C10's pilot at 1789), at standard from the standard
-pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid. A claim or fidelity absent here has no failed gate on record.
+pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid. A claim
+or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
