@@ -14,12 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
-from crl.commands import app
 from crl.search import Index
 from crl.search.filters import MAX_CONDITIONS, MAX_DEPTH, MAX_IN_VALUES, parse_filter
 from crl.serving.service import create_app
+from tests.failsafe.test_commands import _one_line_error
 
 N, D = 40, 8
 
@@ -149,14 +148,6 @@ def test_the_service_answers_a_filter_beyond_a_limit_with_a_422_naming_it(index:
         assert http.post(
             "/search", json={"vectors": vector, "k": 3, "filter": _ranges(MAX_CONDITIONS)}
         ).is_success
-
-
-def _one_line_error(args: list[str]) -> str:
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 def test_crl_search_refuses_a_filter_beyond_a_limit_in_one_line(tmp_path: Path, index: Index) -> None:
