@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from crl.claims import c05_trained_gap as c5
 from crl.claims import c10_generalisation as c10
-from crl.claims import power, power_claims
+from crl.claims import power, power_claims, replay
+from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict, verdict_above
 from crl.sweep import Cell, CellRecord, SweepStore
@@ -116,22 +118,24 @@ def test_c10_power_is_high_with_little_noise_and_low_with_much(
 
 
 def test_c5s_parts_on_its_two_committed_runs() -> None:
-    """If this fails, C5's engine does not rebuild its parts from the committed tables by the claim's own rules:
-    each of the two runs must give the five parts' measured statistics the claim prints (SCRL r -1.079 and -1.083;
-    the offset-free SSCRL rate about -1.1) and the two controls."""
-    found = power_claims.claim_power(
-        [RESULTS / "c5" / "full_2671.jsonl.gz", RESULTS / "c5" / "full_3931.jsonl.gz"],
-        "C5",
-        Fidelity.FULL,
-        seeds=64,
-        resamples=3,
-    )
-    estimates = {(p.part, p.seed_set.split("/")[-1]): p.estimate for p in found.parts}
-    assert estimates[("C5 r in m, SCRL", "full_2671.jsonl.gz")] == pytest.approx(-1.079, abs=0.001)
-    assert estimates[("C5 r in m, SCRL", "full_3931.jsonl.gz")] == pytest.approx(-1.083, abs=0.001)
-    assert estimates[("C5 r in m, SSCRL (offset-free)", "full_2671.jsonl.gz")] == pytest.approx(
-        -1.09, abs=0.05
-    )
+    """If this fails, C5's engine does not rebuild its parts from the committed tables as the claim's own rule
+    reads the records: each part's statistic from the engine's per-seed matrix must equal the rule applied to the
+    table's Series directly (SCRL offset law, offset-free SSCRL rate), and both controls must be built."""
+    tables = [RESULTS / "c5" / "full_2671.jsonl.gz", RESULTS / "c5" / "full_3931.jsonl.gz"]
+    found = power_claims.claim_power(tables, "C5", Fidelity.FULL, seeds=64, resamples=3)
+    level = part_level(c5.CLAIM.parts)
+    n = c5.N_FOR_M[Fidelity.FULL]
+    for table in tables:
+        data = c5.Series(replay.read_cells(table, "C5"), 64)
+        windows = {
+            regime: [m for m in c5.M_GRIDS[Fidelity.FULL] if data.usable(("claim", regime, n, m))]
+            for regime in ("independent", "shared")
+        }
+        _, scrl, _ = c5.exponent_part(data, "claim", "independent", n, windows["independent"], level, "r")
+        _, sscrl, _ = c5.difference_part(data, "claim", "shared", n, windows["shared"], level)
+        estimates = {p.part: p.estimate for p in found.parts if p.seed_set == str(table)}
+        assert estimates["C5 r in m, SCRL"] == pytest.approx(scrl[0].value, abs=1e-12)
+        assert estimates["C5 r in m, SSCRL (offset-free)"] == pytest.approx(sscrl[0].value, abs=1e-12)
     assert len(found.parts) == 10 and len(found.controls) == 4
 
 
