@@ -29,13 +29,16 @@ The claims' own parts and seed sets are built in :mod:`crl.claims.power_claims` 
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as scipy_stats
 
+from crl.claims.context import Fidelity
 from crl.claims.verdict import Statistic, Verdict
+from crl.sweep import CellRecord
 
 FloatArray = NDArray[np.float64]
 
@@ -348,3 +351,35 @@ def markdown(power: DesignPower) -> str:
         )
     )
     return "\n".join(lines)
+
+
+class Engine(Protocol):
+    """A claim's parts and controls on one seed set, built from that set's cells."""
+
+    def specs(self, name: str) -> SeedSetSpecs:
+        """Every part and control of the claim on the seed set called ``name``."""
+        ...
+
+
+def control_apart(record: CellRecord) -> str:
+    """The default numbering of units: a claim's ``control`` arm numbers its own units (its count may differ from
+    the claim arm's), every other arm shares the claim arm's numbering."""
+    return "control" if record.cell.params.get("arm") == "control" else "claim"
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """How the one power method reads one claim.
+
+    Attributes:
+        build: (a seed set's cells, fidelity) -> the claim's :class:`Engine` on that set.
+        unit: the cell parameter that numbers the claim's independent units (seeds, replicates, chunks with their
+            own seeds): a single source is split into the halves of each group's units.
+        design: fidelity -> the units the claim's design runs at that fidelity (the S its power is computed at).
+        group: a cell -> the numbering its unit belongs to (:func:`control_apart` by default).
+    """
+
+    build: Callable[[list[CellRecord], Fidelity], Engine]
+    unit: str
+    design: Callable[[Fidelity], int]
+    group: Callable[[CellRecord], str] = field(default=control_apart)

@@ -31,13 +31,14 @@ from crl.claims.power import (
     RESAMPLES,
     ControlSpec,
     DesignPower,
+    EngineEntry,
     FloatArray,
     PartSpec,
     SeedSetSpecs,
     design_power,
     markdown,
 )
-from crl.claims.replay import SEED_FIELDS, missing_fields_named, read_cells, stored_records
+from crl.claims.replay import missing_fields_named, read_cells, stored_records
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.sweep import CellRecord
 
@@ -308,9 +309,20 @@ class C10Parts:
         return SeedSetSpecs(name, [self.k_rate(), self.n_secant(), self.tau_difference()], [self.control()])
 
 
-ENGINES: dict[str, type[C5Parts] | type[C10Parts]] = {"C5": C5Parts, "C10": C10Parts}
-"""The claims whose parts this module builds (C6: :mod:`crl.claims.saturation_gate`)."""
-POWER_CLAIMS = ("C5", "C6", "C10")
+ENGINES: dict[str, EngineEntry] = {
+    "C5": EngineEntry(C5Parts, "index", lambda fidelity: c5.SEEDS[fidelity]),
+    "C10": EngineEntry(C10Parts, "replicate", lambda fidelity: c10.PLANS[fidelity].seeds),
+}
+"""The claims whose parts the one power method reads from their cells (C6: :mod:`crl.claims.saturation_gate`)."""
+NO_POWER = {
+    "C8": "C8 is a reconstruction check, not a verdict: it has no P(FAIL) and no power calculation.",
+}
+"""Claims the power method does not apply to, with the reason it says."""
+
+
+def power_claims() -> tuple[str, ...]:
+    """The claims ``crl power`` computes, in registry order."""
+    return tuple(sorted([*ENGINES, "C6"], key=lambda claim: int(claim[1:])))
 
 
 def records_of(source: Path, claim: str) -> list[CellRecord]:
@@ -338,11 +350,14 @@ def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellR
     if len(sources) > 1:
         return [(str(source), records_of(source, claim)) for source in sources]
     records = records_of(sources[0], claim)
-    field = SEED_FIELDS[claim]
+    entry = ENGINES[claim]
+    field, group_of = entry.unit, entry.group
     numbered = [r for r in records if field in r.cell.params]
+    if not numbered:
+        raise ValueError(f"{sources[0]} holds no cell of {claim} numbered by {field!r}.")
     counts = {
-        group: 1 + max(int(r.cell.params[field]) for r in numbered if _group(r) == group)
-        for group in {_group(r) for r in numbered}
+        group: 1 + max(int(r.cell.params[field]) for r in numbered if group_of(r) == group)
+        for group in {group_of(r) for r in numbered}
     }
     if min(counts.values()) < 6:
         raise ValueError(
@@ -352,17 +367,12 @@ def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellR
     for half in (0, 1):
         kept = []
         for record in numbered:
-            size = counts[_group(record)] // 2
+            size = counts[group_of(record)] // 2
             index = int(record.cell.params[field]) - half * size
             if 0 <= index < size:
                 kept.append(_renumbered(record, field, index))
         sets.append((f"{sources[0]} seed half {half + 1}", kept))
     return sets
-
-
-def _group(record: CellRecord) -> str:
-    """The seed numbering an arm belongs to: C5's heavy-tailed control numbers its own (more) seeds."""
-    return "control" if record.cell.params.get("arm") == "control" else "claim"
 
 
 def _renumbered(record: CellRecord, field: str, index: int) -> CellRecord:
@@ -382,10 +392,7 @@ def claim_power(
 ) -> DesignPower:
     """Every part's and control's figures for one claim at a design of ``seeds`` seeds, on the seed sets of
     ``sources`` (:func:`seed_sets`)."""
-    if claim not in POWER_CLAIMS:
-        raise ValueError(
-            f"claim={claim!r} has no power calculation here; use one of {', '.join(POWER_CLAIMS)}."
-        )
+    _check_claim(claim)
     if claim == "C6":
         if len(sources) != 1:
             raise ValueError(
@@ -396,11 +403,11 @@ def claim_power(
         return saturation_gate.design_power_of(
             curves, tolerance=saturation_gate.c6.TOLERANCE, seeds=seeds, resamples=resamples, seed=seed
         )
-    engine = ENGINES[claim]
+    build = ENGINES[claim].build
     sets = []
     for name, found in seed_sets(sources, claim):
         with missing_fields_named(name, claim):
-            sets.append(engine(found, fidelity).specs(name))
+            sets.append(build(found, fidelity).specs(name))
     return design_power(claim, sets, seeds, resamples, seed)
 
 
@@ -419,9 +426,16 @@ def tolerance_text(source: Path, fidelity: Fidelity) -> str:
 
 
 def design_seeds(claim: str, fidelity: Fidelity) -> int:
-    """The seeds the claim's design runs at ``fidelity`` (its registered plan)."""
-    if claim == "C5":
-        return c5.SEEDS[fidelity]
+    """The seeds (independent units) the claim's design runs at ``fidelity`` (its registered plan)."""
+    _check_claim(claim)
     if claim == "C6":
         return int(saturation_gate.c6.PLANS[fidelity]["seeds"])
-    return c10.PLANS[fidelity].seeds
+    return ENGINES[claim].design(fidelity)
+
+
+def _check_claim(claim: str) -> None:
+    """Raises ValueError, with the reason, for a claim the power method does not compute."""
+    if claim in NO_POWER:
+        raise ValueError(NO_POWER[claim])
+    if claim not in power_claims():
+        raise ValueError(f"claim={claim!r} has no power calculation; use one of {', '.join(power_claims())}.")

@@ -10,8 +10,6 @@ from rich.console import Console
 
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
-POWER_CLAIMS = ("C5", "C6", "C10")
-
 
 def power(
     sources: Annotated[
@@ -22,7 +20,8 @@ def power(
         ),
     ] = None,
     claim: Annotated[
-        str, typer.Option(help="C5, C6 or C10 (any claim for --export-cells and --rejudge).")
+        str,
+        typer.Option(help="Any claim but C8, a check (any claim for --export-cells and --rejudge)."),
     ] = "C5",
     fidelity: Annotated[
         str, typer.Option(help="The fidelity whose grids the cells are read on.")
@@ -57,10 +56,6 @@ def power(
         found = list(sources or [])
         if export_cells is not None or rejudge is not None:
             return _cells_action(found, claim, fidelity, export_cells, rejudge, run_seed)
-        if claim not in POWER_CLAIMS:
-            raise ValueError(
-                f"--claim {claim!r} has no power calculation; use one of {', '.join(POWER_CLAIMS)}."
-            )
         if not found:
             raise ValueError("SOURCES is missing; pass one or two run folders or cell tables of the claim.")
         if choose_q and claim != "C6":
