@@ -132,15 +132,20 @@ def slope_bounds(log_n: FloatArray, sat: Saturations) -> SlopeBounds:
 
 def censored_slope(log_n: FloatArray, log_m: FloatArray, censor: NDArray[np.int64]) -> SlopeBounds:
     """The least-squares slope ``b = sum_i w_i log m_i`` per row, ``w_i = (u_i - mean u)/sum (u - mean u)^2``,
-    u = log n, with censored points at their bounds (the point) and as half-lines (the interval): a
-    right-censored point with w < 0, or a left-censored one with w > 0, leaves the lower end at -inf, and
-    symmetrically for the upper end."""
+    u = log n, with censored points at their bounds (the point) and as half-lines (the interval):
+    :func:`censored_linear` with those weights."""
     centred = log_n - log_n.mean()
-    w = centred / np.sum(centred**2)
-    contribution = w * log_m
+    return censored_linear(centred / np.sum(centred**2), log_m, censor)
+
+
+def censored_linear(coefficients: FloatArray, log_m: FloatArray, censor: NDArray[np.int64]) -> SlopeBounds:
+    """``sum_i c_i log m_i`` per row with censored points at their bounds (the point) and as half-lines (the
+    interval): a right-censored point (log m_i >= its bound) with c_i < 0, or a left-censored one with c_i > 0,
+    leaves the lower end at -inf, and symmetrically for the upper end."""
+    contribution = coefficients * log_m
     right, left = (censor == RIGHT) | (censor == BOTH), (censor == LEFT) | (censor == BOTH)
-    unbounded_low = (right & (w < 0)) | (left & (w > 0))
-    unbounded_high = (right & (w > 0)) | (left & (w < 0))
+    unbounded_low = (right & (coefficients < 0)) | (left & (coefficients > 0))
+    unbounded_high = (right & (coefficients > 0)) | (left & (coefficients < 0))
     return SlopeBounds(
         contribution.sum(axis=1),
         np.where(unbounded_low, -np.inf, contribution).sum(axis=1),
@@ -371,6 +376,19 @@ def passage_slopes(log_n: FloatArray, passages: Passages) -> SlopeBounds:
     """The least-squares slope of log m_q on log n per row, censored points entering through their bounds
     (:func:`censored_slope`; no rounding snap: m_q is continuous, so its slopes are not lattice values)."""
     return censored_slope(log_n, passages.log_m, passages.censor)
+
+
+def line_prediction(log_n: FloatArray, passages: Passages, log_x: float) -> SlopeBounds:
+    """The least-squares line of log m_q on log n, read at log x, per row:
+
+        log m_hat(x) = mean(log m_q) + b (log x - mean u) = sum_i (1/k + w_i (log x - mean u)) log m_q(n_i),
+
+    with b and w_i of :func:`censored_slope` (k pilot n): linear in the log m_q, so censored points enter as
+    half-lines (:func:`censored_linear`), and a delete-one-seed jackknife of it is an interval
+    (:func:`jackknife_bounds`)."""
+    centred = log_n - log_n.mean()
+    coefficients = 1.0 / log_n.size + centred / np.sum(centred**2) * (log_x - log_n.mean())
+    return censored_linear(coefficients, passages.log_m, passages.censor)
 
 
 def passage_interval(passages: Passages, column: int, level: float) -> "JackknifeBounds":

@@ -1,0 +1,291 @@
+"""m*(N) from a small pilot: how many negatives at the user's n, and how that moves with more data
+(docs/advisor_mstar.md; [A]'s m*(n)).
+
+The pilot: n in {N/16, N/8, N/4} (:func:`mstar_ns`), at each n the m grid of the powers of two below n and n
+itself (:func:`m_grid`), S seed runs per cell. With err(n, m) the seed-mean held-out error:
+
+- m_q(n): the first m at which err(n, .) comes within q |P| of its plateau P (the mean at the two largest m),
+  log-log interpolated (:func:`crl.stats.saturation.first_passage`);
+- m_band(n): log m_q averaged over log q uniform on :data:`BAND` (:func:`crl.stats.saturation.band_passage`), the
+  judged form; the fixed :data:`FIXED_QS` beside it;
+- the slope b of log m_band on log n, and the least-squares line read at N, 2N and 4N
+  (:func:`crl.stats.saturation.line_prediction`), each with its delete-one-seed jackknife Student-t interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from crl.stats.saturation import (
+    BOTH,
+    CENSOR_NAMES,
+    LEFT,
+    RIGHT,
+    UNCENSORED,
+    JackknifeBounds,
+    QBand,
+    Tolerance,
+    jackknife_bounds,
+    jackknife_weights,
+    line_prediction,
+    passage_interval,
+    passage_slopes,
+    passages_by_n,
+)
+
+__all__ = [
+    "BAND",
+    "COST_SHARE_LIMIT",
+    "FIXED_QS",
+    "LEVEL",
+    "Interval",
+    "MstarPrediction",
+    "PilotPassage",
+    "SeedErrors",
+    "m_grid",
+    "mstar_ns",
+    "mstar_points",
+    "predict_mstar",
+]
+
+BAND = QBand(0.025, 0.10)
+"""The judged tolerance band (geometric centre 5% of the plateau), registered in docs/advisor_mstar.md."""
+FIXED_QS = (0.01, 0.02, 0.05)
+"""Fixed tolerances printed beside the band (descriptive)."""
+LEVEL = 0.95
+PILOT_DIVISORS = (16, 8, 4)
+"""The pilot's n: N/16, N/8, N/4."""
+SMALLEST_PILOT_N = 32
+"""N/16 must hold at least this many pairs (a curve of at least 6 grid m)."""
+COST_SHARE_LIMIT = 0.10
+"""The pilot may cost at most this share of the same grid at N alone (processed samples)."""
+GROWTHS = (1, 2, 4)
+"""The predictions are at N, 2N and 4N."""
+
+SeedErrors = Mapping[tuple[int, int], Mapping[int, float]]
+"""(n, m) -> seed -> held-out error of that seed's run."""
+
+
+def mstar_ns(n_full: int) -> tuple[int, ...]:
+    """The pilot's n: N/16, N/8, N/4 (integer division).
+
+    Raises:
+        ValueError: naming ``[data] n_train`` when N/16 < :data:`SMALLEST_PILOT_N`.
+    """
+    if n_full // PILOT_DIVISORS[0] < SMALLEST_PILOT_N:
+        raise ValueError(
+            f"n = {n_full}: the m* pilot trains at N/16, which needs N >= {16 * SMALLEST_PILOT_N}; set [data] "
+            "n_train higher (e.g. --set data.n_train=16000) or use the doubling pilot (without --mstar)"
+        )
+    return tuple(n_full // divisor for divisor in PILOT_DIVISORS)
+
+
+def m_grid(n: int) -> tuple[int, ...]:
+    """The m of one pilot n: every power of two below n, then n itself."""
+    if n < 2:
+        raise ValueError(f"n = {n}; an m grid needs n >= 2.")
+    powers = [2**k for k in range(int(math.log2(n)) + 1) if 2**k < n]
+    return (*powers, n)
+
+
+def mstar_points(n_full: int) -> tuple[tuple[int, int], ...]:
+    """Every pilot cell (n, m)."""
+    return tuple((n, m) for n in mstar_ns(n_full) for m in m_grid(n))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A value with its 95% interval (an end that censoring leaves open is infinite) and its censoring in words."""
+
+    value: float
+    low: float
+    high: float
+    censoring: str = ""
+
+    @classmethod
+    def of_log(cls, bounds: JackknifeBounds, censoring: str | None = None) -> Interval:
+        """The exponentials of a jackknife interval on the log scale; its censoring read off its bounds on the data
+        unless given (an open upper bound: the value is a lower bound, right-censored)."""
+        if censoring is None:
+            open_low, open_high = math.isinf(bounds.bound_low), math.isinf(bounds.bound_high)
+            censoring = CENSOR_NAMES[
+                BOTH if open_low and open_high else RIGHT if open_high else LEFT if open_low else UNCENSORED
+            ]
+        return cls(math.exp(bounds.point), math.exp(bounds.ci_low), math.exp(bounds.ci_high), censoring)
+
+    def text(self, digits: int = 3) -> str:
+        """``value [low, high]`` with censoring named."""
+        mark = {"right-censored": ">=", "left-censored": "<="}.get(self.censoring, "")
+        return f"{mark}{self.value:.{digits}g} [{self.low:.{digits}g}, {self.high:.{digits}g}]"
+
+
+@dataclass(frozen=True)
+class PilotPassage:
+    """One pilot n: m_band with its interval, and the fixed-q m_q beside it."""
+
+    n: int
+    m_band: Interval
+    fixed: dict[float, Interval]
+
+
+@dataclass(frozen=True)
+class MstarPrediction:
+    """The pilot's m_band(n), the slope of log m_band on log n (per doubling of n, m* is multiplied by 2^slope), and
+    m_band predicted at each of ``at``'s n."""
+
+    n_full: int
+    seeds: int
+    pilots: tuple[PilotPassage, ...]
+    slope: Interval
+    at: dict[int, Interval]
+
+    def growth_per_doubling(self) -> Interval:
+        """2^slope: the factor one doubling of the data multiplies m* by."""
+        return Interval(2.0**self.slope.value, 2.0**self.slope.low, 2.0**self.slope.high)
+
+
+def _matrices(errors: SeedErrors, ns: Sequence[int]) -> tuple[list[list[int]], list[np.ndarray], int]:
+    """Per pilot n its m grid and the (S, M) matrix of the seeds that finished every cell of every n.
+
+    Raises:
+        ValueError: when a pilot n has fewer than 3 m, or fewer than 3 seeds finished every cell.
+    """
+    grids = [sorted(m for (n_cell, m) in errors if n_cell == n) for n in ns]
+    for n, grid in zip(ns, grids, strict=True):
+        if len(grid) < 3:
+            raise ValueError(f"pilot n = {n} has {len(grid)} m measured; m_q needs at least 3.")
+    seed_sets = [set(errors[(n, m)]) for n, grid in zip(ns, grids, strict=True) for m in grid]
+    seeds = sorted(set.intersection(*seed_sets))
+    if len(seeds) < 3:
+        raise ValueError(
+            f"{len(seeds)} seed(s) finished every pilot cell; the jackknife intervals need at least 3 (--seeds)."
+        )
+    matrices = [
+        np.array([[errors[(n, m)][s] for m in grid] for s in seeds], dtype=np.float64)
+        for n, grid in zip(ns, grids, strict=True)
+    ]
+    return grids, matrices, len(seeds)
+
+
+def _pilot_passages(
+    ns: Sequence[int], grids: list[list[int]], matrices: list[np.ndarray], rows: np.ndarray
+) -> tuple[PilotPassage, ...]:
+    """m_band and the fixed-q m_q with their intervals at every pilot n."""
+    found = {tolerance: passages_by_n(grids, matrices, rows, tolerance) for tolerance in (BAND, *FIXED_QS)}
+
+    def interval(tolerance: Tolerance, column: int) -> Interval:
+        passages = found[tolerance]
+        return Interval.of_log(
+            passage_interval(passages, column, LEVEL), CENSOR_NAMES[int(passages.censor[0, column])]
+        )
+
+    return tuple(
+        PilotPassage(n, interval(BAND, i), {q: interval(q, i) for q in FIXED_QS}) for i, n in enumerate(ns)
+    )
+
+
+def predict_mstar(
+    errors: SeedErrors, n_full: int, *, ns: Sequence[int] | None = None, reverse_growth: bool = False
+) -> MstarPrediction:
+    """m_band at each pilot n, its slope on log n, and m_band predicted at N, 2N and 4N (module docstring).
+
+    Args:
+        errors: (n, m) -> seed -> error, for every pilot cell (seeds aligned across cells).
+        n_full: the user's N.
+        ns: the pilot n (default :func:`mstar_ns` of N).
+        reverse_growth: the registered negative control: each pilot n's curve is paired with the pilot n in
+            reverse order, so the fitted slope is -b.
+
+    Raises:
+        ValueError: on fewer than 2 pilot n, a pilot n with fewer than 3 m, or fewer than 3 complete seeds.
+    """
+    pilot_ns = tuple(ns) if ns is not None else mstar_ns(n_full)
+    if len(pilot_ns) < 2:
+        raise ValueError(f"{len(pilot_ns)} pilot n; a growth in n needs at least 2.")
+    grids, matrices, seeds = _matrices(errors, pilot_ns)
+    rows = jackknife_weights(seeds)
+    band = passages_by_n(grids, matrices, rows, BAND)
+    paired = pilot_ns[::-1] if reverse_growth else pilot_ns
+    log_n = np.log(np.asarray(paired, dtype=np.float64))
+    slope = jackknife_bounds(passage_slopes(log_n, band), LEVEL)
+    at = {
+        growth * n_full: Interval.of_log(
+            jackknife_bounds(line_prediction(log_n, band, math.log(growth * n_full)), LEVEL)
+        )
+        for growth in GROWTHS
+    }
+    return MstarPrediction(
+        n_full,
+        seeds,
+        _pilot_passages(pilot_ns, grids, matrices, rows),
+        Interval(slope.point, slope.ci_low, slope.ci_high),
+        at,
+    )
+
+
+def cost_share(pilot_samples: int, full_samples: int) -> float:
+    """The pilot's processed samples over those of the same grid shape at N alone.
+
+    Raises:
+        ValueError: when the share exceeds :data:`COST_SHARE_LIMIT`, naming the option that lowers it.
+    """
+    share = pilot_samples / full_samples
+    if share > COST_SHARE_LIMIT:
+        raise ValueError(
+            f"the m* pilot would cost {share:.1%} of the same grid at N (limit {COST_SHARE_LIMIT:.0%}); its cells' "
+            "cost does not shrink with n here: lower [data] batch_size or use the doubling pilot (without --mstar)"
+        )
+    return share
+
+
+def _count(value: float) -> str:
+    """A count of negatives in words: rounded to 3 significant figures, thousands separated."""
+    if not math.isfinite(value):
+        return "unbounded"
+    return f"{float(f'{value:.3g}'):,.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def _range(interval: Interval) -> str:
+    return f"[{_count(interval.low)}, {_count(interval.high)}]"
+
+
+def answer_lines(prediction: MstarPrediction, *, shared: bool, scope: str) -> list[str]:
+    """The prediction in the user's words, the recommendation first: the batch or pool size for shared
+    negatives, the count per anchor for per-anchor ones, what doubling the data does to it, and the pilot."""
+    unit = (
+        "a batch (or shared pool) of about {m} negatives for in-batch / shared negatives"
+        if shared
+        else "about {m} negatives per anchor (independent or hard negatives)"
+    )
+    lines = []
+    for n, interval in prediction.at.items():
+        where = (
+            "at your n" if n == prediction.n_full else f"at {n // prediction.n_full}x your data (n = {n:,})"
+        )
+        bound = {"right-censored": "at least ", "left-censored": "at most "}.get(interval.censoring, "")
+        beyond = " (more than n: negatives help up to every item)" if interval.value > n else ""
+        lines.append(
+            f"m* {where}{' = ' + format(n, ',') if n == prediction.n_full else ''}: "
+            f"{bound}{unit.format(m=_count(interval.value))} {_range(interval)}{beyond}"
+        )
+    growth = prediction.growth_per_doubling()
+    lines.append(
+        f"Each doubling of the data multiplies m* by {growth.value:.2f} [{growth.low:.2f}, {growth.high:.2f}] "
+        f"(slope of log m* on log n {prediction.slope.text()}); past m* only more data lowers the error."
+    )
+    pilots = ", ".join(f"n = {p.n:,}: {p.m_band.text()}" for p in prediction.pilots)
+    lines.append(
+        f"Measured m* at the pilot's n ({prediction.seeds} seeds; 95% delete-one-seed jackknife intervals): {pilots}."
+    )
+    for q in FIXED_QS:
+        fixed = ", ".join(f"{p.fixed[q].text()}" for p in prediction.pilots)
+        lines.append(f"  fixed q = {q:.0%} (descriptive): {fixed}")
+    lines.append(
+        f"m* is the first m whose error comes within q of its plateau, log-averaged over q in [{BAND.low:.1%}, "
+        f"{BAND.high:.0%}]. Scope: {scope}."
+    )
+    return lines
