@@ -46,6 +46,7 @@ __all__ = [
     "MstarPrediction",
     "PilotPassage",
     "SeedErrors",
+    "band_at",
     "m_grid",
     "mstar_ns",
     "mstar_points",
@@ -186,6 +187,13 @@ def _pilot_passages(
     return tuple(
         PilotPassage(n, interval(BAND, i), {q: interval(q, i) for q in FIXED_QS}) for i, n in enumerate(ns)
     )
+
+
+def band_at(errors: SeedErrors, n: int) -> Interval:
+    """m_band measured at one n (a truth point of the checks), with its jackknife interval over the seeds that
+    finished every m there."""
+    grids, matrices, seeds = _matrices(errors, (n,))
+    return _pilot_passages((n,), grids, matrices, jackknife_weights(seeds))[0].m_band
 
 
 def predict_mstar(

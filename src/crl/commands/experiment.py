@@ -79,6 +79,13 @@ def experiment(
             "shape) and OUT/mq.png, from the cells OUT/results.sqlite holds (docs/claims/C6_real.md)."
         ),
     ] = False,
+    advisor_check: Annotated[
+        bool,
+        typer.Option(
+            help="Compute nothing, load no data: write OUT/advisor_check.md, `crl advise --mstar`'s predictor "
+            "replayed on the cells OUT/results.sqlite holds (docs/advisor_mstar.md, check 1)."
+        ),
+    ] = False,
 ) -> None:
     """Run an experiment's cells that OUT/results.sqlite lacks (resuming a stopped run), then write its report."""
     status = experiment_command(
@@ -95,6 +102,7 @@ def experiment(
         threads=threads,
         report_only=report_only,
         mq_tables=mq_tables,
+        advisor_check=advisor_check,
     )
     raise typer.Exit(status)
 
@@ -126,6 +134,20 @@ def _write_mq_tables(database: Path, data: DataName, grid: Grid, out: Path) -> i
     return EXIT_OK
 
 
+def _write_advisor_check(database: Path, data: DataName, grid: Grid, out: Path) -> int:
+    """Write OUT/advisor_check.md from the store alone (``--advisor-check``)."""
+    # Deferred: the predictor and the store reader load scipy, torch and faiss, which `crl --help` does not need.
+    from crl.experiments.mstar.advisor_check import check_markdown, check_points
+    from crl.experiments.mstar.experiment import stored_records
+
+    records = stored_records(database, data, grid)
+    source = f"the {len(records)} cells of {database} (commit {_commit()})"
+    text = check_markdown(check_points(records, data, grid), source=source)
+    (out / "advisor_check.md").write_text(text, encoding="utf-8")
+    Console(soft_wrap=True).print(text, markup=False, highlight=False)
+    return EXIT_OK
+
+
 def _check_name(name: str) -> None:
     """Raise ``ValueError`` with the fix when ``name`` is not an experiment."""
     if name in REPLACED:
@@ -149,6 +171,7 @@ def experiment_command(
     threads: int = 1,
     report_only: bool = False,
     mq_tables: bool = False,
+    advisor_check: bool = False,
 ) -> int:
     """Run ``crl experiment``: compute the grid's missing locked features, then its missing cells (progress
     printed), and write OUT/report.md, OUT/curves.png and OUT/mstar.png, named by this invocation's run id and
@@ -168,11 +191,13 @@ def experiment_command(
 
         named, grid = grid_of(data, fidelity, seeds=seeds, n_max=n_max, backbone_path=backbone_path)
         database = out / "results.sqlite"
-        if (report_only or mq_tables) and not database.is_file():
-            flag = "--mq-tables" if mq_tables else "--report-only"
+        if (report_only or mq_tables or advisor_check) and not database.is_file():
+            flag = "--mq-tables" if mq_tables else "--advisor-check" if advisor_check else "--report-only"
             raise ValueError(f"{flag}: no results store at {database}; run without {flag} first")
         if mq_tables:
             return _write_mq_tables(database, named, grid, out)
+        if advisor_check:
+            return _write_advisor_check(database, named, grid, out)
 
         # Deferred: `crl --help` does not need the sweep engine and its executors (ray's among them).
         from crl.sweep.run import executor_named
