@@ -315,7 +315,7 @@ ENGINES: dict[str, EngineEntry] = {
 }
 """The claims whose parts the one power method reads from their cells (C6: :mod:`crl.claims.saturation_gate`)."""
 NO_POWER = {
-    "C8": "C8 is a reconstruction check, not a verdict: it has no P(FAIL) and no power calculation.",
+    "C8": "--claim C8 is a reconstruction check, not a verdict: it has no P(FAIL) and no power calculation.",
 }
 """Claims the power method does not apply to, with the reason it says."""
 
@@ -438,4 +438,6 @@ def _check_claim(claim: str) -> None:
     if claim in NO_POWER:
         raise ValueError(NO_POWER[claim])
     if claim not in power_claims():
-        raise ValueError(f"claim={claim!r} has no power calculation; use one of {', '.join(power_claims())}.")
+        raise ValueError(
+            f"claim={claim!r} (--claim) has no power calculation; use one of {', '.join(power_claims())}."
+        )

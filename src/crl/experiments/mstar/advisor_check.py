@@ -156,7 +156,9 @@ def _target_lines(points: Sequence[CheckPoint]) -> list[str]:
         median = statistics.median(abs(p.log_ratio) for p in chosen)
         flat = statistics.median(abs(math.log(p.no_growth.value / p.truth.value)) for p in chosen)
         covered = sum(p.covered for p in chosen)
-        width = statistics.median(p.predicted.high / p.predicted.low for p in chosen)
+        width = statistics.median(
+            p.predicted.high / p.predicted.low if p.predicted.low > 0 else math.inf for p in chosen
+        )
         informative = [p for p in chosen if abs(p.slope.value) > INFORMATIVE_SLOPE]
         control = (
             f"the control is within 2x at {sum(p.control_within for p in informative)} of the "
