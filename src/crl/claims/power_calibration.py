@@ -31,10 +31,12 @@ The margin delta is the rule's own tolerance at the measured worst point, ``k se
 of designs that FAIL when the worst point sits 2 delta beyond its bound.
 
 Seed sets: a single run splits into the halves of its cells numbered by ``index`` (C1's random scores per model;
-C2's random and discrete series), each half a set of independent cells. C1's part (b) and its control are one
-cell per arm per run, and C2's unnumbered series (rotation, rank swap, adversarial, trained, ERM, tau sweep) are
-one cell per point: a split by ``index`` leaves them out, so on one run's halves those parts have no figures (two
-runs at one fidelity, passed as two sources, give them theirs). Identity parts: none (the finite models' exact
+C2's random and discrete series), each half a set of independent cells; the cells without an index (one cell per
+point, each with its own seed) are dealt alternately to the halves, series by series in the order of their
+parameters (:attr:`crl.claims.power.EngineEntry.series`): C2's rotation, rank-swap, adversarial, trained, ERM and
+tau-sweep points split between the halves. C1's part (b) and its control are one cell per arm per run: both go to
+the first half, so they have figures on one seed set of a run (two runs at one fidelity, passed as two sources,
+give them two). Identity parts: none (the finite models' exact
 points are counted inside parts (a1), (a2) and C2's part beside the Monte-Carlo points, not as parts of their own).
 """
 
@@ -315,9 +317,15 @@ class C2Parts:
         return SeedSetSpecs(name, [part.spec(self.means, self.se)], [control.control(self.means, self.se)])
 
 
+def _series(record: CellRecord) -> str:
+    """The series a cell without an ``index`` belongs to (C1's family arm, C2's series)."""
+    params = record.cell.params
+    return str(params.get("series", params.get("arm", "")))
+
+
 ENGINES: dict[str, EngineEntry] = {
-    "C1": EngineEntry(C1Parts, "index", lambda fidelity: BATCHES),
-    "C2": EngineEntry(C2Parts, "index", lambda fidelity: BATCHES),
+    "C1": EngineEntry(C1Parts, "index", lambda fidelity: BATCHES, series=_series),
+    "C2": EngineEntry(C2Parts, "index", lambda fidelity: BATCHES, series=_series),
 }
 """C1's and C2's engines; their units are :data:`BATCHES` batches of every cell's draws at every fidelity (the
 fidelity sets the draws per cell and the number of cells)."""
