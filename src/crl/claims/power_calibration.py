@@ -212,6 +212,11 @@ class C1Parts:
 
     def sign_part(self, key: str, label: str) -> PartSpec:
         """Part (a1) (key "excess") or (a2) (key "gap"): no score's estimate below 0 beyond k se + 1e-12."""
+        count, means, se = self.sign_count(key, label)
+        return count.spec(means, se)
+
+    def sign_count(self, key: str, label: str) -> tuple[CountPart, Arrays, Arrays]:
+        """Part (a1) or (a2) as a count with its measured points (see :meth:`sign_part`)."""
         means = {key: np.array([r[key] for r in self.scores], dtype=np.float64)}
         se = {key: np.array([r[f"{key}_se"] for r in self.scores], dtype=np.float64)}
 
@@ -227,7 +232,7 @@ class C1Parts:
         def move(found: Arrays, point: int, shift: float) -> Arrays:
             return _moved(found, key, point, -shift)
 
-        return CountPart(label, self.level, rule, excess, move).spec(means, se)
+        return CountPart(label, self.level, rule, excess, move), means, se
 
     def _family(self, arm: str, label: str) -> tuple[CountPart, Arrays, Arrays]:
         summary = self.family[arm]
@@ -292,7 +297,8 @@ class C2Parts:
             "y": np.array([r["gap_se"] for r in rows], dtype=np.float64),
         }
 
-    def _count(self, name: str, rule: Callable[..., ViolationCount], linear: bool) -> CountPart:
+    def count(self, name: str, rule: Callable[..., ViolationCount], linear: bool) -> CountPart:
+        """The part (``rule`` :func:`crl.claims.c02_calibration.bound_count`) or the control (``linear_count``)."""
         tau = self.tau
 
         def judged(found: Arrays, spread: Arrays) -> ViolationCount:
@@ -312,8 +318,8 @@ class C2Parts:
 
     def specs(self, name: str) -> SeedSetSpecs:
         """The part and the control on this seed set."""
-        part = self._count("C2 E* - E <= sqrt((2/tau)(L - L*))", c2.bound_count, False)
-        control = self._count("C2 linear law (2/tau)(L - L*)", c2.linear_count, True)
+        part = self.count("C2 E* - E <= sqrt((2/tau)(L - L*))", c2.bound_count, False)
+        control = self.count("C2 linear law (2/tau)(L - L*)", c2.linear_count, True)
         return SeedSetSpecs(name, [part.spec(self.means, self.se)], [control.control(self.means, self.se)])
 
 
