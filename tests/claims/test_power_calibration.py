@@ -149,7 +149,7 @@ def test_the_power_follows_the_noise_of_the_points(claim: str) -> None:
     rng = np.random.default_rng(0)
     measured = power.part_power(spec, "all", power_calibration.BATCHES, 60, rng)
     assert measured.p_fail.value >= 0.9 and measured.p_decide.value == 1.0
-    assert measured.failing == pytest.approx(2.0 * spec.delta)
+    assert spec.delta is not None and measured.failing == pytest.approx(2.0 * spec.delta)
     points = power_calibration.carried_points(means, se, count.excess)
     wide = power_calibration.Points(means, {**se, quantity: 30.0 * se[quantity]}, points.carried)
     noisy = dataclasses.replace(spec, values=wide.values(), judge=count.judge(wide))
