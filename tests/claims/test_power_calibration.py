@@ -137,25 +137,37 @@ def _counts(
     return engine.count("C2", c2.bound_count, False), engine.means, engine.se, "y"
 
 
+def _scaled(
+    count: power_calibration.CountPart,
+    spec: power.PartSpec,
+    means: dict[str, np.ndarray],
+    se: dict[str, np.ndarray],
+) -> power.PartSpec:
+    """``spec`` on points of se ``se`` (its delta and worst point held)."""
+    points = power_calibration.carried_points(means, se, count.excess)
+    return dataclasses.replace(
+        spec, values=points.values(), judge=count.judge(points, count.worst(means, se))
+    )
+
+
 @pytest.mark.parametrize("claim", ["C1", "C2"])
 def test_the_power_follows_the_noise_of_the_points(claim: str) -> None:
-    """If this fails, a count's P(FAIL) does not depend on its points' Monte-Carlo noise: at the measured noise a
-    worst point 2 delta beyond its bound must FAIL in nearly every design, and with the judged quantity's se
-    inflated 30 times (C1's L(s) - L*, C2's E* - E; delta held) it must FAIL in few: the gate can fail. P(decide)
-    is 1 (a count has no INCONCLUSIVE). (C2's L - L* is left at its noise: a sqrt bound whose x is drawn below 0
-    is 0, so an inflated x makes violations, not fewer.)"""
+    """If this fails, a count's P(FAIL) does not depend on its points' Monte-Carlo noise: with every se a tenth of
+    the measured one a worst point 2 delta beyond its bound (delta the measured tolerance) must FAIL in nearly
+    every design, and with the judged quantity's se inflated 30 times (C1's L(s) - L*, C2's E* - E) in few: the
+    gate can fail. P(decide) is 1 (a count has no INCONCLUSIVE). (C2's L - L* is not inflated: a sqrt bound whose
+    x is drawn below 0 is 0, so an inflated x makes violations, not fewer.)"""
     count, means, se, quantity = _counts(claim)
     spec = count.spec(means, se)
     rng = np.random.default_rng(0)
-    measured = power.part_power(spec, "all", power_calibration.BATCHES, 60, rng)
-    assert measured.p_fail.value >= 0.9 and measured.p_decide.value == 1.0
-    assert spec.delta is not None and measured.failing == pytest.approx(2.0 * spec.delta)
-    points = power_calibration.carried_points(means, se, count.excess)
-    wide = power_calibration.Points(means, {**se, quantity: 30.0 * se[quantity]}, points.carried)
-    noisy = dataclasses.replace(spec, values=wide.values(), judge=count.judge(wide))
+    quiet = _scaled(count, spec, means, {q: 0.1 * v for q, v in se.items()})
+    little = power.part_power(quiet, "all", power_calibration.BATCHES, 60, rng)
+    assert little.p_fail.value >= 0.95 and little.p_decide.value == 1.0
+    assert spec.delta is not None and little.failing == pytest.approx(2.0 * spec.delta)
+    noisy = _scaled(count, spec, means, {**se, quantity: 30.0 * se[quantity]})
     inflated = power.part_power(noisy, "all", power_calibration.BATCHES, 60, rng)
     assert inflated.p_fail.value < 0.5
-    assert inflated.failing == pytest.approx(measured.failing)
+    assert inflated.failing == pytest.approx(little.failing)
 
 
 def test_one_table_splits_into_two_independent_halves() -> None:

@@ -21,14 +21,16 @@ estimate lies more than :data:`CARRY_Z` se inside their bound enter every design
 measured noise moves them across (at most ``BATCHES - 1`` points carry noise; the nearest ones). Exact points
 (se = 0: the finite models' enumerations) carry no noise; they are still counted and judged in every design.
 
-**Truth transform.** Each part's statistic is its worst point, the one nearest to being shown in violation
-(largest ``e - k se``, e its excess over the bound; among the Monte-Carlo points where there are any: an exact
-point FAILs any violation beyond 1e-12 with certainty, so it would make the figure say nothing about the estimated
-ones), with the rule's own interval ``e +- (k se + 1e-12)``: the part
-FAILs exactly when some point's interval lies above its bound. ``shift`` moves that point's true excess over its
-bound (one score violating, the least favourable alternative to "for every s"), every other point as measured.
-The margin delta is the rule's own tolerance at the measured worst point, ``k se + 1e-12``: P(FAIL) is the share
-of designs that FAIL when the worst point sits 2 delta beyond its bound.
+**Truth transform.** Each part's statistic is the measured set's worst point (the same point in every design),
+the one nearest to being shown in violation: the largest ``e - k se``, e its excess over the bound, among the
+Monte-Carlo points where there are any (an exact point FAILs any violation beyond 1e-12 with certainty, so it
+would make the figure say nothing about the estimated ones); its interval is the rule's own ``e +- (k se +
+1e-12)``, and the part FAILs exactly when some point's interval lies above its bound. ``shift`` moves that point's
+true excess over its bound (one score violating: the least favourable alternative to "for every s"), every other
+point at its measured value with its noise. delta is the rule's own tolerance at that point, ``k se + 1e-12``, so
+at the measured noise P(FAIL) at 2 delta is near Phi(k) by construction: the figure checks that the designs'
+noise (se re-estimated from the batches) does not hide such a violation, and delta itself (the table's "P(FAIL)
+at", halved) is the smallest violation the count resolves.
 
 Seed sets: a single run splits into the halves of its cells numbered by ``index`` (C1's random scores per model;
 C2's random and discrete series), each half a set of independent cells; the cells without an index (one cell per
@@ -140,21 +142,28 @@ class CountPart:
     excess: Excess
     move: Callable[[Arrays, int, float], Arrays]
 
-    def judge(self, points: Points) -> Judge:
-        """The part's judge on designs of ``points`` (module docstring: the worst point's truth moved)."""
+    def worst(self, means: Arrays, se: Arrays) -> int:
+        """The point nearest to being shown in violation: the largest ``e - k se`` (among the Monte-Carlo points
+        where there are any)."""
+        over, spread = self.excess(means, se)
+        k = bonferroni(int(np.sum(np.isfinite(over))), self.level)
+        nearness = over - k * spread
+        if np.any(spread > 0.0):
+            nearness = np.where(spread > 0.0, nearness, -np.inf)
+        return int(np.argmax(nearness))
+
+    def judge(self, points: Points, worst: int) -> Judge:
+        """The part's judge on designs of ``points``: the claim's count with the true excess of the point
+        ``worst`` (the measured set's worst, the same point in every design) moved by ``shift``; its statistic is
+        that point's excess with the rule's own interval."""
 
         def judge(design: FloatArray, shift: float) -> tuple[Verdict, Statistic | None]:
             means, se = points.read(design)
             over, spread = self.excess(means, se)
-            k = bonferroni(int(np.sum(np.isfinite(over))), self.level)
-            nearness = over - k * spread
-            if np.any(spread > 0.0):
-                nearness = np.where(spread > 0.0, nearness, -np.inf)
-            worst = int(np.argmax(nearness))
             count = self.rule(self.move(means, worst, shift), se)
             value, margin = float(over[worst] + shift), float(count.k * spread[worst] + ROUNDING)
             detail = (
-                f"worst point {worst}: excess over its bound +- (k se + 1e-12), k = {count.k:.3f}; "
+                f"point {worst}: excess over its bound +- (k se + 1e-12), k = {count.k:.3f}; "
                 f"{count.count_beyond_mc_error} of {count.n} points beyond k se"
             )
             statistic = Statistic(self.name, value, value - margin, value + margin, self.level, detail)
@@ -163,10 +172,10 @@ class CountPart:
         return judge
 
     def spec(self, means: Arrays, se: Arrays) -> PartSpec:
-        """The part's :class:`PartSpec`: bound 0 on the excess, delta the rule's tolerance at the worst point."""
+        """The part's :class:`PartSpec`: bound 0 on the worst point's excess, delta the rule's tolerance there."""
         points = carried_points(means, se, self.excess)
         values = points.values()
-        judge = self.judge(points)
+        judge = self.judge(points, self.worst(means, se))
         _, observed = judge(values, 0.0)
         assert observed is not None
         return PartSpec(self.name, 0.0, observed.ci_high - observed.value, True, values, judge)
