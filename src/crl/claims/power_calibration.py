@@ -28,9 +28,10 @@ would make the figure say nothing about the estimated ones); its interval is the
 1e-12)``, and the part FAILs exactly when some point's interval lies above its bound. ``shift`` moves that point's
 true excess over its bound (one score violating: the least favourable alternative to "for every s"), every other
 point at its measured value with its noise. delta is the rule's own tolerance at that point, ``k se + 1e-12``, so
-at the measured noise P(FAIL) at 2 delta is near Phi(k) by construction: the figure checks that the designs'
-noise (se re-estimated from the batches) does not hide such a violation, and delta itself (the table's "P(FAIL)
-at", halved) is the smallest violation the count resolves.
+where that tolerance does not itself move with the noise (C1's points) P(FAIL) at 2 delta is near Phi(k) by
+construction, and delta (the table's "P(FAIL) at", halved) is the smallest violation the count resolves. C2's
+tolerance does move: at a score at s* (``L - L*`` = 0 within its se) the bound sqrt(2x/tau) and its one-sided se
+change steeply with x's noise, and P(FAIL) there falls below the gate (docs/power_v4/c2_full.md).
 
 Seed sets: a single run splits into the halves of its cells numbered by ``index`` (C1's random scores per model;
 C2's random and discrete series), each half a set of independent cells; the cells without an index (one cell per
@@ -38,8 +39,8 @@ point, each with its own seed) are dealt alternately to the halves, series by se
 parameters (:attr:`crl.claims.power.EngineEntry.series`): C2's rotation, rank-swap, adversarial, trained, ERM and
 tau-sweep points split between the halves. C1's part (b) and its control are one cell per arm per run: both go to
 the first half, so they have figures on one seed set of a run (two runs at one fidelity, passed as two sources,
-give them two). Identity parts: none (the finite models' exact
-points are counted inside parts (a1), (a2) and C2's part beside the Monte-Carlo points, not as parts of their own).
+give them two). Identity parts: none (the finite models' exact points are counted inside parts (a1), (a2) and
+C2's part beside the Monte-Carlo points, not as parts of their own).
 """
 
 import math
