@@ -86,7 +86,7 @@ from crl.erm import fit_ball, ideal_parameters, sample_risk
 from crl.risk import (
     finite_law_of,
 )
-from crl.stats import SlopeFit, bound_violations, loglog_slope
+from crl.stats import SlopeFit, ViolationCount, bound_violations, loglog_slope
 from crl.sweep import Cell
 from crl.synthetic import DiscreteLatent, VMFUniform
 
@@ -249,6 +249,23 @@ def sqrt_bound(excess: np.ndarray, excess_se: np.ndarray, tau: np.ndarray) -> tu
     return low, high - low
 
 
+def bound_count(
+    x: np.ndarray, x_se: np.ndarray, y: np.ndarray, y_se: np.ndarray, tau: np.ndarray, level: float
+) -> ViolationCount:
+    """The part's rule: the points whose ``y = E* - E`` exceeds ``sqrt(2x/tau)`` by more than k se + 1e-12, se
+    combining y's se with the bound's (:func:`sqrt_bound`), k the Bonferroni multiple at ``level`` over the points."""
+    bound, bound_se = sqrt_bound(x, x_se, tau)
+    return bound_violations(y, bound, np.hypot(y_se, bound_se), atol=ROUNDING, alpha=1 - level, ci=level)
+
+
+def linear_count(
+    x: np.ndarray, x_se: np.ndarray, y: np.ndarray, y_se: np.ndarray, tau: np.ndarray, level: float
+) -> ViolationCount:
+    """The control's rule: the same count against the linear law ``(2/tau) x``."""
+    linear, linear_se = 2.0 * x / tau, 2.0 * x_se / tau
+    return bound_violations(y, linear, np.hypot(y_se, linear_se), atol=ROUNDING, alpha=1 - level, ci=level)
+
+
 class Calibration(Claim):
     """C2 (module docstring): every (L - L*, E* - E) point lies under sqrt(2x/tau); the linear law is refuted."""
 
@@ -288,13 +305,10 @@ class Calibration(Claim):
         x, x_se, y, y_se, tau = (
             np.array([r[k] for r in rows]) for k in ("excess", "excess_se", "gap", "gap_se", "tau")
         )
-        bound, bound_se = sqrt_bound(x, x_se, tau)
-        alpha = 1 - ctx.level
-        count = bound_violations(y, bound, np.hypot(y_se, bound_se), atol=ROUNDING, alpha=alpha, ci=ctx.level)
+        count = bound_count(x, x_se, y, y_se, tau, ctx.level)
+        control_count = linear_count(x, x_se, y, y_se, tau, ctx.level)
+        bound, _ = sqrt_bound(x, x_se, tau)
         linear = 2.0 * x / tau
-        control_count = bound_violations(
-            y, linear, np.hypot(y_se, 2.0 * x_se / tau), atol=ROUNDING, alpha=alpha, ci=ctx.level
-        )
         for row, b, lin in zip(rows, bound, linear, strict=True):
             row["sqrt_bound"], row["linear_law"] = float(b), float(lin)
             row["ratio_to_bound"] = float(row["gap"] / b) if b > 0 else None

@@ -7,8 +7,10 @@ naming the parts and their P(FAIL) with its Clopper-Pearson 95% interval, until 
 confirmed. The figures are those of the one power method (:mod:`crl.claims.power`, `crl power`) at each fidelity's
 design (and at earlier designs whose tables are committed), in docs/power_v4/ and docs/verdicts.md: C5 and C10 at
 full from their two seed sets (C5's runs at 2671 and 3931, C10's pilot at 1789), at standard from the standard
-pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid. A claim
-or fidelity absent here has no failed gate on record.
+pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid; C1 and
+C2 (violation counts; their units are 100 batches of each cell's draws, :mod:`crl.claims.power_calibration`) at
+full from the halves of their confirmation tables at 5923, at standard from the halves of the standard store
+(seed 0). A claim or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -31,6 +33,25 @@ class GateShortfall:
 
 
 GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
+    ("C1", Fidelity.FULL): {100: ()},
+    ("C1", Fidelity.STANDARD): {100: ()},
+    ("C2", Fidelity.FULL): {
+        100: (
+            GateShortfall(
+                "E* - E <= sqrt((2/tau)(L - L*)) at its worst point (a score at s*)",
+                "0.603 [0.553, 0.651] at 2 delta = 0.00412 (confirmation 5923, cells of seed half 1; 0.675 on "
+                "half 2)",
+            ),
+        ),
+    },
+    ("C2", Fidelity.STANDARD): {
+        100: (
+            GateShortfall(
+                "E* - E <= sqrt((2/tau)(L - L*)) at its worst point (a score at s*)",
+                "0.785 [0.741, 0.824] at 2 delta = 2.3e-06 (standard store, seed 0, half 2; 0.995 on half 1)",
+            ),
+        ),
+    },
     ("C5", Fidelity.FULL): {
         64: (
             GateShortfall(
@@ -95,6 +116,10 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
 """(claim, fidelity) -> seeds of a design -> the parts whose gate failed at that design (docs/verdicts.md); an
 empty tuple: every gate passed."""
 DESIGNS: dict[tuple[str, Fidelity], int] = {
+    ("C1", Fidelity.FULL): 100,
+    ("C1", Fidelity.STANDARD): 100,
+    ("C2", Fidelity.FULL): 100,
+    ("C2", Fidelity.STANDARD): 100,
     ("C5", Fidelity.FULL): 96,
     ("C5", Fidelity.STANDARD): 12,
     ("C6", Fidelity.FULL): 64,

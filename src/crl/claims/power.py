@@ -377,9 +377,13 @@ class EngineEntry:
             own seeds): a single source is split into the halves of each group's units.
         design: fidelity -> the units the claim's design runs at that fidelity (the S its power is computed at).
         group: a cell -> the numbering its unit belongs to (:func:`control_apart` by default).
+        series: for a claim some of whose cells carry no ``unit`` (one cell per point, each with its own seed: C1's
+            family, C2's fixed series), a cell -> its series: a single source deals each series' cells, in the
+            order of their parameters, alternately to the two halves; None leaves such cells out of the halves.
     """
 
     build: Callable[[list[CellRecord], Fidelity], Engine]
     unit: str
     design: Callable[[Fidelity], int]
     group: Callable[[CellRecord], str] = field(default=control_apart)
+    series: Callable[[CellRecord], str] | None = None

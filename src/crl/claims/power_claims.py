@@ -11,9 +11,12 @@ a design of synthetic seeds, the part's truth moved by its registered transform:
 - C10's tau difference: ``shift`` added to the gap at the smallest tau.
 
 Seed sets: two runs (two tables or run folders) are two sets; a single run is split into the halves of its
-replicates. C6's parts live in :mod:`crl.claims.saturation_gate` (its statistic moves by a constant).
+replicates (a claim's cells that carry no replicate number, one cell per point with its own seed, are dealt
+alternately to the halves series by series where its engine names their series). C6's parts live in
+:mod:`crl.claims.saturation_gate` (its statistic moves by a constant).
 """
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ import numpy as np
 
 from crl.claims import c05_trained_gap as c5
 from crl.claims import c10_generalisation as c10
-from crl.claims import saturation_gate
+from crl.claims import power_calibration, saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.power import (
@@ -312,6 +315,7 @@ class C10Parts:
 ENGINES: dict[str, EngineEntry] = {
     "C5": EngineEntry(C5Parts, "index", lambda fidelity: c5.SEEDS[fidelity]),
     "C10": EngineEntry(C10Parts, "replicate", lambda fidelity: c10.PLANS[fidelity].seeds),
+    **power_calibration.ENGINES,
 }
 """The claims whose parts the one power method reads from their cells (C6: :mod:`crl.claims.saturation_gate`)."""
 NO_POWER = {
@@ -364,6 +368,7 @@ def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellR
             f"{sources[0]} holds {min(counts.values())} seeds of an arm; halves need at least 6."
         )
     sets = []
+    dealt = _dealt(records, entry)
     for half in (0, 1):
         kept = []
         for record in numbered:
@@ -371,8 +376,25 @@ def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellR
             index = int(record.cell.params[field]) - half * size
             if 0 <= index < size:
                 kept.append(_renumbered(record, field, index))
-        sets.append((f"{sources[0]} seed half {half + 1}", kept))
+        sets.append((f"{sources[0]} seed half {half + 1}", kept + dealt[half]))
     return sets
+
+
+def _dealt(records: list[CellRecord], entry: EngineEntry) -> tuple[list[CellRecord], list[CellRecord]]:
+    """The cells without ``entry.unit``, each series' cells dealt alternately to the two halves in the order of
+    their parameters (:attr:`crl.claims.power.EngineEntry.series`; none when the entry has no series)."""
+    halves: tuple[list[CellRecord], list[CellRecord]] = ([], [])
+    if entry.series is None:
+        return halves
+    series = entry.series
+    others = [r for r in records if entry.unit not in r.cell.params]
+    others.sort(key=lambda r: (series(r), json.dumps(dict(r.cell.params), sort_keys=True)))
+    position: dict[str, int] = {}
+    for record in others:
+        name = series(record)
+        halves[position.get(name, 0) % 2].append(record)
+        position[name] = position.get(name, 0) + 1
+    return halves
 
 
 def _renumbered(record: CellRecord, field: str, index: int) -> CellRecord:
