@@ -24,7 +24,7 @@ import numpy as np
 
 from crl.claims import c05_trained_gap as c5
 from crl.claims import c10_generalisation as c10
-from crl.claims import saturation_gate
+from crl.claims import power_sampling, saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.power import (
@@ -312,6 +312,7 @@ class C10Parts:
 ENGINES: dict[str, EngineEntry] = {
     "C5": EngineEntry(C5Parts, "index", lambda fidelity: c5.SEEDS[fidelity]),
     "C10": EngineEntry(C10Parts, "replicate", lambda fidelity: c10.PLANS[fidelity].seeds),
+    **power_sampling.ENGINES,
 }
 """The claims whose parts the one power method reads from their cells (C6: :mod:`crl.claims.saturation_gate`)."""
 NO_POWER = {
