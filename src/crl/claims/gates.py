@@ -7,8 +7,10 @@ naming the parts and their P(FAIL) with its Clopper-Pearson 95% interval, until 
 confirmed. The figures are those of the one power method (:mod:`crl.claims.power`, `crl power`) at each fidelity's
 design (and at earlier designs whose tables are committed), in docs/power_v4/ and docs/verdicts.md: C5 and C10 at
 full from their two seed sets (C5's runs at 2671 and 3931, C10's pilot at 1789), at standard from the standard
-pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid. A claim
-or fidelity absent here has no failed gate on record.
+pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid; C3 and
+C4 at full from the halves of their confirmation at 5923 (results/c3, results/c4), at standard from the halves of
+the standard run at seed 0 (C3's units are batches of 500 draws, C4's blocks: :mod:`crl.claims.power_sampling`).
+A claim or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -74,6 +76,10 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
             ),
         ),
     },
+    ("C3", Fidelity.FULL): {160: ()},
+    ("C3", Fidelity.STANDARD): {80: ()},
+    ("C4", Fidelity.FULL): {100: ()},
+    ("C4", Fidelity.STANDARD): {60: ()},
     ("C10", Fidelity.FULL): {
         64: (
             GateShortfall(
@@ -99,6 +105,10 @@ DESIGNS: dict[tuple[str, Fidelity], int] = {
     ("C5", Fidelity.STANDARD): 12,
     ("C6", Fidelity.FULL): 64,
     ("C6", Fidelity.STANDARD): 32,
+    ("C3", Fidelity.FULL): 160,
+    ("C3", Fidelity.STANDARD): 80,
+    ("C4", Fidelity.FULL): 100,
+    ("C4", Fidelity.STANDARD): 60,
     ("C10", Fidelity.FULL): 160,
     ("C10", Fidelity.STANDARD): 24,
 }
