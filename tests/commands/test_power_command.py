@@ -55,8 +55,8 @@ def test_bad_arguments_are_one_line_naming_the_option(tmp_path: Path) -> None:
     """If this fails, an unknown claim, --choose-q off C6, a missing source or a table of another claim give a
     traceback instead of exit status 2 with the option named."""
     runner = CliRunner()
-    unknown = runner.invoke(app, ["power", str(tmp_path), "--claim", "C3"])
-    assert unknown.exit_code == 2 and "--claim" in unknown.output
+    unknown = runner.invoke(app, ["power", str(tmp_path), "--claim", "C11"])
+    assert unknown.exit_code == 2 and "claim='C11'" in unknown.output
     off_c6 = runner.invoke(app, ["power", str(tmp_path), "--claim", "C5", "--choose-q"])
     assert off_c6.exit_code == 2 and "--claim C6" in off_c6.output
     missing = runner.invoke(app, ["power", "--claim", "C5"])

@@ -11,7 +11,8 @@ a design of synthetic seeds, the part's truth moved by its registered transform:
 - C10's tau difference: ``shift`` added to the gap at the smallest tau.
 
 Seed sets: two runs (two tables or run folders) are two sets; a single run is split into the halves of its
-replicates. C6's parts live in :mod:`crl.claims.saturation_gate` (its statistic moves by a constant).
+replicates. C6's parts live in :mod:`crl.claims.saturation_gate` (its statistic moves by a constant), C3's and
+C4's in :mod:`crl.claims.power_sampling` (merged into :data:`ENGINES`).
 """
 
 import math
