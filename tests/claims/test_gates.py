@@ -79,4 +79,4 @@ def test_a_seed_count_without_a_computed_gate_is_labelled() -> None:
     PASS prints without a label, though nothing showed that it could FAIL."""
     (gap,) = shortfalls("C10", Fidelity.FULL, 96)
     assert gap.describe() == "every part: P(FAIL) not computed at 96 seeds (gates on record: [64, 160])"
-    assert shortfalls("C3", Fidelity.FULL, 96) == ()
+    assert shortfalls("C8", Fidelity.FULL, 96) == ()

@@ -26,6 +26,7 @@ through its plain per-draw value ``-tau log z``: the control variate ``tau (z - 
 """
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,7 +36,7 @@ from crl.claims._kernel_heavy_tail import score_scale
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, curve, loglog_figure, points
 from crl.claims.result import Claim, ClaimResult
-from crl.claims.verdict import Statistic, slack_label, verdict_rate
+from crl.claims.verdict import Statistic, Verdict, slack_label, verdict_rate
 from crl.risk import FeatureScore, inner_gap_draws
 from crl.stats import RateFit, bound_violations, mean_se, rate_fit
 from crl.sweep import Cell
@@ -156,15 +157,12 @@ class ScrlInnerError(Claim):
         ]
         records = ctx.run_cells(cells, inner_gap_cell)
         gaps = {arm: _pool(records, arm, grid) for arm in ("claim", "control")}
-        fits = {
-            arm: rate_fit(
-                list(grid), replicates=[gaps[arm][m] for m in grid], rng=ctx.rng("rate", arm), ci=ctx.level
-            )
+        judged = {
+            arm: judge_rate(grid, [gaps[arm][m] for m in grid], ctx.rng("rate", arm), ctx.level)
             for arm in ("claim", "control")
         }
-        (verdict, reason), (control_verdict, control_reason) = (
-            verdict_rate(fits[arm], TARGET_RATE, DELTA) for arm in ("claim", "control")
-        )
+        fits = {arm: fit for arm, (fit, _, _) in judged.items()}
+        (_, verdict, reason), (_, control_verdict, control_reason) = judged["claim"], judged["control"]
         table = [_row(m, gaps["claim"][m], gaps["control"][m]) for m in grid]
         check = bound_violations(
             [r["gap"] for r in table],
@@ -193,6 +191,21 @@ class ScrlInnerError(Claim):
             control_reasons=[control_reason] if control_reason else [],
             slack=check.slack,
         )
+
+
+def judge_rate(
+    grid: Sequence[int], replicates: Sequence[np.ndarray], rng: np.random.Generator, level: float
+) -> tuple[RateFit, Verdict, str]:
+    """The rule (module docstring) on one arm: the rate of the mean gap in m by :func:`crl.stats.rate_fit`, its CI
+    by resampling the replicates within each m (the claim's per-draw gaps; the power engine's batch means), judged
+    by equivalence to TARGET_RATE +- DELTA.
+
+    Returns:
+        The fit, its verdict and the reason (``""`` unless INCONCLUSIVE).
+    """
+    fit = rate_fit(list(grid), replicates=list(replicates), rng=rng, ci=level)
+    verdict, reason = verdict_rate(fit, TARGET_RATE, DELTA)
+    return fit, verdict, reason
 
 
 def _draws(arm: str, fidelity: Fidelity) -> int:

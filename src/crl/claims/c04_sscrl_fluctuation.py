@@ -37,6 +37,7 @@ replicates, so a bootstrap over blocks also carries the variation of that sd fro
 """
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -248,13 +249,10 @@ class SscrlFluctuation(Claim):
         fits: dict[tuple[str, str], RateFit] = {}
         judged: dict[str, list[tuple[Verdict, str]]] = {"claim": [], "control": []}
         for arm in ("claim", "control"):
-            for series, (_, _, target) in SERIES.items():
+            for series in SERIES:
                 sds = [np.asarray(pooled[(arm, series, x)]) for x in grid_of(series)]
-                fit = rate_fit(
-                    list(grid_of(series)), replicates=sds, rng=ctx.rng("rate", arm, series), ci=ctx.level
-                )
+                fit, verdict, reason = judge_series(series, sds, ctx.rng("rate", arm, series), ctx.level)
                 fits[(arm, series)] = fit
-                verdict, reason = verdict_rate(fit, target, DELTA)
                 judged[arm].append((verdict, f"{LABELS[series]}: {reason}" if reason else ""))
         table = _table(pooled)
         return self.result(
@@ -296,6 +294,27 @@ class SscrlFluctuation(Claim):
                         }
                         cells.append(Cell(params, ctx.seed_for(params)))
         return cells
+
+
+def judge_series(
+    series: str, sds: Sequence[np.ndarray], rng: np.random.Generator, level: float
+) -> tuple[RateFit, Verdict, str]:
+    """One part's rule (module docstring) on one arm: the rate of the mean block sd over the series' grid by
+    :func:`crl.stats.rate_fit`, its CI by resampling blocks within each grid point, judged by equivalence to the
+    series' target +- DELTA.
+
+    Args:
+        series: a key of :data:`SERIES`.
+        sds: per grid point of the series, the block sds (the independent replicates).
+        rng: the bootstrap's generator.
+        level: the per-part confidence level.
+
+    Returns:
+        The fit, its verdict and the reason (``""`` unless INCONCLUSIVE).
+    """
+    fit = rate_fit(list(grid_of(series)), replicates=list(sds), rng=rng, ci=level)
+    verdict, reason = verdict_rate(fit, SERIES[series][2], DELTA)
+    return fit, verdict, reason
 
 
 def _statistic(arm: str, series: str, fits: dict[tuple[str, str], RateFit]) -> Statistic:

@@ -8,9 +8,10 @@ confirmed. The figures are those of the one power method (:mod:`crl.claims.power
 design (and at earlier designs whose tables are committed), in docs/power_v4/ and docs/verdicts.md: C5 and C10 at
 full from their two seed sets (C5's runs at 2671 and 3931, C10's pilot at 1789), at standard from the standard
 pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 read on each fidelity's grid; C1 and
-C2 (violation counts; their units are 100 batches of each cell's draws, :mod:`crl.claims.power_calibration`) at
-full from the halves of their confirmation tables at 5923, at standard from the halves of the standard store
-(seed 0). A claim or fidelity absent here has no failed gate on record.
+C2 (violation counts; their units are 100 batches of each cell's draws, :mod:`crl.claims.power_calibration`) and
+C3 and C4 (C3's units are batches of 500 draws, C4's blocks: :mod:`crl.claims.power_sampling`) at full from the
+halves of their confirmation tables at 5923 (results/c1 ... results/c4), at standard from the halves of the
+standard store (seed 0). A claim or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -95,6 +96,10 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
             ),
         ),
     },
+    ("C3", Fidelity.FULL): {160: ()},
+    ("C3", Fidelity.STANDARD): {80: ()},
+    ("C4", Fidelity.FULL): {100: ()},
+    ("C4", Fidelity.STANDARD): {60: ()},
     ("C10", Fidelity.FULL): {
         64: (
             GateShortfall(
@@ -124,6 +129,10 @@ DESIGNS: dict[tuple[str, Fidelity], int] = {
     ("C5", Fidelity.STANDARD): 12,
     ("C6", Fidelity.FULL): 64,
     ("C6", Fidelity.STANDARD): 32,
+    ("C3", Fidelity.FULL): 160,
+    ("C3", Fidelity.STANDARD): 80,
+    ("C4", Fidelity.FULL): 100,
+    ("C4", Fidelity.STANDARD): 60,
     ("C10", Fidelity.FULL): 160,
     ("C10", Fidelity.STANDARD): 24,
 }

@@ -13,7 +13,9 @@ a design of synthetic seeds, the part's truth moved by its registered transform:
 Seed sets: two runs (two tables or run folders) are two sets; a single run is split into the halves of its
 replicates (a claim's cells that carry no replicate number, one cell per point with its own seed, are dealt
 alternately to the halves series by series where its engine names their series). C6's parts live in
-:mod:`crl.claims.saturation_gate` (its statistic moves by a constant).
+:mod:`crl.claims.saturation_gate` (its statistic moves by a constant); the other claims' engines in
+:mod:`crl.claims.power_calibration` (C1, C2) and :mod:`crl.claims.power_sampling` (C3, C4), merged into
+:data:`ENGINES`.
 """
 
 import json
@@ -27,7 +29,7 @@ import numpy as np
 
 from crl.claims import c05_trained_gap as c5
 from crl.claims import c10_generalisation as c10
-from crl.claims import power_calibration, saturation_gate
+from crl.claims import power_calibration, power_sampling, saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.power import (
@@ -316,6 +318,7 @@ ENGINES: dict[str, EngineEntry] = {
     "C5": EngineEntry(C5Parts, "index", lambda fidelity: c5.SEEDS[fidelity]),
     "C10": EngineEntry(C10Parts, "replicate", lambda fidelity: c10.PLANS[fidelity].seeds),
     **power_calibration.ENGINES,
+    **power_sampling.ENGINES,
 }
 """The claims whose parts the one power method reads from their cells (C6: :mod:`crl.claims.saturation_gate`)."""
 NO_POWER = {
