@@ -55,7 +55,7 @@ EPS_FLAT = 1e-4
 """eps_flat: 10 x the largest KL of the tolerance pilot (9.2e-6 at 1/tau = kappa), rounded up (docs/claims/C9.md)."""
 CLAIM_DIM, CONTROL_DIM = DIM + 1, DIM
 """Output dimension D of the claim's phi (d + 1: holds M) and of the control's (d: cannot, for 1/tau > kappa)."""
-_REPLICATES = {Fidelity.QUICK: 5, Fidelity.STANDARD: 12, Fidelity.FULL: 30}
+REPLICATES = {Fidelity.QUICK: 5, Fidelity.STANDARD: 12, Fidelity.FULL: 30}
 """Seeds per (arm, 1/tau)."""
 
 
@@ -131,7 +131,7 @@ def _cells(ctx: ClaimContext, arm: str, out_dim: int, inv_taus: Sequence[float])
     return [
         Cell(params, ctx.seed_for(params))
         for inv_tau in inv_taus
-        for replicate in range(_REPLICATES[ctx.fidelity])
+        for replicate in range(REPLICATES[ctx.fidelity])
         for params in [
             {"arm": arm, "out_dim": out_dim, "inv_tau": inv_tau, "kappa": KAPPA, "replicate": replicate}
         ]

@@ -29,7 +29,7 @@ import numpy as np
 
 from crl.claims import c05_trained_gap as c5
 from crl.claims import c10_generalisation as c10
-from crl.claims import power_calibration, power_sampling, saturation_gate
+from crl.claims import power_calibration, power_kernels, power_sampling, saturation_gate
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
 from crl.claims.power import (
@@ -319,6 +319,7 @@ ENGINES: dict[str, EngineEntry] = {
     "C10": EngineEntry(C10Parts, "replicate", lambda fidelity: c10.PLANS[fidelity].seeds),
     **power_calibration.ENGINES,
     **power_sampling.ENGINES,
+    **power_kernels.ENGINES,
 }
 """The claims whose parts the one power method reads from their cells (C6: :mod:`crl.claims.saturation_gate`)."""
 NO_POWER = {
