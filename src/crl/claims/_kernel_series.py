@@ -23,7 +23,7 @@ from crl.claims._sphere_kernel import DIM, DrawSummary, GapCell
 from crl.claims.context import ClaimContext, Fidelity
 from crl.claims.figure_spec import FigureSpec, Points, curve, loglog_figure, points
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts, verdict_no_violations, verdict_rate
-from crl.stats import RateFit, bound_violations, rate_fit
+from crl.stats import RateFit, ViolationCount, bound_violations, rate_fit
 from crl.sweep import Cell
 
 KAPPA = 2.0
@@ -243,6 +243,40 @@ def control_cells(ctx: ClaimContext, n_draws: int, extra: Mapping[str, float]) -
     ]
 
 
+def control_rule(
+    measured: Mapping[KernelForm, Sequence[DrawSummary]],
+    bounds: Bounds,
+    *,
+    level: float,
+    rng: Callable[[KernelForm], np.random.Generator],
+) -> tuple[dict[KernelForm, SeriesFit], ViolationCount, Verdict, tuple[str, ...]]:
+    """The claim's rule on the control's measured summaries: each form's rate fit (its bootstrap drawn from
+    ``rng(form)``) and the bound count at ``level``; the fits, the count, the combined verdict and its reasons."""
+    fits = {
+        form: fit_series(
+            f"control, {FORM_NAMES[form]}",
+            CONTROL_KS,
+            [s.mean for s in measured[form]],
+            [s.se for s in measured[form]],
+            rng(form),
+            level=level,
+        )
+        for form in FORM_ORDER
+    }
+    values, limits, ses = [], [], []
+    for form in FORM_ORDER:
+        for k, summary in zip(CONTROL_KS, measured[form], strict=True):
+            lower, upper = bounds(k, form)
+            values += [summary.mean, -summary.mean]
+            limits += [upper, -lower]
+            ses += [summary.se, summary.se]
+    violations = bound_violations(values, limits, ses, alpha=1.0 - level, ci=level)
+    verdict, reasons = judge(
+        [*(rate_verdict(f) for f in fits.values()), (verdict_no_violations(violations), "")]
+    )
+    return fits, violations, verdict, reasons
+
+
 def judge_control(
     ctx: ClaimContext,
     *,
@@ -261,27 +295,8 @@ def judge_control(
         bounds: the claim's bounds at the control's tau.
         bound_name: e.g. ``"Prop. 1"``.
     """
-    fits = {
-        form: fit_series(
-            f"control, {FORM_NAMES[form]}",
-            CONTROL_KS,
-            [s.mean for s in measured[form]],
-            [s.se for s in measured[form]],
-            ctx.rng("control-rate", form),
-            level=ctx.level,
-        )
-        for form in FORM_ORDER
-    }
-    values, limits, ses = [], [], []
-    for form in FORM_ORDER:
-        for k, summary in zip(CONTROL_KS, measured[form], strict=True):
-            lower, upper = bounds(k, form)
-            values += [summary.mean, -summary.mean]
-            limits += [upper, -lower]
-            ses += [summary.se, summary.se]
-    violations = bound_violations(values, limits, ses, alpha=1.0 - ctx.level, ci=ctx.level)
-    verdict, reasons = judge(
-        [*(rate_verdict(f) for f in fits.values()), (verdict_no_violations(violations), "")]
+    fits, violations, verdict, reasons = control_rule(
+        measured, bounds, level=ctx.level, rng=lambda form: ctx.rng("control-rate", form)
     )
     statistics = (
         *(rate_statistic("control: rate of |gap| vs k", f) for f in fits.values()),

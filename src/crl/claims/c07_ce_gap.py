@@ -61,7 +61,7 @@ from crl.claims.base import (
 )
 from crl.claims.context import Fidelity
 from crl.claims.verdict import slack_label
-from crl.risk import cross_entropy_gap_bounds, integrated_cross_entropy_gap
+from crl.risk import GapDraws, cross_entropy_gap_bounds, integrated_cross_entropy_gap
 from crl.risk.kernel import GapCoefficients
 from crl.stats import ViolationCount, bound_violations
 from crl.sweep import Cell
@@ -70,6 +70,12 @@ from crl.synthetic.vmf import VMFUniform
 
 def measure_cross_entropy_gap(cell: Cell) -> dict[str, float]:
     """One C7 cell: both forms' gap estimates (and the plain differences) from the same draws."""
+    gaps = {form: FormGap.of(draws) for form, draws in cross_entropy_gap_draws(cell).items()}
+    return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
+
+
+def cross_entropy_gap_draws(cell: Cell) -> dict[KernelForm, GapDraws]:
+    """One C7 cell's per-draw values of both forms (what :func:`measure_cross_entropy_gap` summarises)."""
     p = cell.params
     model = VMFUniform(int(p["dim"]), float(p["kappa"]))
     embed = sphere_embedding(str(p["phi"]), int(p["phi_seed"]))
@@ -80,15 +86,12 @@ def measure_cross_entropy_gap(cell: Cell) -> dict[str, float]:
             model, embed, tau=tau, n_draws=int(p["n_draws"]), n_negatives=int(p["k"]), generator=generator
         )
     )
-    gaps = {
-        form: FormGap.of(
-            integrated_cross_entropy_gap(
-                draws.positive_scores, draws.negative_scores, draws.log_partition, tau=tau, form=form
-            )
+    return {
+        form: integrated_cross_entropy_gap(
+            draws.positive_scores, draws.negative_scores, draws.log_partition, tau=tau, form=form
         )
         for form in FORM_ORDER
     }
-    return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
 
 
 CONTROL_DRAWS = {Fidelity.QUICK: 20000, Fidelity.STANDARD: 80000, Fidelity.FULL: 160000}
@@ -97,6 +100,12 @@ CONTROL_DRAWS = {Fidelity.QUICK: 20000, Fidelity.STANDARD: 80000, Fidelity.FULL:
 
 def measure_control_gap(cell: Cell) -> dict[str, float]:
     """One C7 control cell: both forms' gaps (plain and variance-reduced) on the heavy-tailed model."""
+    gaps = {form: FormGap.of(draws) for form, draws in control_gap_draws(cell).items()}
+    return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
+
+
+def control_gap_draws(cell: Cell) -> dict[KernelForm, GapDraws]:
+    """One C7 control cell's per-draw values of both forms (what :func:`measure_control_gap` summarises)."""
     p = cell.params
     draws = heavy.draw_heavy_tail(
         heavy.C7_POSITIVES,
@@ -106,19 +115,16 @@ def measure_control_gap(cell: Cell) -> dict[str, float]:
         alpha=float(p["alpha"]),
         tau=float(p["tau"]),
     )
-    gaps = {
-        form: FormGap.of(
-            integrated_cross_entropy_gap(
-                draws.positive_scores,
-                draws.negative_scores,
-                draws.log_partition,
-                tau=float(p["tau"]),
-                form=form,
-            )
+    return {
+        form: integrated_cross_entropy_gap(
+            draws.positive_scores,
+            draws.negative_scores,
+            draws.log_partition,
+            tau=float(p["tau"]),
+            form=form,
         )
         for form in FORM_ORDER
     }
-    return GapCell(dcl=gaps["dcl"], infonce=gaps["infonce"]).to_dict()
 
 
 def run_control(ctx: ClaimContext) -> ControlOutcome:
