@@ -11,7 +11,8 @@ pilots at 4127 and 4129 (results/c5, results/c10); C6 from its pilot at 6121 rea
 C2 (violation counts; their units are 100 batches of each cell's draws, :mod:`crl.claims.power_calibration`) and
 C3 and C4 (C3's units are batches of 500 draws, C4's blocks: :mod:`crl.claims.power_sampling`) at full from the
 halves of their confirmation tables at 5923 (results/c1 ... results/c4), at standard from the halves of the
-standard store (seed 0). A claim or fidelity absent here has no failed gate on record.
+standard store (seed 0); C7 (its units are batches of 100 draws inside each cell, :mod:`crl.claims.power_kernels`)
+and C9 (replicates) likewise. A claim or fidelity absent here has no failed gate on record.
 """
 
 from dataclasses import dataclass
@@ -100,6 +101,8 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
     ("C3", Fidelity.STANDARD): {80: ()},
     ("C4", Fidelity.FULL): {100: ()},
     ("C4", Fidelity.STANDARD): {60: ()},
+    ("C7", Fidelity.STANDARD): {80: ()},
+    ("C9", Fidelity.STANDARD): {12: ()},
     ("C10", Fidelity.FULL): {
         64: (
             GateShortfall(
@@ -133,6 +136,8 @@ DESIGNS: dict[tuple[str, Fidelity], int] = {
     ("C3", Fidelity.STANDARD): 80,
     ("C4", Fidelity.FULL): 100,
     ("C4", Fidelity.STANDARD): 60,
+    ("C7", Fidelity.STANDARD): 80,
+    ("C9", Fidelity.STANDARD): 12,
     ("C10", Fidelity.FULL): 160,
     ("C10", Fidelity.STANDARD): 24,
 }
