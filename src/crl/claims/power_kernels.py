@@ -71,12 +71,6 @@ from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.risk import cross_entropy_gap_bounds
 from crl.sweep import Cell, CellRecord
 
-C9_IDENTITY_NOTE = (
-    "C9: [B] eq. 8 (sup |log dQ/dpi| <= 2/tau for unit-norm phi) is an identity, a unit test and no part of the "
-    "rule: identity: no P(FAIL)."
-)
-"""The line C9's power table carries for its identity."""
-
 
 def _fit_rows(arm: str, out_dim: int, inv_tau: float, kls: Iterable[float]) -> list[FitRow]:
     """C9's rows of one (arm, D, 1/tau), one per replicate, holding only the KL the rule reads."""
@@ -173,11 +167,6 @@ C7_BATCH = 100
 """Draws per batch of a C7 claim cell (the unit of C7's power): 80 batches at quick and standard, 240 at full."""
 C7_CONTROL_BATCH = 1000
 """Draws per batch of a C7 control cell: 20, 80 and 160 batches at quick, standard and full."""
-C7_IDENTITY_NOTE = (
-    "C7: Prop. 1's bound count is a theorem that holds for every phi, k and tau (no true gap lies beyond it, no "
-    "failing truth to move to): identity: no P(FAIL); its slack is reported by the claim."
-)
-"""The line C7's power table carries for its identity."""
 _RATE_NAME = "rate of |∫CE dpi - R| vs k"
 """The claim's name of its rate statistics (c07's run)."""
 
