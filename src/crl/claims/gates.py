@@ -102,6 +102,7 @@ GATES: dict[tuple[str, Fidelity], dict[int, tuple[GateShortfall, ...]]] = {
     ("C4", Fidelity.FULL): {100: ()},
     ("C4", Fidelity.STANDARD): {60: ()},
     ("C7", Fidelity.STANDARD): {80: ()},
+    ("C9", Fidelity.FULL): {30: ()},
     ("C9", Fidelity.STANDARD): {12: ()},
     ("C10", Fidelity.FULL): {
         64: (
@@ -137,6 +138,7 @@ DESIGNS: dict[tuple[str, Fidelity], int] = {
     ("C4", Fidelity.FULL): 100,
     ("C4", Fidelity.STANDARD): 60,
     ("C7", Fidelity.STANDARD): 80,
+    ("C9", Fidelity.FULL): 30,
     ("C9", Fidelity.STANDARD): 12,
     ("C10", Fidelity.FULL): 160,
     ("C10", Fidelity.STANDARD): 24,
