@@ -86,7 +86,7 @@ def test_c7s_judges_reproduce_the_claims_rates_on_batch_means() -> None:
     result = replay.rejudge(C7_TABLE, "C7", Fidelity.STANDARD, 0)
     own = {s.name: s for s in result.statistics}
     specs = _c7_specs()
-    assert len(specs.parts) == 4
+    assert len(specs.parts) == 8  # four rates, each as its band's two edges
     for spec in specs.parts:
         verdict, statistic = spec.judge(spec.values, 0.0)
         assert statistic is not None and spec.values.shape == (80, len(c7.PLANS[Fidelity.STANDARD].ks))
@@ -110,7 +110,7 @@ def _inflated(spec: power.PartSpec, factor: float) -> power.PartSpec:
 
 @pytest.mark.parametrize(
     ("claim", "index", "factor"),
-    [("C9", 0, 3e3), ("C9", 3, 1e6), ("C7", 0, 30.0), ("C7", 1, 100.0)],
+    [("C9", 0, 3e3), ("C9", 3, 1e6), ("C7", 0, 30.0), ("C7", 1, 30.0), ("C7", 7, 100.0)],
 )
 def test_the_power_falls_when_the_noise_is_inflated(claim: str, index: int, factor: float) -> None:
     """If this fails, a C7 or C9 gate cannot fail: with the measured noise P(FAIL) at bound + 2 delta (or the
@@ -165,5 +165,5 @@ def test_c7s_batch_table_splits_into_two_independent_halves() -> None:
         (np.mean(means(one)) + np.mean(means(two))) / 2, float(np.mean(means(whole))), rel_tol=1e-12
     )
     found = power_claims.claim_power([C7_BATCHES], "C7", Fidelity.STANDARD, seeds=80, resamples=3)
-    assert all(p.measured_seeds == 40 for p in found.parts) and len(found.parts) == 8
+    assert all(p.measured_seeds == 40 for p in found.parts) and len(found.parts) == 16
     assert all(c.seeds == 80 for c in found.controls)

@@ -26,8 +26,9 @@
   standard error the batch means' (``sd / sqrt(S)``), so the rate and its CI agree with the claim's to within a
   few percent (tests/claims/test_power_kernels.py). Each (series, form) rate is a part; its truth moves by the
   factor ``(k / k_1)^shift`` at every k (exact for a power law); its designs are centred at the power law fitted to
-  the set's means (a fitted rate, as C10's k rate). The band has two edges: a set's part is judged at the edge
-  nearest its estimate (upper -0.9 when r >= -1, lower -1.1 otherwise), P(FAIL) at that edge + 2 x 0.1 beyond.
+  the set's means (a fitted rate, as C10's k rate). The band has two failing sides, so each rate gives two parts
+  (as C3's and C4's, :mod:`crl.claims.power_sampling`): its upper edge (bound -0.9, FAIL truth -0.7) and its
+  lower edge (bound -1.1, FAIL truth -1.3), each P(decide) at the set's CI end nearest that edge.
   Prop. 1's bound count (the fifth part) checks a theorem that holds for every phi, k and tau: no true gap lies
   beyond it, so there is no failing truth to move to (as C9's eq. 8): identity: no P(FAIL) (its slack is reported
   by the claim). The control (heavy-tailed scores) is the claim's rule on the plain per-draw differences
@@ -279,10 +280,10 @@ class C7Parts:
             [[self.cells[key][b][name] for key in keys for name in fields] for b in batches], dtype=np.float64
         )
 
-    def rate(self, kind: str, tau: float, form: KernelForm) -> PartSpec:
-        """One (series, form)'s rate of |gap| in k: the truth moves every k's batch means by (k / k_1)^shift, the
-        designs are centred at the power law fitted to the set's means, judged at the band's edge nearest the
-        set's estimate."""
+    def rate(self, kind: str, tau: float, form: KernelForm) -> list[PartSpec]:
+        """One (series, form)'s rate of |gap| in k as the two edges of its band [-1.1, -0.9] (as
+        :func:`crl.claims.power_sampling.band_edges`): the truth moves every k's batch means by (k / k_1)^shift,
+        the designs are centred at the power law fitted to the set's |means| (with their signs)."""
         from crl.claims.power_claims import power_law_curve
 
         label = series_label(form, kind, tau)
@@ -297,12 +298,13 @@ class C7Parts:
             )
             return rate_verdict(series)[0], rate_statistic(_RATE_NAME, series)
 
-        _, observed = judge(values, 0.0)
-        upper = observed is not None and observed.value >= TARGET_RATE
-        bound = TARGET_RATE + MARGIN if upper else TARGET_RATE - MARGIN
         means = values.mean(axis=0)
         model = np.sign(means) * power_law_curve(self.ks, np.abs(means)[None, :])
-        return PartSpec(f"C7 rate in k, {label}", bound, MARGIN, upper, values, judge, model)
+        name = f"C7 rate in k, {label}"
+        return [
+            PartSpec(f"{name}, upper edge", TARGET_RATE + MARGIN, MARGIN, True, values, judge, model),
+            PartSpec(f"{name}, lower edge", TARGET_RATE - MARGIN, MARGIN, False, values, judge, model),
+        ]
 
     def control(self) -> ControlSpec:
         """The control: the claim's rule on the plain per-draw differences at :data:`CONTROL_KS`, as measured."""
@@ -331,8 +333,9 @@ class C7Parts:
         return ControlSpec("C7 heavy-tailed scores (plain differences)", self.level, values, judge, seeds)
 
     def specs(self, name: str) -> SeedSetSpecs:
-        """The four rate parts and the control on this seed set (Prop. 1's bound count: identity, no P(FAIL))."""
-        parts = [self.rate(kind, tau, form) for kind, tau in SERIES for form in FORM_ORDER]
+        """The four rates' two edges each and the control on this seed set (Prop. 1's bound count: identity, no
+        P(FAIL))."""
+        parts = [edge for kind, tau in SERIES for form in FORM_ORDER for edge in self.rate(kind, tau, form)]
         return SeedSetSpecs(name, parts, [self.control()])
 
 
