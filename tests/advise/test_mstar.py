@@ -112,11 +112,15 @@ def test_the_line_equals_a_float64_least_squares_fit(values: list[float], log_x:
     )
 
 
-def test_the_cost_share_is_capped() -> None:
-    """If this fails, a pilot dearer than 10% of the grid at N runs without saying so."""
-    assert mstar.cost_share(8, 100) == 0.08
-    with pytest.raises(ValueError, match="limit 10%"):
-        mstar.cost_share(11, 100)
+def test_the_pilot_moves_down_a_doubling_until_it_costs_at_most_10_percent() -> None:
+    """If this fails, a pilot dearer than 10% of the grid at N runs, or a cheap enough one is refused."""
+    shares = {(1000, 2000, 4000): 0.153, (500, 1000, 2000): 0.04}
+    assert mstar.choose_pilot(16_000, shares.__getitem__) == ((500, 1000, 2000), 0.04)
+    assert mstar.choose_pilot(16_000, lambda ns: 0.08) == ((1000, 2000, 4000), 0.08)
+    with pytest.raises(ValueError, match="more than 10%"):
+        mstar.choose_pilot(16_000, lambda ns: 0.2)
+    with pytest.raises(ValueError, match="n_train"):
+        mstar.choose_pilot(400, lambda ns: 0.01)
 
 
 def test_the_answer_states_the_batch_for_shared_and_the_count_per_anchor_otherwise() -> None:

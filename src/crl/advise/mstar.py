@@ -1,8 +1,10 @@
 """m*(N) from a small pilot: how many negatives at the user's n, and how that moves with more data
 (docs/advisor_mstar.md; [A]'s m*(n)).
 
-The pilot: n in {N/16, N/8, N/4} (:func:`mstar_ns`), at each n the m grid of the powers of two below n and n
-itself (:func:`m_grid`), S seed runs per cell. With err(n, m) the seed-mean held-out error:
+The pilot: three consecutive doublings of n, {N/16, N/8, N/4}, or one or more doublings lower where that costs
+more than :data:`COST_SHARE_LIMIT` of the grid at N (:func:`mstar_ns`, :func:`choose_pilot`), at each n the m grid
+of the powers of two below n and n itself (:func:`m_grid`), S seed runs per cell. With err(n, m) the seed-mean
+held-out error:
 
 - m_q(n): the first m at which err(n, .) comes within q |P| of its plateau P (the mean at the two largest m),
   log-log interpolated (:func:`crl.stats.saturation.first_passage`);
@@ -15,7 +17,7 @@ itself (:func:`m_grid`), S seed runs per cell. With err(n, m) the seed-mean held
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,9 +49,10 @@ __all__ = [
     "PilotPassage",
     "SeedErrors",
     "band_at",
+    "choose_pilot",
     "m_grid",
     "mstar_ns",
-    "mstar_points",
+    "pilot_points",
     "predict_mstar",
 ]
 
@@ -71,18 +74,47 @@ SeedErrors = Mapping[tuple[int, int], Mapping[int, float]]
 """(n, m) -> seed -> held-out error of that seed's run."""
 
 
-def mstar_ns(n_full: int) -> tuple[int, ...]:
-    """The pilot's n: N/16, N/8, N/4 (integer division).
+def mstar_ns(n_full: int, lower: int = 0) -> tuple[int, ...]:
+    """The pilot's n: N/16, N/8, N/4 (integer division), each divided by 2^lower.
 
     Raises:
-        ValueError: naming ``[data] n_train`` when N/16 < :data:`SMALLEST_PILOT_N`.
+        ValueError: naming ``[data] n_train`` when the smallest pilot n < :data:`SMALLEST_PILOT_N`.
     """
-    if n_full // PILOT_DIVISORS[0] < SMALLEST_PILOT_N:
+    divisors = tuple(divisor * 2**lower for divisor in PILOT_DIVISORS)
+    if n_full // divisors[0] < SMALLEST_PILOT_N:
         raise ValueError(
-            f"n = {n_full}: the m* pilot trains at N/16, which needs N >= {16 * SMALLEST_PILOT_N}; set [data] "
-            "n_train higher (e.g. --set data.n_train=16000) or use the doubling pilot (without --mstar)"
+            f"n = {n_full}: the m* pilot trains at N/{divisors[0]}, which needs N >= {divisors[0] * SMALLEST_PILOT_N}; "
+            "set [data] n_train higher (e.g. --set data.n_train=16000) or use the doubling pilot (without --mstar)"
         )
-    return tuple(n_full // divisor for divisor in PILOT_DIVISORS)
+    return tuple(n_full // divisor for divisor in divisors)
+
+
+def choose_pilot(n_full: int, share_of: Callable[[tuple[int, ...]], float]) -> tuple[tuple[int, ...], float]:
+    """The first pilot n (:func:`mstar_ns` at lower = 0, 1, ...) whose cost share ``share_of(ns)`` is at most
+    :data:`COST_SHARE_LIMIT`, with that share.
+
+    Raises:
+        ValueError: when no pilot with its smallest n >= :data:`SMALLEST_PILOT_N` is cheap enough, naming the fix.
+    """
+    lower, shares = 0, []
+    while n_full // (PILOT_DIVISORS[0] * 2**lower) >= SMALLEST_PILOT_N:
+        ns = mstar_ns(n_full, lower)
+        share = share_of(ns)
+        if share <= COST_SHARE_LIMIT:
+            return ns, share
+        shares.append(f"{share:.1%} at n = {', '.join(map(str, ns))}")
+        lower += 1
+    if not shares:
+        mstar_ns(n_full)
+    raise ValueError(
+        f"every m* pilot would cost more than {COST_SHARE_LIMIT:.0%} of the same grid at N ({'; '.join(shares)}): "
+        "lower [data] batch_size or use the doubling pilot (without --mstar)"
+    )
+
+
+def pilot_points(ns: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Every pilot cell (n, m) of the pilot n ``ns``."""
+    return tuple((n, m) for n in ns for m in m_grid(n))
 
 
 def m_grid(n: int) -> tuple[int, ...]:
@@ -91,11 +123,6 @@ def m_grid(n: int) -> tuple[int, ...]:
         raise ValueError(f"n = {n}; an m grid needs n >= 2.")
     powers = [2**k for k in range(int(math.log2(n)) + 1) if 2**k < n]
     return (*powers, n)
-
-
-def mstar_points(n_full: int) -> tuple[tuple[int, int], ...]:
-    """Every pilot cell (n, m)."""
-    return tuple((n, m) for n in mstar_ns(n_full) for m in m_grid(n))
 
 
 @dataclass(frozen=True)
@@ -204,7 +231,7 @@ def predict_mstar(
     Args:
         errors: (n, m) -> seed -> error, for every pilot cell (seeds aligned across cells).
         n_full: the user's N.
-        ns: the pilot n (default :func:`mstar_ns` of N).
+        ns: the pilot n (default :func:`mstar_ns` of N, the pilot at no cost cap).
         reverse_growth: the registered negative control: each pilot n's curve is paired with the pilot n in
             reverse order, so the fitted slope is -b.
 
@@ -233,21 +260,6 @@ def predict_mstar(
         Interval(slope.point, slope.ci_low, slope.ci_high),
         at,
     )
-
-
-def cost_share(pilot_samples: int, full_samples: int) -> float:
-    """The pilot's processed samples over those of the same grid shape at N alone.
-
-    Raises:
-        ValueError: when the share exceeds :data:`COST_SHARE_LIMIT`, naming the option that lowers it.
-    """
-    share = pilot_samples / full_samples
-    if share > COST_SHARE_LIMIT:
-        raise ValueError(
-            f"the m* pilot would cost {share:.1%} of the same grid at N (limit {COST_SHARE_LIMIT:.0%}); its cells' "
-            "cost does not shrink with n here: lower [data] batch_size or use the doubling pilot (without --mstar)"
-        )
-    return share
 
 
 def _count(value: float) -> str:

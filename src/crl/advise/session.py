@@ -53,6 +53,7 @@ __all__ = [
     "AdviseOptions",
     "AdviseResult",
     "Plan",
+    "baseline_at",
     "baseline_of",
     "current_m",
     "errors_of",
@@ -126,15 +127,24 @@ def model_covered(config: TrainConfig) -> Scope:
 
 
 def baseline_of(config: TrainConfig, plan: Plan, sizes: EvalSizes) -> Baseline:
-    """The cells' baseline: on locked features the zero-shot identity map
-    (:func:`crl.advise.heldout.identity_baseline`), else the untrained model the pilot's runs start from (the base
-    cell (N/2, M/2) at the first seed, before its first step), scored by the plan's metric."""
-    identity = identity_baseline(config, plan.metric, sizes)
+    """The doubling pilot's baseline: :func:`baseline_at` its base cell (N/2, M/2) at the first seed."""
+    return baseline_at(
+        config, plan.metric, sizes, (plan.n_full // 2, plan.m_now // 2), plan.epochs, plan.seeds[0]
+    )
+
+
+def baseline_at(
+    config: TrainConfig, metric: Metric, sizes: EvalSizes, cell: Cell, epochs: int, seed: int
+) -> Baseline:
+    """A pilot's baseline: on locked features the zero-shot identity map
+    (:func:`crl.advise.heldout.identity_baseline`), else the untrained model the pilot's runs start from (the
+    ``cell`` (n, m) at ``seed``, before its first step), scored by ``metric``."""
+    identity = identity_baseline(config, metric, sizes)
     if identity is not None:
         return identity
-    n, m = plan.n_full // 2, plan.m_now // 2
-    start = start_model(config, n, m, plan.epochs, plan.seeds[0])
-    error = heldout_error(start, pilot_config(config, n, m, plan.epochs, plan.seeds[0]), plan.metric, sizes)
+    n, m = cell
+    start = start_model(config, n, m, epochs, seed)
+    error = heldout_error(start, pilot_config(config, n, m, epochs, seed), metric, sizes)
     return Baseline("the untrained model the pilot's runs start from", error)
 
 

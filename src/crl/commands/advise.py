@@ -9,8 +9,9 @@ cells, the two options' costs, and the files written (advice.json, advice.png).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,8 +22,12 @@ from crl._lock import FolderLock, claim_folder
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
+    from crl.advise.mstar_session import MstarPlan, MstarResult
     from crl.advise.session import AdviseOptions, AdviseResult, Plan
+    from crl.sweep import ProgressHook
     from crl.train.config import TrainConfig
+
+T = TypeVar("T")
 
 PROGRESS_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 """The live line of the cells in a terminal: done of total (stored cells count as done), elapsed time; elsewhere
@@ -61,6 +66,13 @@ def advise(
     check: Annotated[
         bool, typer.Option(help="Also run the cells (2n, m) and (n, 2m) and compare the answer with them.")
     ] = False,
+    mstar: Annotated[
+        bool,
+        typer.Option(
+            help="How many negatives at your n? Predict m*(n) at n, 2n and 4n from a pilot at n/16, n/8, n/4 "
+            "(every power-of-two m; at most 10% of the same grid at n; docs/advisor_mstar.md)."
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -92,7 +104,52 @@ def advise(
         check=check,
         sizes=EvalSizes(queries=eval_queries),
     )
+    if mstar:
+        raise typer.Exit(mstar_command(config, options, out=out, dry_run=dry_run, overrides=set_ or []))
     raise typer.Exit(advise_command(config, options, out=out, dry_run=dry_run, overrides=set_ or []))
+
+
+def mstar_command(
+    config_path: Path,
+    options: AdviseOptions,
+    *,
+    out: Path,
+    dry_run: bool = False,
+    overrides: list[str] | None = None,
+) -> int:
+    """Run ``crl advise --mstar``; 0 on success, 2 for bad input."""
+
+    def body() -> int:
+        # Deferred: it loads torch and faiss, which `crl --help` does not need.
+        from crl.advise.mstar_session import plan_mstar, run_mstar
+
+        # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
+        from crl.train.config import load_config
+
+        if options.workers < 1:
+            raise ValueError(f"--workers {options.workers} must be >= 1")
+        config = load_config(config_path, overrides or [])
+        console = Console(soft_wrap=True, highlight=False)
+        plan = plan_mstar(config, options)
+        _print_mstar_plan(console, config, plan, options.workers)
+        if dry_run:
+            return EXIT_OK
+        with FolderLock(out, command="crl advise"):
+            claim_folder(out, "crl advise")
+            result = _with_progress(
+                console, lambda hook: run_mstar(config, options, plan, out, progress=hook)
+            )
+        for line in result.lines:
+            console.print(line, markup=False)
+        console.print(
+            f"Baseline beside the pilot: {result.baseline.label}: {plan.metric} {result.baseline.error:.4f}; the "
+            f"pilot's plateau errors (its two largest m at each n): {_plateaus(result)}.",
+            markup=False,
+        )
+        console.print(f"written {result.json_path}", markup=False)
+        return EXIT_OK
+
+    return run_reporting_errors(body)
 
 
 def advise_command(
@@ -132,10 +189,15 @@ def advise_command(
 def _session(
     console: Console, config: TrainConfig, options: AdviseOptions, plan: Plan, out: Path
 ) -> AdviseResult:
-    """:func:`crl.advise.session.run_session` with its progress shown (a bar on a terminal, else lines)."""
+    """:func:`crl.advise.session.run_session` with its progress shown (:func:`_with_progress`)."""
     # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.advise.session import run_session
 
+    return _with_progress(console, lambda hook: run_session(config, options, plan, out, progress=hook))
+
+
+def _with_progress(console: Console, work: Callable[[ProgressHook], T]) -> T:
+    """``work(hook)`` with its cells' progress shown: a bar on a terminal, else one line per finished cell."""
     if console.is_terminal:
         with Progress(*PROGRESS_COLUMNS, console=console) as progress:
             task = progress.add_task("cells", total=None)
@@ -143,12 +205,44 @@ def _session(
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            return run_session(config, options, plan, out, progress=advance)
+            return work(advance)
 
     def line(done: int, total: int) -> None:
         console.print(f"cells: {done}/{total}", markup=False)
 
-    return run_session(config, options, plan, out, progress=line)
+    return work(line)
+
+
+def _print_mstar_plan(console: Console, config: TrainConfig, plan: MstarPlan, workers: int) -> None:
+    ns = sorted({n for n, _ in plan.points})
+    console.print(
+        f"your n = {plan.n_full:,}, {config.loss.regime} negatives ({config.loss.negatives}), metric {plan.metric}; "
+        f"m* pilot at n = {', '.join(f'{n:,}' for n in ns)}, every power-of-two m below n and m = n: "
+        f"{len(plan.points)} cells x {len(plan.seeds)} seeds, {plan.epochs} epochs of each n; "
+        f"{plan.pilot_samples:,} processed samples, {plan.share:.1%} of the same grid at n = {plan.n_full:,} alone "
+        f"({plan.full_samples:,}; the pilot may cost at most 10%)",
+        markup=False,
+    )
+    if plan.probe is not None:
+        probe = plan.probe
+        pilot_s = probe.wall_seconds(config, plan.points, len(plan.seeds), plan.epochs, workers)
+        console.print(
+            f"timing probe: {probe.feature_seconds:.1f} s to make the data ready; about {_minutes(pilot_s)} for the "
+            f"pilot's cells with {workers} worker(s) on this machine, "
+            f"{_minutes(probe.feature_seconds + pilot_s)} in all with the data",
+            markup=False,
+        )
+
+
+def _plateaus(result: MstarResult) -> str:
+    """Each pilot n's mean error at its two largest m, the plateau m* is measured against."""
+    errors = result.errors
+    parts = []
+    for n in sorted({n for n, _ in errors}):
+        top = sorted(m for n_cell, m in errors if n_cell == n)[-2:]
+        values = [value for m in top for value in errors[(n, m)].values()]
+        parts.append(f"n = {n:,}: {sum(values) / len(values):.4f}")
+    return ", ".join(parts)
 
 
 def _cells(points: tuple[tuple[int, int], ...]) -> str:
