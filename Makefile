@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "make venv: done ($(VENV))"
 
 # The real data sets ship as Debian packages (Fashion-MNIST images, WordNet glosses, two English Bibles and the
-# SWORD bindings that read them); install them where apt-get works (root), skip quietly elsewhere. Then export the
-# KJV <-> WEB verse table once through SWORD (system python3, crl.data.text.bible) into $CRL_CACHE_DIR or ~/.cache/crl.
-DEBIAN_DATA := dataset-fashion-mnist wordnet-base sword-text-kjv sword-text-web python3-sword
+# SWORD bindings that read them, the GCIDE dictionary); install them where apt-get works (root), skip quietly
+# elsewhere. Then export the KJV <-> WEB verse table once through SWORD (system python3, crl.data.text.bible) into
+# $CRL_CACHE_DIR or ~/.cache/crl.
+DEBIAN_DATA := dataset-fashion-mnist wordnet-base sword-text-kjv sword-text-web python3-sword dict-gcide
 data:
 	@missing=""; for p in $(DEBIAN_DATA); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \

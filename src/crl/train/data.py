@@ -53,6 +53,7 @@ from crl.train.config import (
     DataConfig,
     DigitsData,
     FashionMnistData,
+    GcideData,
     ImageData,
     LockedData,
     SyntheticData,
@@ -264,6 +265,7 @@ def text_pairs(config: TextData, split: TextSplit) -> list[TextPair]:
         wordnet_kind=getattr(config, "pairs", "gloss_lemmas"),
         cache_dir=getattr(config, "cache_dir", ""),
         path=getattr(config, "path", ""),
+        gcide_root=getattr(config, "root", ""),
     )
     return pairs[: config.n_train] if split == "train" and config.n_train > 0 else pairs
 
@@ -485,6 +487,7 @@ DATA_KINDS: dict[type, DataKind] = {
     ArraysData: DataKind(_arrays_source, _arrays_heldout, _labelled_arrays, no_labels=_arrays_have_no_labels),
     WordnetData: _TEXT,
     BibleData: _TEXT,
+    GcideData: _TEXT,
     TextPairsData: _TEXT,
     LockedData: DataKind(_locked_source, _locked_heldout, _locked_labels),
 }

@@ -195,6 +195,7 @@ def _split_pairs(
         wordnet_root=root or WORDNET_ROOT,
         wordnet_kind=wordnet_kind,
         cache_dir=root,
+        gcide_root=root,
     )
     return tuple(found)
 

@@ -200,6 +200,13 @@ class BibleData(_TextData):
     )
 
 
+class GcideData(_TextData):
+    """``[data] source = "gcide"``: GCIDE definition -> headword pairs (Debian dict-gcide), split by headword."""
+
+    source: Literal["gcide"] = Field(default="gcide", description="GCIDE definition -> headword pairs.")
+    root: str = Field(default="/usr/share/dictd", description="Folder with gcide.index and gcide.dict.dz.")
+
+
 class TextPairsData(_TextData):
     """``[data] source = "text_pairs"``: your own (query, positive, negatives) pairs from .jsonl or .tsv."""
 
@@ -207,10 +214,15 @@ class TextPairsData(_TextData):
     path: str = Field(default="pairs.jsonl", min_length=1, description="The .jsonl or .tsv file of pairs.")
 
 
-TextData = WordnetData | BibleData | TextPairsData
+TextData = WordnetData | BibleData | GcideData | TextPairsData
 """The text sources (tokenised mapping batches)."""
 
-_LOCKED_BACKBONES = {"wordnet": ("minilm",), "bible": ("minilm",), "fashion_mnist": ("pixels", "cnn")}
+_LOCKED_BACKBONES = {
+    "wordnet": ("minilm",),
+    "bible": ("minilm",),
+    "gcide": ("minilm",),
+    "fashion_mnist": ("pixels", "cnn"),
+}
 """The backbones each ``[data] dataset`` of the locked source takes."""
 
 _LOCKED_TEXT_FIELDS = ("max_seq_length", "val_fraction", "test_fraction", "split_seed")
@@ -226,10 +238,10 @@ class LockedData(_DataSection):
         description="Locked features: a frozen backbone's features of both sides of each pair, cached on disk; "
         "[model] is a head on them (encoder = 'mlp' with at most one hidden layer).",
     )
-    dataset: Literal["wordnet", "bible", "fashion_mnist"] = Field(
+    dataset: Literal["wordnet", "bible", "gcide", "fashion_mnist"] = Field(
         default="wordnet",
-        description="wordnet: definition -> lemma list; bible: KJV -> WEB verse; fashion_mnist: two fixed "
-        "augmented views of each image.",
+        description="wordnet: definition -> lemma list; bible: KJV -> WEB verse; gcide: definition -> headword; "
+        "fashion_mnist: two fixed augmented views of each image.",
     )
     backbone: Literal["minilm", "pixels", "cnn"] = Field(
         default="minilm",
@@ -331,6 +343,7 @@ DataConfig = Annotated[
     | ArraysData
     | WordnetData
     | BibleData
+    | GcideData
     | TextPairsData
     | LockedData,
     Field(discriminator="source"),
