@@ -98,6 +98,19 @@ class MLP(nn.Module):
         self.in_features = in_features
         init_parameters(self, generator)
 
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """Set a linear map onto its own width to the identity (W = I, b = 0): f(x) = x.
+
+        Raises:
+            ValueError: when the MLP has hidden layers or out_features != in_features.
+        """
+        last = self.net[-1]
+        if len(self.net) != 1 or not isinstance(last, nn.Linear) or last.in_features != last.out_features:
+            raise ValueError("only a linear map onto its own input width (hidden = []) can start as the identity")
+        last.weight.copy_(torch.eye(last.in_features))
+        last.bias.zero_()
+
     def representation(self, x: Tensor) -> Tensor:
         """h, the features before the last Linear (the flattened input when ``hidden`` is empty): (n, ...) ->
         (n, hidden[-1])."""

@@ -21,7 +21,16 @@ __all__ = ["MODEL_KINDS", "Backbone", "build_backbone", "build_model"]
 
 
 def _mlp(config: MlpModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:
-    return MLP(math.prod(input_shape), config.hidden, config.embedding_dim, generator=generator)
+    width = math.prod(input_shape)
+    mlp = MLP(width, config.hidden, config.embedding_dim, generator=generator)
+    if config.start == "identity":
+        if config.hidden or config.embedding_dim != width:
+            raise ValueError(
+                f"[model] start = 'identity' needs a linear map onto its own input width: set hidden = [] and "
+                f"embedding_dim = {width} (got hidden = {config.hidden}, embedding_dim = {config.embedding_dim})"
+            )
+        mlp.start_as_identity()
+    return mlp
 
 
 def _bag(config: BagModel, input_shape: tuple[int, ...], generator: torch.Generator) -> nn.Module:

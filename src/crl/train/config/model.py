@@ -33,6 +33,12 @@ class MlpModel(_ModelSection):
     hidden: list[int] = Field(
         default_factory=lambda: [256], description="Hidden layer widths (empty: a linear map)."
     )
+    start: Literal["random", "identity"] = Field(
+        default="random",
+        description="The head's initial weights: random, or identity (a linear map, hidden = [], with "
+        "embedding_dim = the input width: the head starts as its inputs themselves, e.g. the zero-shot map on "
+        "locked features).",
+    )
 
 
 class CnnModel(_ModelSection):
