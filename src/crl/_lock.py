@@ -57,9 +57,9 @@ _HOLDER_FILE = f"{LOCK_FILE}.holder"
 KIND_FILE = ".crl.kind"
 """The file naming the command whose results a folder holds."""
 SIGNS = {
-    "crl experiment mstar": ("mstar.png", "curves.png", "advisor_check.json"),
+    "crl experiment mstar": ("mstar.png", "curves.png", "advisor_check.md"),
     "crl verify": ("report.html", "figures", "tables"),
-    "crl advise": ("advice.json", "advise.sqlite"),
+    "crl advise": ("advice.json", "mstar.json", "advise.sqlite"),
 }
 """Files only one command writes: a folder without :data:`KIND_FILE` holding one of them is that command's."""
 

@@ -156,13 +156,13 @@ def test_bad_sources_are_named(tmp_path: Path) -> None:
     """If this fails, a folder without a store, a claim without a power calculation or a table of another
     claim gives a traceback, not the fix."""
     with pytest.raises(ValueError, match=r"results\.sqlite"):
-        power_claims.records_of(tmp_path, "C5")
+        replay.records_of(tmp_path, "C5")
     with pytest.raises(ValueError, match=r"claim='C11'"):
         power_claims.claim_power([tmp_path], "C11", Fidelity.QUICK, seeds=4)
     with pytest.raises(ValueError, match="reconstruction check, not a verdict"):
         power_claims.design_seeds("C8", Fidelity.FULL)
     with pytest.raises(ValueError, match="holds cells of C5"):
-        power_claims.records_of(RESULTS / "c5" / "full_3931.jsonl.gz", "C6")
+        replay.records_of(RESULTS / "c5" / "full_3931.jsonl.gz", "C6")
 
 
 def test_the_decide_truth_never_crosses_the_bound() -> None:

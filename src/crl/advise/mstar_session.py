@@ -24,9 +24,9 @@ from crl.advise.mstar import (
     pilot_points,
     predict_mstar,
 )
-from crl.advise.pilot import TimingProbe, cell_samples, full_n, pilot_cells, probe_timing, run_pilot
+from crl.advise.pilot import TimingProbe, cell_samples, full_n, pilot_cells, probe_timing, run_in_folder
 from crl.advise.session import AdviseOptions, baseline_at, model_covered
-from crl.sweep import CellRecord, ProgressHook, SweepStore
+from crl.sweep import CellRecord, ProgressHook
 from crl.train.config import TrainConfig
 from crl.train.negative_kinds import NEGATIVES_FACTS
 
@@ -108,11 +108,8 @@ def run_mstar(
 ) -> MstarResult:
     """Run the pilot's cells (resumable), predict m*(N), and write ``mstar.json``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     cells = pilot_cells(config, plan.points, plan.seeds, plan.epochs, plan.metric, options.sizes)
-    with SweepStore(out / "advise.sqlite") as store:
-        records = run_pilot(store, cells, workers=options.workers, progress=progress)
-    errors = seed_errors(records)
+    errors = seed_errors(run_in_folder(out, cells, workers=options.workers, progress=progress))
     prediction = predict_mstar(errors, plan.n_full, ns=plan.ns)
     shared = not NEGATIVES_FACTS[config.loss.negatives].per_anchor
     lines = answer_lines(prediction, shared=shared, scope=model_covered(config).covers)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from crl.advise.heldout import EvalSizes, Metric, heldout_error
@@ -43,6 +44,7 @@ __all__ = [
     "pilot_cells",
     "pilot_config",
     "probe_timing",
+    "run_in_folder",
     "run_pilot",
     "shape_of",
     "start_model",
@@ -165,6 +167,16 @@ def run_pilot(
         workers=workers,
         progress=progress,
     )
+
+
+def run_in_folder(
+    out_dir: str | Path, cells: Sequence[Cell], *, workers: int = 1, progress: ProgressHook | None = None
+) -> list[CellRecord]:
+    """:func:`run_pilot` on the store ``advise.sqlite`` of the output folder (created when missing)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with SweepStore(out / "advise.sqlite") as store:
+        return run_pilot(store, cells, workers=workers, progress=progress)
 
 
 @dataclass(frozen=True)

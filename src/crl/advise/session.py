@@ -41,11 +41,11 @@ from crl.advise.pilot import (
     pilot_cells,
     pilot_config,
     probe_timing,
-    run_pilot,
+    run_in_folder,
     shape_of,
     start_model,
 )
-from crl.sweep import CellRecord, ProgressHook, SweepStore
+from crl.sweep import CellRecord, ProgressHook
 from crl.train.config import LockedData, TrainConfig
 from crl.train.negative_kinds import NEGATIVES_FACTS
 
@@ -206,13 +206,10 @@ def run_session(
 ) -> AdviseResult:
     """Run the pilot (and check) cells, answer, and write ``advice.json`` and ``advice.png``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     cells = pilot_cells(
         config, (*plan.points, *plan.checks), plan.seeds, plan.epochs, plan.metric, options.sizes
     )
-    with SweepStore(out / "advise.sqlite") as store:
-        records = run_pilot(store, cells, workers=options.workers, progress=progress)
-    errors = errors_of(records)
+    errors = errors_of(run_in_folder(out, cells, workers=options.workers, progress=progress))
     estimate = local_estimate(errors, plan.n_full, plan.m_now)
     means = {cell: cell_mean(values) for cell, values in errors.items()}
     pilot_errors = [means[cell].mean for cell in plan.points]

@@ -101,6 +101,21 @@ def normal_designs(
     return middle[None, None, :] + z @ centred
 
 
+def power_law_curve(x: Sequence[int], values: FloatArray) -> FloatArray:
+    """The power law ``A x^r`` fitted to the seed means of ``values`` by least squares on log-log axes, at x: the
+    fitted model whose curve a rate's designs are centred at (:attr:`crl.claims.power.PartSpec.model`).
+
+    Raises:
+        ValueError: when a seed mean is not positive.
+    """
+    means = values.mean(axis=0)
+    if np.any(means <= 0.0):
+        raise ValueError("a seed mean is <= 0: a power law cannot be fitted to it.")
+    log_x = np.log(np.asarray(x, dtype=np.float64))
+    slope, intercept = np.polyfit(log_x, np.log(means), 1)
+    return np.asarray(np.exp(intercept + slope * log_x), dtype=np.float64)
+
+
 Judge = Callable[[FloatArray, float], tuple[Verdict, Statistic | None]]
 """(per-seed values (S, p), shift) -> the part's verdict and statistic, the statistic's truth moved by shift."""
 

@@ -42,28 +42,14 @@ from crl.claims.power import (
     SeedSetSpecs,
     design_power,
     markdown,
+    power_law_curve,
 )
-from crl.claims.replay import missing_fields_named, read_cells, stored_records
+from crl.claims.replay import missing_fields_named, records_of
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.sweep import CellRecord
 
 Key = tuple[str, str, int, int]
 """C5's (arm, regime, n, m)."""
-
-
-def power_law_curve(x: Sequence[int], values: FloatArray) -> FloatArray:
-    """The power law ``A x^r`` fitted to the seed means of ``values`` by least squares on log-log axes, at x: the
-    fitted model whose curve a rate's designs are centred at (:attr:`crl.claims.power.PartSpec.model`).
-
-    Raises:
-        ValueError: when a seed mean is not positive.
-    """
-    means = values.mean(axis=0)
-    if np.any(means <= 0.0):
-        raise ValueError("a seed mean is <= 0: a power law cannot be fitted to it.")
-    log_x = np.log(np.asarray(x, dtype=np.float64))
-    slope, intercept = np.polyfit(log_x, np.log(means), 1)
-    return np.asarray(np.exp(intercept + slope * log_x), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -331,18 +317,6 @@ NO_POWER = {
 def power_claims() -> tuple[str, ...]:
     """The claims ``crl power`` computes, in registry order."""
     return tuple(sorted([*ENGINES, "C6"], key=lambda claim: int(claim[1:])))
-
-
-def records_of(source: Path, claim: str) -> list[CellRecord]:
-    """A claim's cells from a run folder's store or from a table written by ``crl power --export-cells``
-    (:func:`crl.claims.replay.read_cells`: the table's other claims' cells are dropped as they are read).
-
-    Raises:
-        ValueError: when the table holds no cells of ``claim``, or is not a table (:func:`read_cells`).
-    """
-    if source.is_dir() or not source.exists():
-        return stored_records(source, claim)
-    return read_cells(source, claim)
 
 
 def seed_sets(sources: Sequence[Path], claim: str) -> list[tuple[str, list[CellRecord]]]:

@@ -35,8 +35,6 @@
   (:func:`crl.claims._kernel_series.control_rule`), as measured, at its own batch count.
 """
 
-import gzip
-import json
 import math
 import sys
 from collections.abc import Iterable, Sequence
@@ -67,7 +65,8 @@ from crl.claims._temperature_parts import KernelFit
 from crl.claims.budget import part_level
 from crl.claims.c09_temperature import FitRow
 from crl.claims.context import Fidelity
-from crl.claims.power import ControlSpec, EngineEntry, FloatArray, PartSpec, SeedSetSpecs
+from crl.claims.power import ControlSpec, EngineEntry, FloatArray, PartSpec, SeedSetSpecs, power_law_curve
+from crl.claims.replay import records_of, write_cells
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.risk import cross_entropy_gap_bounds
 from crl.sweep import Cell, CellRecord
@@ -228,21 +227,7 @@ def c7_batch_records(records: Sequence[CellRecord], *, tolerance: float = 1e-9) 
 def write_batch_table(records: Sequence[CellRecord], path: Path) -> int:
     """:func:`c7_batch_records` of ``records`` written as a cell table (the form of
     :func:`crl.claims.replay.export_cells`); returns how many batch records."""
-    batched = c7_batch_records(records)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as handle:
-        for record in batched:
-            row = {
-                "claim": record.claim,
-                "params": dict(record.cell.params),
-                "seed": record.cell.seed,
-                "result": record.result,
-                "run_id": record.run_id,
-                "created": record.created,
-                "wall_s": record.wall_s,
-            }
-            handle.write(json.dumps(row, sort_keys=True) + "\n")
-    return len(batched)
+    return write_cells(c7_batch_records(records), path)
 
 
 class C7Parts:
@@ -284,8 +269,6 @@ class C7Parts:
         """One (series, form)'s rate of |gap| in k as the two edges of its band [-1.1, -0.9] (as
         :func:`crl.claims.power_sampling.band_edges`): the truth moves every k's batch means by (k / k_1)^shift,
         the designs are centred at the power law fitted to the set's |means| (with their signs)."""
-        from crl.claims.power_claims import power_law_curve
-
         label = series_label(form, kind, tau)
         values = self._matrix([(kind, tau, k) for k in self.ks], [f"{form}_mean"])
         factors = np.array(self.ks, dtype=np.float64) / self.ks[0]
@@ -351,8 +334,6 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m crl.claims.power_kernels SOURCE TABLE  (C7's cells -> its batch table)")
         return 2
-    from crl.claims.power_claims import records_of
-
     count = write_batch_table(records_of(Path(argv[0]), "C7"), Path(argv[1]))
     print(f"{count} batch records of C7 written to {argv[1]}")
     return 0

@@ -37,7 +37,15 @@ from crl.claims import c03_scrl_inner as c3
 from crl.claims import c04_sscrl_fluctuation as c4
 from crl.claims.budget import part_level
 from crl.claims.context import Fidelity
-from crl.claims.power import ControlSpec, EngineEntry, FloatArray, Judge, PartSpec, SeedSetSpecs
+from crl.claims.power import (
+    ControlSpec,
+    EngineEntry,
+    FloatArray,
+    Judge,
+    PartSpec,
+    SeedSetSpecs,
+    power_law_curve,
+)
 from crl.claims.verdict import Statistic, Verdict, combine_verdicts
 from crl.stats import RateFit
 from crl.sweep import CellRecord, derive_seed
@@ -47,14 +55,6 @@ C3_BATCH = 500
 
 Rule = Callable[[list[FloatArray], np.random.Generator], tuple[RateFit, Verdict, str]]
 """(per grid point, the units' values; the bootstrap's generator) -> the claim's fit, verdict and reason."""
-
-
-def power_law_model(x: Sequence[int], values: FloatArray) -> FloatArray:
-    """The power law fitted to the set's means (:func:`crl.claims.power_claims.power_law_curve`)."""
-    # Imported here: power_claims imports this module for its ENGINES.
-    from crl.claims.power_claims import power_law_curve
-
-    return power_law_curve(x, values)
 
 
 def band_edges(
@@ -71,7 +71,7 @@ def band_edges(
         fit, verdict, _ = rule(list(moved.T), np.random.default_rng(seed))
         return verdict, Statistic.from_rate(name, fit)
 
-    model = power_law_model(x, values)
+    model = power_law_curve(x, values)
     return [
         PartSpec(f"{name}, upper edge", target + delta, delta, True, values, judge, model),
         PartSpec(f"{name}, lower edge", target - delta, delta, False, values, judge, model),

@@ -57,7 +57,12 @@ def export_cells(run_dir: Path, claim: str, path: Path) -> int:
     """
     if path.exists() and not path.is_file():
         raise ValueError(f"path={str(path)!r} {missing_file(path)}; pass the path of a new .jsonl.gz file.")
-    records = stored_records(run_dir, claim)
+    return write_cells(stored_records(run_dir, claim), path)
+
+
+def write_cells(records: Sequence[CellRecord], path: Path) -> int:
+    """``records`` written as a cell table at ``path`` (gzip JSON lines, one record a line, the form
+    :func:`read_cells` reads); returns how many."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         for record in records:
@@ -253,6 +258,18 @@ def table_seeds(records: Sequence[CellRecord], claim_id: str) -> int | None:
         if field in r.cell.params and r.cell.params.get("arm") not in ("control",)
     ]
     return 1 + max(numbers) if numbers else None
+
+
+def records_of(source: Path, claim: str) -> list[CellRecord]:
+    """A claim's cells from a run folder's store or from a table written by ``crl power --export-cells``
+    (:func:`crl.claims.replay.read_cells`: the table's other claims' cells are dropped as they are read).
+
+    Raises:
+        ValueError: when the table holds no cells of ``claim``, or is not a table (:func:`read_cells`).
+    """
+    if source.is_dir() or not source.exists():
+        return stored_records(source, claim)
+    return read_cells(source, claim)
 
 
 def rejudge(path: Path, claim_id: str, fidelity: Fidelity, seed: int) -> ClaimResult:

@@ -10,6 +10,7 @@ cells, the two options' costs, and the files written (advice.json, advice.png).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from crl.train.config import TrainConfig
 
 T = TypeVar("T")
+P = TypeVar("P")
+R = TypeVar("R")
 
 PROGRESS_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 """The live line of the cells in a terminal: done of total (stored cells count as done), elapsed time; elsewhere
@@ -104,52 +107,9 @@ def advise(
         check=check,
         sizes=EvalSizes(queries=eval_queries),
     )
-    if mstar:
-        raise typer.Exit(mstar_command(config, options, out=out, dry_run=dry_run, overrides=set_ or []))
-    raise typer.Exit(advise_command(config, options, out=out, dry_run=dry_run, overrides=set_ or []))
-
-
-def mstar_command(
-    config_path: Path,
-    options: AdviseOptions,
-    *,
-    out: Path,
-    dry_run: bool = False,
-    overrides: list[str] | None = None,
-) -> int:
-    """Run ``crl advise --mstar``; 0 on success, 2 for bad input."""
-
-    def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.advise.mstar_session import plan_mstar, run_mstar
-
-        # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
-        from crl.train.config import load_config
-
-        if options.workers < 1:
-            raise ValueError(f"--workers {options.workers} must be >= 1")
-        config = load_config(config_path, overrides or [])
-        console = Console(soft_wrap=True, highlight=False)
-        plan = plan_mstar(config, options)
-        _print_mstar_plan(console, config, plan, options.workers)
-        if dry_run:
-            return EXIT_OK
-        with FolderLock(out, command="crl advise"):
-            claim_folder(out, "crl advise")
-            result = _with_progress(
-                console, lambda hook: run_mstar(config, options, plan, out, progress=hook)
-            )
-        for line in result.lines:
-            console.print(line, markup=False)
-        console.print(
-            f"Baseline beside the pilot: {result.baseline.label}: {plan.metric} {result.baseline.error:.4f}; the "
-            f"pilot's plateau errors (its two largest m at each n): {_plateaus(result)}.",
-            markup=False,
-        )
-        console.print(f"written {result.json_path}", markup=False)
-        return EXIT_OK
-
-    return run_reporting_errors(body)
+    raise typer.Exit(
+        advise_command(config, options, out=out, dry_run=dry_run, overrides=set_ or [], mstar=mstar)
+    )
 
 
 def advise_command(
@@ -159,13 +119,84 @@ def advise_command(
     out: Path,
     dry_run: bool = False,
     overrides: list[str] | None = None,
+    mstar: bool = False,
 ) -> int:
-    """Run ``crl advise``; 0 on success (also when the answer is too close to call), 2 for bad input."""
+    """Run ``crl advise`` (``mstar``: ``crl advise --mstar``); 0 on success (also when the answer is too close to
+    call), 2 for bad input."""
+    if mstar:
+        return _advise_flow(
+            config_path,
+            options,
+            out,
+            dry_run,
+            overrides,
+            partial(_plan_mstar, options),
+            _print_mstar_plan,
+            partial(_run_mstar, options, out),
+            _print_mstar_result,
+        )
+    return _advise_flow(
+        config_path,
+        options,
+        out,
+        dry_run,
+        overrides,
+        partial(_plan_doubling, options),
+        _print_plan,
+        partial(_run_doubling, options, out),
+        _print_result,
+    )
+
+
+def _plan_doubling(options: AdviseOptions, config: TrainConfig) -> Plan:
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.session import plan_session
+
+    return plan_session(config, options)
+
+
+def _run_doubling(
+    options: AdviseOptions, out: Path, console: Console, config: TrainConfig, plan: Plan
+) -> AdviseResult:
+    """:func:`crl.advise.session.run_session` with its progress shown (:func:`_with_progress`)."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.session import run_session
+
+    return _with_progress(console, lambda hook: run_session(config, options, plan, out, progress=hook))
+
+
+def _plan_mstar(options: AdviseOptions, config: TrainConfig) -> MstarPlan:
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.mstar_session import plan_mstar
+
+    return plan_mstar(config, options)
+
+
+def _run_mstar(
+    options: AdviseOptions, out: Path, console: Console, config: TrainConfig, plan: MstarPlan
+) -> MstarResult:
+    """:func:`crl.advise.mstar_session.run_mstar` with its progress shown (:func:`_with_progress`)."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.mstar_session import run_mstar
+
+    return _with_progress(console, lambda hook: run_mstar(config, options, plan, out, progress=hook))
+
+
+def _advise_flow(
+    config_path: Path,
+    options: AdviseOptions,
+    out: Path,
+    dry_run: bool,
+    overrides: list[str] | None,
+    plan: Callable[[TrainConfig], P],
+    show_plan: Callable[[Console, TrainConfig, P, int], None],
+    session: Callable[[Console, TrainConfig, P], R],
+    show: Callable[[Console, R], None],
+) -> int:
+    """Load the config, plan and show the plan (``dry_run`` stops there), run the session holding OUT's lock, and
+    show its result; bad input is one line naming the fix (exit 2)."""
 
     def body() -> int:
-        # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.advise.session import plan_session
-
         # Deferred: the config schema builds its pydantic models on import, which `crl --help` does not need.
         from crl.train.config import load_config
 
@@ -173,27 +204,28 @@ def advise_command(
             raise ValueError(f"--workers {options.workers} must be >= 1")
         config = load_config(config_path, overrides or [])
         console = Console(soft_wrap=True, highlight=False)
-        plan = plan_session(config, options)
-        _print_plan(console, config, plan, options.workers)
+        planned = plan(config)
+        show_plan(console, config, planned, options.workers)
         if dry_run:
             return EXIT_OK
         with FolderLock(out, command="crl advise"):
             claim_folder(out, "crl advise")
-            result = _session(console, config, options, plan, out)
-        _print_result(console, result)
+            result = session(console, config, planned)
+        show(console, result)
         return EXIT_OK
 
     return run_reporting_errors(body)
 
 
-def _session(
-    console: Console, config: TrainConfig, options: AdviseOptions, plan: Plan, out: Path
-) -> AdviseResult:
-    """:func:`crl.advise.session.run_session` with its progress shown (:func:`_with_progress`)."""
-    # Deferred: it loads torch and faiss, which `crl --help` does not need.
-    from crl.advise.session import run_session
-
-    return _with_progress(console, lambda hook: run_session(config, options, plan, out, progress=hook))
+def _print_mstar_result(console: Console, result: MstarResult) -> None:
+    for line in result.lines:
+        console.print(line, markup=False)
+    console.print(
+        f"Baseline beside the pilot: {result.baseline.label}: {result.plan.metric} {result.baseline.error:.4f}; the "
+        f"pilot's plateau errors (its two largest m at each n): {_plateaus(result)}.",
+        markup=False,
+    )
+    console.print(f"written {result.json_path}", markup=False)
 
 
 def _with_progress(console: Console, work: Callable[[ProgressHook], T]) -> T:

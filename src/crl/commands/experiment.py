@@ -137,7 +137,9 @@ def _write_mq_tables(database: Path, data: DataName, grid: Grid, out: Path) -> i
 def _write_advisor_check(database: Path, data: DataName, grid: Grid, out: Path) -> int:
     """Write OUT/advisor_check.md from the store alone (``--advisor-check``)."""
     # Deferred: the predictor and the store reader load scipy, torch and faiss, which `crl --help` does not need.
-    from crl.experiments.mstar.advisor_check import check_markdown, check_points
+    from crl.advise.mstar_check import check_markdown, check_points
+
+    # Deferred: the store reader loads torch and faiss (through crl.train), which `crl --help` does not need.
     from crl.experiments.mstar.experiment import stored_records
 
     records = stored_records(database, data, grid)

@@ -107,7 +107,9 @@ class MLP(nn.Module):
         """
         last = self.net[-1]
         if len(self.net) != 1 or not isinstance(last, nn.Linear) or last.in_features != last.out_features:
-            raise ValueError("only a linear map onto its own input width (hidden = []) can start as the identity")
+            raise ValueError(
+                "only a linear map onto its own input width (hidden = []) can start as the identity"
+            )
         last.weight.copy_(torch.eye(last.in_features))
         last.bias.zero_()
 

@@ -1,4 +1,5 @@
-"""Check 1 of docs/advisor_mstar.md: ``crl advise --mstar``'s predictor replayed on a committed m*(n) grid.
+"""Check 1 of docs/advisor_mstar.md: ``crl advise --mstar``'s predictor replayed on a committed m*(n) grid of
+:mod:`crl.experiments.mstar` (``crl experiment mstar --advisor-check``).
 
 The surfaces were seen before (their m_q tables are committed), so this is exploratory, reported apart from the
 validation on unseen data. Per regime of the in-sample arm, with the advisor's error (1 - the stored score):
