@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,20 +53,6 @@ def collection(milvus_server: Any, items: tuple[np.ndarray, np.ndarray, list[Any
     created = MilvusIndex.create(uri(milvus_server, "failsafe_hostile"), D)
     created.add(*items)
     return created
-
-
-@pytest.fixture
-def reconnects(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """A list that grows by one each time a collection reopens its connection."""
-    opened: list[int] = []
-    reopen = MilvusIndex._reopen
-
-    def counted(self: MilvusIndex) -> None:
-        opened.append(1)
-        reopen(self)
-
-    monkeypatch.setattr(MilvusIndex, "_reopen", counted)
-    yield opened
 
 
 ANSWERED = [{word: 1} for word in KEYWORDS] + [

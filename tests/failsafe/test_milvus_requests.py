@@ -148,20 +148,6 @@ def collection(milvus_server: Any, items: tuple[np.ndarray, np.ndarray, list[Any
     return created
 
 
-@pytest.fixture
-def reconnects(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """A list that grows by one each time a collection reopens its connection."""
-    opened: list[int] = []
-    reopen = MilvusIndex._reopen
-
-    def counted(self: MilvusIndex) -> None:
-        opened.append(1)
-        reopen(self)
-
-    monkeypatch.setattr(MilvusIndex, "_reopen", counted)
-    yield opened
-
-
 AT_THE_LIMITS = {
     "32 values": {f"f{j}": 1 for j in range(MAX_CONDITIONS)},
     "32 ranges": {f"f{j}": {"range": [0, 2]} for j in range(MAX_CONDITIONS)},
