@@ -96,6 +96,7 @@ def choose_pilot(n_full: int, share_of: Callable[[tuple[int, ...]], float]) -> t
     Raises:
         ValueError: when no pilot with its smallest n >= :data:`SMALLEST_PILOT_N` is cheap enough, naming the fix.
     """
+    mstar_ns(n_full)
     lower, shares = 0, []
     while n_full // (PILOT_DIVISORS[0] * 2**lower) >= SMALLEST_PILOT_N:
         ns = mstar_ns(n_full, lower)
@@ -104,8 +105,6 @@ def choose_pilot(n_full: int, share_of: Callable[[tuple[int, ...]], float]) -> t
             return ns, share
         shares.append(f"{share:.1%} at n = {', '.join(map(str, ns))}")
         lower += 1
-    if not shares:
-        mstar_ns(n_full)
     raise ValueError(
         f"every m* pilot would cost more than {COST_SHARE_LIMIT:.0%} of the same grid at N ({'; '.join(shares)}): "
         "lower [data] batch_size or use the doubling pilot (without --mstar)"
