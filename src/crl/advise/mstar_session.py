@@ -26,11 +26,11 @@ from crl.advise.mstar import (
 )
 from crl.advise.pilot import TimingProbe, cell_samples, full_n, pilot_cells, probe_timing, run_in_folder
 from crl.advise.session import AdviseOptions, baseline_at, model_covered
-from crl.sweep import CellRecord, ProgressHook
+from crl.sweep import CellRecord, Executor, ProgressHook
 from crl.train.config import TrainConfig
 from crl.train.negative_kinds import NEGATIVES_FACTS
 
-__all__ = ["MstarPlan", "MstarResult", "plan_mstar", "run_mstar", "seed_errors"]
+__all__ = ["MstarPlan", "MstarResult", "finite_json", "plan_mstar", "run_mstar", "seed_errors"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def plan_mstar(config: TrainConfig, options: AdviseOptions, *, probe: bool = Tru
     return MstarPlan(n_full, ns, points, seeds, options.epochs, metric, samples(points), full, share, timing)
 
 
-def seed_errors(records: list[CellRecord]) -> SeedErrors:
+def seed_errors(records: list[CellRecord]) -> dict[tuple[int, int], dict[int, float]]:
     """(n, m) -> seed -> held-out error of the records."""
     found: dict[tuple[int, int], dict[int, float]] = {}
     for record in records:
@@ -104,12 +104,15 @@ def run_mstar(
     plan: MstarPlan,
     out_dir: str | Path,
     *,
+    executor: Executor | None = None,
     progress: ProgressHook | None = None,
 ) -> MstarResult:
-    """Run the pilot's cells (resumable), predict m*(N), and write ``mstar.json``."""
+    """Run the pilot's cells (resumable; ``executor``'s processes or Ray tasks, else ``options.workers``
+    processes), predict m*(N), and write ``mstar.json``."""
     out = Path(out_dir)
     cells = pilot_cells(config, plan.points, plan.seeds, plan.epochs, plan.metric, options.sizes)
-    errors = seed_errors(run_in_folder(out, cells, workers=options.workers, progress=progress))
+    records = run_in_folder(out, cells, workers=options.workers, executor=executor, progress=progress)
+    errors = seed_errors(records)
     prediction = predict_mstar(errors, plan.n_full, ns=plan.ns)
     shared = not NEGATIVES_FACTS[config.loss.negatives].per_anchor
     lines = answer_lines(prediction, shared=shared, scope=model_covered(config).covers)
@@ -138,16 +141,16 @@ def _document(
             "share": plan.share,
         },
         "baseline": asdict(baseline),
-        "prediction": _finite(asdict(prediction)),
+        "prediction": finite_json(asdict(prediction)),
     }
 
 
-def _finite(value: Any) -> Any:
+def finite_json(value: Any) -> Any:
     """``value`` with every infinite float (an end that censoring leaves open) as None, so the file is JSON."""
     if isinstance(value, dict):
-        return {str(key): _finite(item) for key, item in value.items()}
+        return {str(key): finite_json(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
+        return [finite_json(item) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

@@ -26,7 +26,7 @@ from typing import Any
 from crl.advise.heldout import EvalSizes, Metric, heldout_error
 from crl.advise.local import Cell as Point
 from crl.models import DualEncoder
-from crl.sweep import Cell, CellRecord, ProgressHook, SweepStore, new_run_id, run_cells
+from crl.sweep import Cell, CellRecord, Executor, ProgressHook, SweepStore, new_run_id, run_cells
 from crl.train.build import Streams
 from crl.train.config import TrainConfig, parse_config
 from crl.train.data import build_source
@@ -155,9 +155,11 @@ def run_pilot(
     *,
     workers: int = 1,
     run_id: str | None = None,
+    executor: Executor | None = None,
     progress: ProgressHook | None = None,
 ) -> list[CellRecord]:
-    """Run the cells the store lacks (resumable, ``workers`` processes) and return every cell's record."""
+    """Run the cells the store lacks (resumable; ``workers`` processes, or ``executor``'s, e.g. a Ray cluster's)
+    and return every cell's record."""
     return run_cells(
         store,
         PILOT_CLAIM,
@@ -165,18 +167,24 @@ def run_pilot(
         pilot_cell,
         run_id=run_id or new_run_id(),
         workers=workers,
+        executor=executor,
         progress=progress,
     )
 
 
 def run_in_folder(
-    out_dir: str | Path, cells: Sequence[Cell], *, workers: int = 1, progress: ProgressHook | None = None
+    out_dir: str | Path,
+    cells: Sequence[Cell],
+    *,
+    workers: int = 1,
+    executor: Executor | None = None,
+    progress: ProgressHook | None = None,
 ) -> list[CellRecord]:
     """:func:`run_pilot` on the store ``advise.sqlite`` of the output folder (created when missing)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with SweepStore(out / "advise.sqlite") as store:
-        return run_pilot(store, cells, workers=workers, progress=progress)
+        return run_pilot(store, cells, workers=workers, executor=executor, progress=progress)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,8 @@ class AdviseOptions:
     workers: int = 1
     check: bool = False
     sizes: EvalSizes = field(default_factory=EvalSizes)
+    executor: str = "process"
+    address: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ cells, the two options' costs, and the files written (advice.json, advice.png).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -24,8 +25,9 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
     from crl.advise.mstar_session import MstarPlan, MstarResult
+    from crl.advise.mstar_truth import TruthPlan, TruthResult
     from crl.advise.session import AdviseOptions, AdviseResult, Plan
-    from crl.sweep import ProgressHook
+    from crl.sweep import Executor, ProgressHook
     from crl.train.config import TrainConfig
 
 T = TypeVar("T")
@@ -76,6 +78,22 @@ def advise(
             "(every power-of-two m; at most 10% of the same grid at n; docs/advisor_mstar.md)."
         ),
     ] = False,
+    mstar_truth: Annotated[
+        str | None,
+        typer.Option(
+            help="Measure m* instead of predicting it: the full grid (every power-of-two m below n, and n) at "
+            "these comma-separated n, e.g. 8000,16000,32000 (the truth of docs/advisor_mstar.md's checks)."
+        ),
+    ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="Where --mstar / --mstar-truth cells run: process (--workers of this machine) or ray."
+        ),
+    ] = "process",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join with --executor ray (default: start one).")
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -106,9 +124,19 @@ def advise(
         workers=workers,
         check=check,
         sizes=EvalSizes(queries=eval_queries),
+        executor=executor,
+        address=address,
     )
     raise typer.Exit(
-        advise_command(config, options, out=out, dry_run=dry_run, overrides=set_ or [], mstar=mstar)
+        advise_command(
+            config,
+            options,
+            out=out,
+            dry_run=dry_run,
+            overrides=set_ or [],
+            mstar=mstar,
+            mstar_truth=mstar_truth,
+        )
     )
 
 
@@ -120,9 +148,22 @@ def advise_command(
     dry_run: bool = False,
     overrides: list[str] | None = None,
     mstar: bool = False,
+    mstar_truth: str | None = None,
 ) -> int:
-    """Run ``crl advise`` (``mstar``: ``crl advise --mstar``); 0 on success (also when the answer is too close to
-    call), 2 for bad input."""
+    """Run ``crl advise`` (``mstar``: ``crl advise --mstar``; ``mstar_truth``: the truth grid at those n); 0 on
+    success (also when the answer is too close to call), 2 for bad input."""
+    if mstar_truth is not None:
+        return _advise_flow(
+            config_path,
+            options,
+            out,
+            dry_run,
+            overrides,
+            partial(_plan_truth, options, mstar_truth),
+            _print_truth_plan,
+            partial(_run_truth, options, out),
+            _print_truth_result,
+        )
     if mstar:
         return _advise_flow(
             config_path,
@@ -179,7 +220,43 @@ def _run_mstar(
     # Deferred: it loads torch and faiss, which `crl --help` does not need.
     from crl.advise.mstar_session import run_mstar
 
-    return _with_progress(console, lambda hook: run_mstar(config, options, plan, out, progress=hook))
+    with _executor(options) as runner:
+        return _with_progress(
+            console, lambda hook: run_mstar(config, options, plan, out, executor=runner, progress=hook)
+        )
+
+
+def _plan_truth(options: AdviseOptions, ns: str, config: TrainConfig) -> TruthPlan:
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.mstar_truth import parse_truth_ns, plan_truth
+
+    return plan_truth(config, options, parse_truth_ns(ns))
+
+
+def _run_truth(
+    options: AdviseOptions, out: Path, console: Console, config: TrainConfig, plan: TruthPlan
+) -> TruthResult:
+    """:func:`crl.advise.mstar_truth.run_truth` with its progress shown (:func:`_with_progress`)."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.mstar_truth import run_truth
+
+    with _executor(options) as runner:
+        return _with_progress(
+            console, lambda hook: run_truth(config, options, plan, out, executor=runner, progress=hook)
+        )
+
+
+@contextmanager
+def _executor(options: AdviseOptions) -> Iterator[Executor]:
+    """The executor ``--executor`` / ``--workers`` / ``--address`` name, closed after the cells."""
+    # Deferred: `crl --help` does not need the executors (ray's among them).
+    from crl.sweep.run import executor_named
+
+    runner = executor_named(options.executor, workers=options.workers, address=options.address)
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 def _advise_flow(
@@ -264,6 +341,34 @@ def _print_mstar_plan(console: Console, config: TrainConfig, plan: MstarPlan, wo
             f"{_minutes(probe.feature_seconds + pilot_s)} in all with the data",
             markup=False,
         )
+
+
+def _print_truth_plan(console: Console, config: TrainConfig, plan: TruthPlan, workers: int) -> None:
+    console.print(
+        f"m* truth grid, {config.loss.regime} negatives ({config.loss.negatives}), metric {plan.metric}: at n = "
+        f"{', '.join(f'{n:,}' for n in plan.ns)}, every power-of-two m below n and m = n: {len(plan.points)} cells "
+        f"x {len(plan.seeds)} seeds (first {plan.seeds[0]}), {plan.epochs} epochs of each n; "
+        f"{plan.samples:,} processed samples",
+        markup=False,
+    )
+    if plan.probe is not None:
+        probe = plan.probe
+        cells_s = probe.wall_seconds(config, plan.points, len(plan.seeds), plan.epochs, workers)
+        console.print(
+            f"timing probe: {probe.feature_seconds:.1f} s to make the data ready; about {_minutes(cells_s)} for the "
+            f"cells with {workers} worker(s) on this machine ({cells_s * workers / 3600:.2f} CPU-h), "
+            f"{_minutes(probe.feature_seconds + cells_s)} in all with the data",
+            markup=False,
+        )
+
+
+def _print_truth_result(console: Console, result: TruthResult) -> None:
+    for n, interval in result.m_band.items():
+        console.print(
+            f"n = {n:,}: m* (band) {interval.text()}, plateau {result.plan.metric} {result.plateau[n]:.4f}",
+            markup=False,
+        )
+    console.print(f"written {result.json_path}", markup=False)
 
 
 def _plateaus(result: MstarResult) -> str:
