@@ -44,7 +44,7 @@ this (4^(2 |b|) > 2)."""
 class CheckPoint:
     """One predicted point: the prediction, the truth, the no-growth answer and the control's prediction."""
 
-    data: DataName
+    data: str
     regime: Regime
     n_full: int
     n: int

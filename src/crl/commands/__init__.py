@@ -9,7 +9,7 @@ import typer
 
 from crl import __version__
 from crl.commands._help import FlagsCommand, FlagsGroup
-from crl.commands.advise import advise
+from crl.commands.advise import advise, advise_check
 from crl.commands.config import config
 from crl.commands.embed import embed
 from crl.commands.evaluate import evaluate
@@ -45,6 +45,7 @@ app.command(cls=FlagsCommand)(config)
 app.command(cls=FlagsCommand)(embed)
 app.command(cls=FlagsCommand)(experiment)
 app.command(cls=FlagsCommand)(advise)
+app.command("advise-check", cls=FlagsCommand)(advise_check)
 app.add_typer(index_app)
 app.add_typer(milvus_app)
 app.command(cls=FlagsCommand)(search)

@@ -1,0 +1,301 @@
+"""Check 2 of docs/advisor_mstar.md: committed ``crl advise --mstar`` predictions scored against a truth grid
+(``crl advise --mstar-truth``) on data the predictor never saw (``crl advise-check``).
+
+Each prediction folder holds the pilot's sweep store and its ``mstar.json``; the prediction is derived again from the
+store (:func:`crl.advise.mstar.predict_mstar` at the pilot n the file names) and must equal the file, so the score
+reads the committed prediction and not a later one. Per regime, at every truth n the prediction covers:
+
+1. within a factor 2 at >= 80% of points, a censored prediction or truth a miss;
+2. median |log(predicted / truth)| below that of the no-growth answer (m_band at the largest pilot n);
+3. coverage of the 95% interval, judged only where its mean interval score on the log scale,
+   IS = (u - l) + (2 / alpha) (l - x)+ + (2 / alpha) (x - u)+ (x = log truth, [l, u] the log interval, alpha 0.05),
+   is below that of the no-growth answer given the same interval about its own value;
+
+and the control: the growth-reversed prediction (:func:`predict_mstar` with ``reverse_growth``) must miss (1) at
+every point whose pilot |b| > 0.25.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from crl._vocab import REGIME_LABELS, Regime
+from crl.advise.mstar import LEVEL, Interval, predict_mstar
+from crl.advise.mstar_check import INFORMATIVE_SLOPE, TARGET_SHARE, CheckPoint
+from crl.advise.mstar_session import seed_errors
+from crl.advise.pilot import PILOT_CLAIM
+from crl.sweep import SweepStore
+
+__all__ = [
+    "ALPHA",
+    "Prediction",
+    "ScoreReport",
+    "interval_score",
+    "load_prediction",
+    "load_truth",
+    "score_markdown",
+    "score_points",
+]
+
+ALPHA = 1.0 - LEVEL
+TOLERANCE = 1e-9
+"""Relative agreement required between a stored prediction and the one derived again from its store."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One committed prediction: its folder, regime, N, pilot n, slope, predictions and control, no-growth answer."""
+
+    folder: Path
+    regime: Regime
+    n_full: int
+    pilot_ns: tuple[int, ...]
+    slope: Interval
+    at: dict[int, Interval]
+    control: dict[int, Interval]
+    no_growth: Interval
+
+
+def _interval(document: dict[str, Any]) -> Interval:
+    """An :class:`Interval` from ``mstar.json`` (None: an end censoring leaves open)."""
+
+    def number(value: float | None, default: float) -> float:
+        return default if value is None else float(value)
+
+    return Interval(
+        number(document["value"], math.inf),
+        number(document["low"], 0.0),
+        number(document["high"], math.inf),
+        document["censoring"],
+    )
+
+
+def _same(stored: Interval, derived: Interval) -> bool:
+    """Equal censoring, and equal value and ends to :data:`TOLERANCE` (infinite ends equal)."""
+    pairs = ((stored.value, derived.value), (stored.low, derived.low), (stored.high, derived.high))
+    return stored.censoring == derived.censoring and all(
+        a == b or math.isclose(a, b, rel_tol=TOLERANCE) for a, b in pairs
+    )
+
+
+def _regime(value: str, path: Path) -> Regime:
+    if value not in REGIME_LABELS:
+        raise ValueError(f"{path}: regime {value!r} is not one of {', '.join(REGIME_LABELS)}")
+    return cast(Regime, value)
+
+
+def load_prediction(folder: str | Path) -> Prediction:
+    """The prediction of ``folder``'s ``mstar.json``, checked against the one derived again from its store.
+
+    Raises:
+        ValueError: naming the folder when a file is missing or the stored prediction differs from the store's.
+    """
+    path = Path(folder)
+    document_path, store_path = path / "mstar.json", path / "advise.sqlite"
+    if not document_path.is_file() or not store_path.is_file():
+        raise ValueError(
+            f"{path}: a prediction folder holds mstar.json and advise.sqlite (crl advise --mstar --out)"
+        )
+    document = json.loads(document_path.read_text(encoding="utf-8"))
+    stored = document["prediction"]
+    pilot_ns = tuple(int(p["n"]) for p in stored["pilots"])
+    with SweepStore(store_path) as store:
+        errors = seed_errors(store.records(PILOT_CLAIM))
+    n_full = int(document["n"])
+    derived = predict_mstar(errors, n_full, ns=pilot_ns)
+    at = {int(n): _interval(value) for n, value in stored["at"].items()}
+    for n, interval in at.items():
+        if not _same(interval, derived.at[n]):
+            raise ValueError(
+                f"{document_path}: the stored prediction at n = {n} ({interval.text()}) differs from the one its "
+                f"store gives ({derived.at[n].text()}); score the committed folder as it is"
+            )
+    control = predict_mstar(errors, n_full, ns=pilot_ns, reverse_growth=True).at
+    return Prediction(
+        path,
+        _regime(document["regime"], document_path),
+        n_full,
+        pilot_ns,
+        derived.slope,
+        at,
+        control,
+        derived.pilots[-1].m_band,
+    )
+
+
+def load_truth(folder: str | Path) -> tuple[Regime, dict[int, Interval]]:
+    """The regime and m_band per n of a truth folder's ``truth.json`` (``crl advise --mstar-truth``).
+
+    Raises:
+        ValueError: naming the folder when ``truth.json`` is missing.
+    """
+    path = Path(folder) / "truth.json"
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: run crl advise CONFIG --mstar-truth N1,N2,... --out {folder}")
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return _regime(document["regime"], path), {
+        int(n): _interval(v["m_band"]) for n, v in document["truth"].items()
+    }
+
+
+def score_points(
+    predictions: Sequence[Prediction], truths: dict[Regime, dict[int, Interval]], data: str
+) -> list[CheckPoint]:
+    """Every (prediction, truth n) pair of one regime's truth that the prediction covers."""
+    points = []
+    for prediction in predictions:
+        truth = truths.get(prediction.regime, {})
+        for n, predicted in sorted(prediction.at.items()):
+            if n not in truth:
+                continue
+            points.append(
+                CheckPoint(
+                    data,
+                    prediction.regime,
+                    prediction.n_full,
+                    n,
+                    prediction.pilot_ns,
+                    prediction.slope,
+                    predicted,
+                    truth[n],
+                    prediction.no_growth,
+                    prediction.control[n],
+                )
+            )
+    return points
+
+
+def interval_score(low: float, high: float, truth: float, alpha: float = ALPHA) -> float:
+    """The interval score of [low, high] for the value ``truth`` (all on the log scale):
+    (high - low) + (2 / alpha) (low - truth)+ + (2 / alpha) (truth - high)+; infinite for an open interval."""
+    if math.isinf(low) or math.isinf(high):
+        return math.inf
+    return (high - low) + (2.0 / alpha) * max(0.0, low - truth) + (2.0 / alpha) * max(0.0, truth - high)
+
+
+def _log(value: float) -> float:
+    return math.log(value) if value > 0 else -math.inf
+
+
+def _scores(point: CheckPoint) -> tuple[float, float]:
+    """(the prediction's interval score, the no-growth answer's with the same log interval about its own value)."""
+    truth = _log(point.truth.value)
+    centre, low, high = _log(point.predicted.value), _log(point.predicted.low), _log(point.predicted.high)
+    flat = _log(point.no_growth.value)
+    own = interval_score(low, high, truth)
+    same_width = interval_score(flat - (centre - low), flat + (high - centre), truth)
+    return own, same_width
+
+
+@dataclass(frozen=True)
+class ScoreReport:
+    """The registered targets of one regime."""
+
+    regime: Regime
+    points: int
+    within: int
+    median_log_ratio: float
+    median_no_growth: float
+    covered: int
+    interval_score: float
+    no_growth_score: float
+    informative: int
+    control_within: int
+
+    @property
+    def within_met(self) -> bool:
+        return self.within >= TARGET_SHARE * self.points
+
+    @property
+    def ratio_met(self) -> bool:
+        return self.median_log_ratio < self.median_no_growth
+
+    @property
+    def coverage_judged(self) -> bool:
+        return self.interval_score < self.no_growth_score
+
+
+def score_regime(points: Sequence[CheckPoint], regime: Regime) -> ScoreReport | None:
+    """The targets of ``regime``'s points (None when it has none)."""
+    chosen = [p for p in points if p.regime == regime]
+    if not chosen:
+        return None
+    scores = [_scores(p) for p in chosen]
+    informative = [p for p in chosen if abs(p.slope.value) > INFORMATIVE_SLOPE]
+
+    def mean(values: list[float]) -> float:
+        return math.inf if any(math.isinf(v) for v in values) else statistics.fmean(values)
+
+    return ScoreReport(
+        regime,
+        len(chosen),
+        sum(p.within for p in chosen),
+        statistics.median(abs(p.log_ratio) if _finite(p) else math.inf for p in chosen),
+        statistics.median(abs(math.log(p.no_growth.value / p.truth.value)) for p in chosen),
+        sum(p.covered for p in chosen),
+        mean([own for own, _ in scores]),
+        mean([flat for _, flat in scores]),
+        len(informative),
+        sum(p.control_within for p in informative),
+    )
+
+
+def _finite(point: CheckPoint) -> bool:
+    return point.predicted.value > 0 and point.truth.value > 0 and math.isfinite(point.predicted.value)
+
+
+def score_markdown(points: Sequence[CheckPoint], *, sources: str) -> str:
+    """The points and the registered targets per regime as Markdown."""
+    lines = [
+        "## crl advise --mstar scored on unseen data (check 2)",
+        "",
+        f"{sources}. m_band: log m_q averaged over q in [2.5%, 10%] of the plateau of the held-out error; "
+        "intervals: delete-one-seed jackknife Student-t 95%; interval scores on the log scale (alpha 0.05).",
+        "",
+        "| regime | N -> n | pilot n | slope b | predicted | truth | ratio | within 2x | covered | IS | "
+        "no-growth | its IS (same width) | control (slope -b) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        own, flat = _scores(p)
+        ratio = f"{math.exp(p.log_ratio):.2f}" if _finite(p) else "-"
+        lines.append(
+            f"| {REGIME_LABELS[p.regime]} | {p.n_full:,} -> {p.n:,} | {', '.join(f'{n:,}' for n in p.pilot_ns)} | "
+            f"{p.slope.text()} | {p.predicted.text()} | {p.truth.text()} | {ratio} | "
+            f"{'yes' if p.within else 'no'} | {'yes' if p.covered else 'no'} | {own:.2f} | {p.no_growth.text()} | "
+            f"{flat:.2f} | {p.control.text()} |"
+        )
+    lines.append("")
+    for regime in ("shared", "independent"):
+        report = score_regime(points, regime)
+        if report is not None:
+            lines += [_report_line(report), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _report_line(r: ScoreReport) -> str:
+    control = (
+        f"the control is within 2x at {r.control_within} of the {r.informative} points where the pilot's |b| > "
+        f"{INFORMATIVE_SLOPE} (it must miss them: {'it does' if r.control_within == 0 else 'it does NOT'})"
+        if r.informative
+        else f"the control is not informative (every pilot |b| <= {INFORMATIVE_SLOPE})"
+    )
+    coverage = (
+        f"coverage {r.covered}/{r.points}, judged (mean interval score {r.interval_score:.2f} below the no-growth "
+        f"answer's {r.no_growth_score:.2f} at the same width)"
+        if r.coverage_judged
+        else f"coverage {r.covered}/{r.points} NOT judged (mean interval score {r.interval_score:.2f} does not beat "
+        f"the no-growth answer's {r.no_growth_score:.2f} at the same width)"
+    )
+    return (
+        f"**{REGIME_LABELS[r.regime]}** ({r.points} points): (1) within 2x at {r.within}/{r.points} (target >= "
+        f"{TARGET_SHARE:.0%}: {'met' if r.within_met else 'FAILED'}); (2) median |log ratio| "
+        f"{r.median_log_ratio:.3f} against the no-growth answer's {r.median_no_growth:.3f} "
+        f"({'met' if r.ratio_met else 'FAILED'}); (3) {coverage}; {control}."
+    )

@@ -1,0 +1,113 @@
+"""``crl advise --mstar``, ``--mstar-truth`` and ``crl advise-check`` end to end on a tiny synthetic truth: the
+plan stated first, the truth grid by the pilot's own cells, resumed without recomputing, the check's Markdown, bad
+input as one line."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from crl.commands import app
+
+CONFIG = """
+[data]
+source = "synthetic"
+truth = "vmf"
+dim = 4
+kappa = 5.0
+n_train = 512
+batch_size = 16
+
+[model]
+encoder = "mlp"
+hidden = []
+embedding_dim = 4
+
+[loss]
+negatives = "shared_pool"
+n_negatives = 8
+tau = 0.2
+
+[optim]
+lr = 0.01
+total_steps = 10
+warmup_steps = 2
+"""
+
+ARGS = ["--seeds", "3", "--epochs", "1", "--eval-queries", "100"]
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    return path
+
+
+def _cells(out: Path) -> int:
+    with sqlite3.connect(out / "advise.sqlite") as connection:
+        return int(connection.execute("select count(*) from cells").fetchone()[0])
+
+
+def test_the_truth_dry_run_states_its_grid_and_writes_nothing(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "truth"
+    result = CliRunner().invoke(
+        app, ["advise", str(config), *ARGS, "--mstar-truth", "128,64", "--out", str(out), "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    text = result.output.replace("\n", " ")
+    assert "at n = 64, 128, every power-of-two m below n and m = n: 15 cells x 3 seeds (first 0)" in text
+    assert "CPU-h" in text and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--mstar-truth", "8k"], "--mstar-truth '8k': give comma-separated integers"),
+        (["--mstar-truth", "16,64"], "give distinct n >= 32"),
+        (["--mstar-truth", "64,64"], "give distinct n >= 32"),
+        (["--mstar-truth", "64", "--seeds", "2"], "--seeds 2 must be >= 3 for --mstar-truth"),
+        (["--mstar-truth", "64", "--executor", "spark"], "--executor 'spark' is not known"),
+    ],
+)
+def test_bad_truth_input_is_one_line_naming_the_option(
+    config: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(app, ["advise", str(config), *ARGS, *extra, "--out", str(tmp_path / "t")])
+    assert result.exit_code == 2, result.output
+    assert message in result.output.replace("\n", " ") and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_predict_measure_and_score_end_to_end(config: Path, tmp_path: Path, one_thread: None) -> None:
+    runner = CliRunner()
+    pilot, truth, report = tmp_path / "pilot", tmp_path / "truth", tmp_path / "check.md"
+    result = runner.invoke(
+        app, ["advise", str(config), *ARGS, "--mstar", "--set", "data.n_train=1024", "--out", str(pilot)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "m* pilot at n = 32, 64, 128" in result.output
+    measured = runner.invoke(
+        app, ["advise", str(config), *ARGS, "--mstar-truth", "128,1024", "--out", str(truth), "--workers", "2"]
+    )
+    assert measured.exit_code == 0, measured.output
+    document = json.loads((truth / "truth.json").read_text(encoding="utf-8"))
+    assert set(document["truth"]) == {"128", "1024"} and document["seeds"] == [0, 1, 2]
+    assert _cells(truth) == 3 * (8 + 11)
+    again = runner.invoke(
+        app, ["advise", str(config), *ARGS, "--mstar-truth", "128,1024", "--out", str(truth)]
+    )
+    assert again.exit_code == 0 and _cells(truth) == 3 * (8 + 11), "a rerun must recompute nothing"
+    assert json.loads((truth / "truth.json").read_text(encoding="utf-8")) == document
+    scored = runner.invoke(
+        app, ["advise-check", str(pilot), "--truth", str(truth), "--data", "toy", "--out", str(report)]
+    )
+    assert scored.exit_code == 0, scored.output
+    text = report.read_text(encoding="utf-8")
+    assert "| SSCRL | 1,024 -> 1,024 | 32, 64, 128 |" in text and "**SSCRL** (1 points)" in text
+    twice = runner.invoke(
+        app, ["advise-check", str(pilot), "--truth", str(truth), "--truth", str(truth), "--data", "toy"]
+    )
+    assert twice.exit_code == 2 and "a second truth folder of regime 'shared'" in twice.output
