@@ -1,5 +1,6 @@
 """The m*(N) predictor of ``crl advise --mstar`` against closed forms (docs/advisor_mstar.md)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -131,3 +132,18 @@ def test_the_answer_states_the_batch_for_shared_and_the_count_per_anchor_otherwi
     assert "batch" in shared[0] and "16,000" in shared[0]
     assert "per anchor" in per_anchor[0]
     assert any("multiplies m* by 1.62" in line for line in shared)
+
+
+def test_an_undetermined_prediction_is_not_stated_as_a_number() -> None:
+    """If this fails, the answer states a count the pilot did not pin down (GCIDE's SSCRL pilot at N = 8,000 gave
+    'at most 220,000 [0, 159,000,000]')."""
+    assert mstar.determined(mstar.Interval(1_841.0, 691.0, math.inf, ""))
+    assert mstar.span(mstar.Interval(1_841.0, 691.0, math.inf, "")) == pytest.approx((1_841 / 691) ** 2)
+    assert not mstar.determined(mstar.Interval(220_000.0, 0.0, 1.59e8, "left-censored"))
+    assert not mstar.determined(mstar.Interval(10.0, 0.0, math.inf, ""))
+    assert not mstar.determined(mstar.Interval(100.0, 5.0, 600.0, ""))
+    assert mstar.determined(mstar.Interval(100.0, 20.0, 600.0, ""))
+    prediction = mstar.predict_mstar(power_law_errors(0.7, 2.0), N_FULL)
+    wide = dataclasses.replace(prediction, at={N_FULL: mstar.Interval(300.0, 1.0, 5_000.0, "")})
+    line = mstar.answer_lines(wide, shared=True, scope="a linear head")[0]
+    assert "not determined by this pilot" in line and "300" not in line.split("(")[0]

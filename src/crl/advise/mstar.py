@@ -50,10 +50,12 @@ __all__ = [
     "SeedErrors",
     "band_at",
     "choose_pilot",
+    "determined",
     "m_grid",
     "mstar_ns",
     "pilot_points",
     "predict_mstar",
+    "span",
 ]
 
 BAND = QBand(0.025, 0.10)
@@ -69,6 +71,9 @@ COST_SHARE_LIMIT = 0.10
 """The pilot may cost at most this share of the same grid at N alone (processed samples)."""
 GROWTHS = (1, 2, 4)
 """The predictions are at N, 2N and 4N."""
+WIDEST_ANSWER = 100.0
+"""A prediction whose 95% interval spans more than this factor (:func:`span`) is not stated as a number: the answer
+says the pilot did not pin m* down, with the interval."""
 
 SeedErrors = Mapping[tuple[int, int], Mapping[int, float]]
 """(n, m) -> seed -> held-out error of that seed's run."""
@@ -272,6 +277,25 @@ def _range(interval: Interval) -> str:
     return f"[{_count(interval.low)}, {_count(interval.high)}]"
 
 
+def span(interval: Interval) -> float:
+    """The factor an interval spans: high / low with both ends finite and positive; with one end open, the square of
+    the factor from the value to the closed end (the span it would have if symmetric on the log scale); infinite
+    with both ends open."""
+    low_open, high_open = interval.low <= 0, math.isinf(interval.high)
+    if low_open and high_open:
+        return math.inf
+    if low_open:
+        return (interval.high / interval.value) ** 2
+    if high_open:
+        return (interval.value / interval.low) ** 2
+    return interval.high / interval.low
+
+
+def determined(interval: Interval) -> bool:
+    """Whether a prediction is stated as a number: its :func:`span` is at most :data:`WIDEST_ANSWER`."""
+    return interval.censoring != CENSOR_NAMES[BOTH] and span(interval) <= WIDEST_ANSWER
+
+
 def answer_lines(prediction: MstarPrediction, *, shared: bool, scope: str) -> list[str]:
     """The prediction in the user's words, the recommendation first: the batch or pool size for shared
     negatives, the count per anchor for per-anchor ones, what doubling the data does to it, and the pilot."""
@@ -285,6 +309,14 @@ def answer_lines(prediction: MstarPrediction, *, shared: bool, scope: str) -> li
         where = (
             "at your n" if n == prediction.n_full else f"at {n // prediction.n_full}x your data (n = {n:,})"
         )
+        if not determined(interval):
+            lines.append(
+                f"m* {where}{' = ' + format(n, ',') if n == prediction.n_full else ''}: not determined by this "
+                f"pilot (95% interval {_range(interval)}, spanning more than {WIDEST_ANSWER:.0f}x); "
+                "its curves are flat within the band from the smallest m, or cross it erratically: more seeds "
+                "(--seeds) or a larger n (--set data.n_train=...) move the pilot to where m* is measurable"
+            )
+            continue
         bound = {"right-censored": "at least ", "left-censored": "at most "}.get(interval.censoring, "")
         beyond = " (more than n: negatives help up to every item)" if interval.value > n else ""
         lines.append(
