@@ -53,6 +53,7 @@ __all__ = [
     "determined",
     "m_grid",
     "mstar_ns",
+    "passage_at",
     "pilot_points",
     "predict_mstar",
     "span",
@@ -220,11 +221,16 @@ def _pilot_passages(
     )
 
 
-def band_at(errors: SeedErrors, n: int) -> Interval:
-    """m_band measured at one n (a truth point of the checks), with its jackknife interval over the seeds that
-    finished every m there."""
+def passage_at(errors: SeedErrors, n: int) -> PilotPassage:
+    """m_band and the fixed-q m_q measured at one n (a truth point of the checks), with their jackknife intervals
+    over the seeds that finished every m there."""
     grids, matrices, seeds = _matrices(errors, (n,))
-    return _pilot_passages((n,), grids, matrices, jackknife_weights(seeds))[0].m_band
+    return _pilot_passages((n,), grids, matrices, jackknife_weights(seeds))[0]
+
+
+def band_at(errors: SeedErrors, n: int) -> Interval:
+    """m_band measured at one n (:func:`passage_at`)."""
+    return passage_at(errors, n).m_band
 
 
 def predict_mstar(

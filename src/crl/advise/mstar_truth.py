@@ -4,8 +4,10 @@
 At each truth n the cells are (n, m) for every power of two m below n and m = n (:func:`crl.advise.mstar.m_grid`),
 trained by the advisor's recipe map and scored by the held-out error, S seed runs each
 (:func:`crl.advise.pilot.pilot_cells`); a cell's record does not depend on the config's own N, so a truth cell and a
-pilot cell at the same (n, m, seed) are one cell. m_band(n) is :func:`crl.advise.mstar.band_at`: the band-averaged
-first passage within q |P| of the plateau P, with its delete-one-seed jackknife interval.
+pilot cell at the same (n, m, seed) are one cell. m_band(n) is :func:`crl.advise.mstar.passage_at`: the band-averaged
+first passage within q |P| of the plateau P, with its delete-one-seed jackknife interval, and the fixed q = 1%, 2%, 5%
+beside it. Over three or more n the same grid is the m*(n) experiment on the user's data: the slope of log m_q on
+log n is printed per q (descriptive; the least-squares line through the measured points).
 
 Files in the output folder: ``advise.sqlite`` (the sweep store; a rerun resumes) and ``truth.json``.
 """
@@ -13,13 +15,16 @@ Files in the output folder: ``advise.sqlite`` (the sweep store; a rerun resumes)
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from crl.advise.heldout import Metric, check_metric, default_metric
-from crl.advise.mstar import Interval, band_at, pilot_points
+from crl.advise.mstar import FIXED_QS, Interval, PilotPassage, passage_at, pilot_points
 from crl.advise.mstar_session import finite_json, seed_errors
 from crl.advise.pilot import TimingProbe, cell_samples, pilot_cells, probe_timing, run_in_folder
 from crl.advise.session import AdviseOptions
@@ -46,12 +51,25 @@ class TruthPlan:
 
 @dataclass(frozen=True)
 class TruthResult:
-    """m_band measured at every truth n, the plateau error there (the mean at its two largest m)."""
+    """m_band and the fixed-q m_q measured at every truth n, the plateau error there (the mean at its two largest m)."""
 
     plan: TruthPlan
-    m_band: dict[int, Interval]
+    passages: dict[int, PilotPassage]
     plateau: dict[int, float]
     json_path: Path
+
+    @property
+    def m_band(self) -> dict[int, Interval]:
+        """m_band per truth n."""
+        return {n: passage.m_band for n, passage in self.passages.items()}
+
+    def slopes(self) -> dict[str, float]:
+        """The least-squares slope of log m_q on log n over the uncensored truth n, per tolerance ("band", "1%", ...);
+        NaN with fewer than 2 such n."""
+        found = {"band": [(n, p.m_band) for n, p in self.passages.items()]}
+        for q in FIXED_QS:
+            found[f"{q:.0%}"] = [(n, p.fixed[q]) for n, p in self.passages.items()]
+        return {name: _slope(points) for name, points in found.items()}
 
 
 def parse_truth_ns(text: str) -> tuple[int, ...]:
@@ -107,11 +125,23 @@ def run_truth(
     cells = pilot_cells(config, plan.points, plan.seeds, plan.epochs, plan.metric, options.sizes)
     records = run_in_folder(out, cells, workers=options.workers, executor=executor, progress=progress)
     errors = seed_errors(records)
-    m_band = {n: band_at(errors, n) for n in plan.ns}
+    passages = {n: passage_at(errors, n) for n in plan.ns}
     plateau = {n: _plateau(errors, n) for n in plan.ns}
     json_path = out / "truth.json"
-    json_path.write_text(json.dumps(_document(config, plan, m_band, plateau), indent=1), encoding="utf-8")
-    return TruthResult(plan, m_band, plateau, json_path)
+    result = TruthResult(plan, passages, plateau, json_path)
+    json_path.write_text(json.dumps(_document(config, result), indent=1), encoding="utf-8")
+    return result
+
+
+def _slope(points: list[tuple[int, Interval]]) -> float:
+    """Least-squares slope of log value on log n over the points whose value is uncensored and positive."""
+    kept = [
+        (math.log(n), math.log(i.value)) for n, i in points if i.censoring == "" and 0 < i.value < math.inf
+    ]
+    if len(kept) < 2:
+        return math.nan
+    x, y = zip(*kept, strict=True)
+    return float(np.polyfit(x, y, 1)[0])
 
 
 def _plateau(errors: dict[tuple[int, int], dict[int, float]], n: int) -> float:
@@ -121,12 +151,8 @@ def _plateau(errors: dict[tuple[int, int], dict[int, float]], n: int) -> float:
     return sum(values) / len(values)
 
 
-def _document(
-    config: TrainConfig,
-    plan: TruthPlan,
-    m_band: dict[int, Interval],
-    plateau: dict[int, float],
-) -> dict[str, Any]:
+def _document(config: TrainConfig, result: TruthResult) -> dict[str, Any]:
+    plan = result.plan
     return {
         "metric": plan.metric,
         "regime": config.loss.regime,
@@ -135,6 +161,12 @@ def _document(
         "epochs": plan.epochs,
         "samples": plan.samples,
         "truth": {
-            str(n): {"m_band": finite_json(asdict(m_band[n])), "plateau_error": plateau[n]} for n in plan.ns
+            str(n): {
+                "m_band": finite_json(asdict(passage.m_band)),
+                "fixed": {f"{q:g}": finite_json(asdict(passage.fixed[q])) for q in FIXED_QS},
+                "plateau_error": result.plateau[n],
+            }
+            for n, passage in result.passages.items()
         },
+        "slopes": finite_json(result.slopes()),
     }

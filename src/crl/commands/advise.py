@@ -363,11 +363,15 @@ def _print_truth_plan(console: Console, config: TrainConfig, plan: TruthPlan, wo
 
 
 def _print_truth_result(console: Console, result: TruthResult) -> None:
-    for n, interval in result.m_band.items():
+    for n, passage in result.passages.items():
+        fixed = ", ".join(f"q = {q:.0%} {interval.text()}" for q, interval in passage.fixed.items())
         console.print(
-            f"n = {n:,}: m* (band) {interval.text()}, plateau {result.plan.metric} {result.plateau[n]:.4f}",
+            f"n = {n:,}: m* (band) {passage.m_band.text()}; {fixed}; plateau {result.plan.metric} "
+            f"{result.plateau[n]:.4f}",
             markup=False,
         )
+    slopes = ", ".join(f"{name} {value:.3f}" for name, value in result.slopes().items())
+    console.print(f"slope of log m* on log n over the uncensored n: {slopes}", markup=False)
     console.print(f"written {result.json_path}", markup=False)
 
 
