@@ -11,11 +11,14 @@ import sqlite3
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import optimize, stats
 
 from crl.advise.answer import Answer, OptionCost, Scope, answer_of, error_change
 from crl.advise.heldout import Baseline
 from crl.advise.local import local_estimate, pilot_points
+from crl.advise.reliability import C_POINTS, C_RIGHT, C, chance_words, p_right
 
 ROOT = Path(__file__).resolve().parents[2]
 N, M = 16000, 160
@@ -99,12 +102,13 @@ def test_every_change_is_read_with_its_direction_on_cells_whose_truth_is_known(
 
 
 def test_the_recommendation_comes_first() -> None:
-    assert _answer(0.40, 0.45).sentence.startswith("Double m (more negatives). One step back")
-    assert _answer(0.55, 0.40).sentence.startswith("Double n (more data). One step back")
+    chance = "right more than 9 times in 10 at this strength on the committed grids"
+    assert _answer(0.40, 0.45).sentence.startswith(f"Double m (more negatives; {chance}). One step back")
+    assert _answer(0.55, 0.40).sentence.startswith(f"Double n (more data; {chance}). One step back")
     close = _answer(0.49, 0.495, q=100.0)
     assert not close.decided
     assert close.sentence.startswith(
-        "Too close to call at this pilot's precision, leaning to doubling m (more negatives). One step back"
+        f"Too close to call at this pilot's precision, leaning to doubling m (more negatives; {chance}). One step back"
     )
 
 
@@ -116,6 +120,8 @@ def test_neither_doubling_helps_is_an_answer_with_both_measured_changes() -> Non
         assert answer.recommendation == "neither" and answer.as_dict()["recommendation"] == "neither"
         assert answer.sentence.startswith("Neither doubling helps here: both raised the held-out error")
         assert "leaning" not in answer.sentence and "Double" not in answer.sentence
+        assert "times in 10" not in answer.sentence
+        assert answer.p_right is None and answer.as_dict()["p_right"] is None
         assert answer.sentence.count("+-2 se") == 2
 
 
@@ -156,7 +162,9 @@ def test_the_answer_states_its_scope() -> None:
     for sentence in (inside, outside):
         assert "Scope: crl advise is made for heads on locked features (LiT-style)" in sentence
     assert inside.endswith("not the backbone, inside that scope.")
-    assert outside.endswith("outside it, where the interval's coverage is not known.")
+    assert outside.endswith(
+        "outside it, where the interval's coverage and the direction's chance are not known."
+    )
 
 
 def test_option_costs_read_per_unit_of_compute() -> None:
@@ -233,3 +241,71 @@ def test_the_answers_quoted_in_the_readme_and_the_guide_are_what_the_code_says_o
     assert wordnet.recommendation == "neither"
     assert fashion.sentence in _quoted(ROOT / "README.md")
     assert wordnet.sentence in _quoted(ROOT / "docs" / "advisor.md")
+
+
+@pytest.mark.parametrize(
+    ("z", "expected"),
+    [(0.0, 0.5), (0.05, 0.6194), (0.1, 0.7284), (0.2, 0.8880), (0.5, 0.9988), (6.81, 1.0)],
+)
+def test_the_directions_chance_is_phi_of_c_z(z: float, expected: float) -> None:
+    """p_right = Phi(C z) at C = 6.08, against the standard normal's cdf computed apart (statistics.NormalDist)."""
+    assert (
+        p_right(z) == pytest.approx(statistics.NormalDist().cdf(C * z)) == pytest.approx(expected, abs=1e-4)
+    )
+
+
+def test_the_directions_chance_is_monotone_and_at_least_a_half() -> None:
+    z = np.linspace(0.0, 20.0, 2001)
+    p = np.array([p_right(float(value)) for value in z])
+    assert np.all(np.diff(p) >= 0) and p[0] == 0.5 and np.all((p >= 0.5) & (p <= 1.0))
+    with pytest.raises(ValueError, match=r"z = -0\.1"):
+        p_right(-0.1)
+
+
+@pytest.mark.parametrize(
+    ("p", "words"),
+    [
+        (0.5, "right about 5 times in 10"),
+        (0.68, "right about 7 times in 10"),
+        (0.94, "right about 9 times in 10"),
+        (0.95, "right more than 9 times in 10"),
+        (1.0, "right more than 9 times in 10"),
+    ],
+)
+def test_the_chance_is_said_to_a_tenth(p: float, words: str) -> None:
+    assert chance_words(p) == words
+
+
+def test_a_weak_direction_states_its_chance_in_the_sentence_and_the_json() -> None:
+    """D_hat = 0.0001 against seeds' standard errors of 0.00065 per cell and a drift of 0.0001 (the cells one more
+    step back tie): z = 0.0001 / sqrt(2 0.00065^2 + 0.0001^2) = 0.109, Phi(6.08 z) = 0.75, "about 7 times in 10"."""
+    answer = _answer(0.49995, 0.50005, q=100.0)
+    z = abs(answer.estimate.d_hat) / answer.estimate.scale
+    assert z == pytest.approx(0.109, abs=1e-3) and answer.strength == pytest.approx(z)
+    assert answer.p_right == pytest.approx(p_right(z)) == pytest.approx(0.746, abs=1e-3)
+    assert answer.as_dict()["p_right"] == answer.p_right and answer.as_dict()["strength"] == answer.strength
+    assert (
+        "leaning to doubling m (more negatives; right about 7 times in 10 at this strength" in answer.sentence
+    )
+
+
+def test_c_is_an_independent_refit_on_the_committed_calibration_points() -> None:
+    """C re-derived from docs/advisor_calibration.json by another code path: the decisive points (the measured D's
+    Welch interval excludes 0), z = |D_hat| / scale, the Firth-penalised probit likelihood
+    sum log Phi(+-c z) + log(sum z^2 phi(c z)^2 / (Phi(c z) Phi(-c z))) / 2 maximised by Nelder-Mead over c."""
+    rows = json.loads((ROOT / "docs" / "advisor_calibration.json").read_text(encoding="utf-8"))["rows"]
+    cells = [
+        cell for grid in ("fashion pixels", "wordnet minilm", "fashion cnn") for cell in rows[grid]["cells"]
+    ]
+    chosen = [cell for cell in cells if cell["measured_low"] > 0 or cell["measured_high"] < 0]
+    z = np.array([abs(cell["d_hat"]) / cell["scale"] for cell in chosen])
+    sign = np.array([1.0 if (cell["d_hat"] > 0) == (cell["measured"] > 0) else -1.0 for cell in chosen])
+    assert (len(cells), len(chosen), int((sign > 0).sum())) == (48, C_POINTS, C_RIGHT)
+
+    def negative(c: np.ndarray) -> float:
+        t = float(c[0]) * z
+        info = np.sum(z**2 * np.exp(2 * stats.norm.logpdf(t) - stats.norm.logcdf(t) - stats.norm.logcdf(-t)))
+        return -float(np.sum(stats.norm.logcdf(sign * t)) + 0.5 * np.log(info))
+
+    refit = optimize.minimize(negative, x0=np.array([1.0]), method="Nelder-Mead", options={"xatol": 1e-6})
+    assert refit.success and abs(float(refit.x[0]) - C) < 0.005

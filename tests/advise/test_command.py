@@ -76,6 +76,8 @@ def test_advise_runs_end_to_end_and_resumes(config: Path, tmp_path: Path, one_th
     assert answer["sentence"] in result.output.replace("\n", " ")
     assert answer["double"] in ("m", "n") and answer["decided"] == (answer["low"] > 0 or answer["high"] < 0)
     assert answer["recommendation"] in ("m", "n", "neither")
+    assert (answer["p_right"] is None) == (answer["recommendation"] == "neither")
+    assert answer["p_right"] is None or 0.5 <= answer["p_right"] <= 1.0
     assert (
         "the whole mlp model" in answer["sentence"]
         and "heads on locked features (LiT-style)" in answer["sentence"]

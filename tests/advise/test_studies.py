@@ -1,11 +1,13 @@
-"""The advisor's two studies: q is the calibration on the committed grids, and the validation's registered design."""
+"""The advisor's studies: q is the calibration on the committed grids, the direction's chance is the reliability study,
+and the validation's registered design."""
 
 import json
 from pathlib import Path
 
 from crl.advise.answer import Q
 from crl.advise.local import pilot_points, truth_points
-from studies import advisor_calibration, advisor_validation
+from crl.advise.reliability import C
+from studies import advisor_calibration, advisor_reliability, advisor_validation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,3 +59,14 @@ def test_validation_figure_draws_a_score(tmp_path: Path) -> None:
         {**score, "always_m": 1, "always_n": 0, "rows": rows}, tmp_path / "f.png"
     )
     assert path.stat().st_size > 5_000
+
+
+def test_the_directions_chance_is_the_committed_reliability_study() -> None:
+    """C is the study's fit rounded, and the committed tables are this run's (docs/advisor_reliability.md)."""
+    lines, document = advisor_reliability.report(
+        advisor_reliability.calibration_points(), advisor_reliability.validation_points()
+    )
+    committed = (ROOT / "docs" / "advisor_reliability.md").read_text(encoding="utf-8")
+    assert all(line in committed for line in lines)
+    stored = json.loads((ROOT / "docs" / "advisor_reliability.json").read_text(encoding="utf-8"))
+    assert stored["c_fit"] == document["c_fit"] and stored["c"] == C and abs(stored["c_fit"] - C) < 0.005

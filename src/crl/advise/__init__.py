@@ -2,8 +2,9 @@
 
 The pilot's cells and their estimate D_hat with its drift (:mod:`crl.advise.local`), trained by the recipe map
 (:func:`crl.train.locked.train_shape`) through the sweep engine (:mod:`crl.advise.pilot`), a held-out error per
-cell (:mod:`crl.advise.heldout`), the answer with its calibrated interval and the options' costs
-(:mod:`crl.advise.answer`), a figure (:mod:`crl.advise.figure`); :mod:`crl.advise.session` ties them together.
+cell (:mod:`crl.advise.heldout`), the answer with its calibrated interval, the direction's chance of being right
+(:mod:`crl.advise.reliability`) and the options' costs (:mod:`crl.advise.answer`), a figure
+(:mod:`crl.advise.figure`); :mod:`crl.advise.session` ties them together.
 docs/advisor.md is the user's guide.
 """
 

@@ -9,6 +9,10 @@ lowered the held-out error), the recommendation comes first:
   D_hat +- q sqrt(se_a^2 + se_b^2 + drift^2) excludes 0 (``decided``);
 - else "Too close to call at this pilot's precision, leaning to doubling m (or n)".
 
+Beside a direction (not beside "neither") the answer states how often a direction of its strength was right on the
+committed grids: p_right = Phi(C z), z = |D_hat| / scale (:mod:`crl.advise.reliability`), in words to a tenth
+("right about 7 times in 10 at this strength on the committed grids").
+
 Then every change in the metric with its direction in words ("doubling m raised the held-out error by 0.029"),
 as the error change err(doubled) - err(base) = -gain with +- 2 standard errors (sqrt(se_base^2 + se_doubled^2)),
 and D with its calibrated interval; then the :class:`~crl.advise.heldout.Baseline` beside the pilot's cells
@@ -29,6 +33,7 @@ from typing import Any, Literal
 
 from crl.advise.heldout import Baseline
 from crl.advise.local import LocalEstimate, MeasuredDifference
+from crl.advise.reliability import chance_words, p_right, strength
 
 __all__ = ["Q_SEEDS", "Answer", "OptionCost", "Q", "Scope", "answer_of", "error_change"]
 
@@ -59,7 +64,9 @@ class Scope:
     def sentence(self) -> str:
         """The scope in one sentence."""
         where = (
-            "inside that scope" if self.locked else "outside it, where the interval's coverage is not known"
+            "inside that scope"
+            if self.locked
+            else "outside it, where the interval's coverage and the direction's chance are not known"
         )
         return (
             f"Scope: crl advise is made for heads on locked features (LiT-style); this answer covers {self.covers}, "
@@ -151,6 +158,17 @@ class Answer:
         return "m" if self.double == "m" else "n"
 
     @property
+    def strength(self) -> float:
+        """z = |D_hat| / scale (:func:`crl.advise.reliability.strength`)."""
+        return strength(self.estimate)
+
+    @property
+    def p_right(self) -> float | None:
+        """Phi(C z), the chance that the direction is right (:func:`crl.advise.reliability.p_right`); None when
+        the recommendation is "neither" (no direction is recommended)."""
+        return None if self.recommendation == "neither" else p_right(self.strength)
+
+    @property
     def sentence(self) -> str:
         """The answer, recommendation first (module docstring)."""
         return " ".join(
@@ -158,12 +176,13 @@ class Answer:
         )
 
     def _recommendation(self) -> str:
-        which = "more negatives" if self.double == "m" else "more data"
-        if self.recommendation == "neither":
+        if self.p_right is None:
             return "Neither doubling helps here: both raised the held-out error (or left it unchanged)."
+        which = "more negatives" if self.double == "m" else "more data"
+        chance = f"{which}; {chance_words(self.p_right)} at this strength on the committed grids"
         if self.decided:
-            return f"Double {self.double} ({which})."
-        return f"Too close to call at this pilot's precision, leaning to doubling {self.double} ({which})."
+            return f"Double {self.double} ({chance})."
+        return f"Too close to call at this pilot's precision, leaning to doubling {self.double} ({chance})."
 
     def _measured(self) -> str:
         e = self.estimate
@@ -192,13 +211,15 @@ class Answer:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-able dict: the sentence first, the recommendation, the decision, the estimate, the baseline, the
-        scope, the costs and the check."""
+        """A JSON-able dict: the sentence first, the recommendation, the decision, the direction's strength and
+        chance, the estimate, the baseline, the scope, the costs and the check."""
         return {
             "sentence": self.sentence,
             "recommendation": self.recommendation,
             "double": self.double,
             "decided": self.decided,
+            "strength": self.strength,
+            "p_right": self.p_right,
             "d_hat": self.estimate.d_hat,
             "low": self.low,
             "high": self.high,

@@ -2,7 +2,8 @@
 ``advice.json`` and ``advice.png``.
 
 Files in the output folder: ``advise.sqlite`` (the sweep store: a rerun resumes and recomputes nothing stored),
-``advice.json`` (the answer's sentence first, then the decision, the estimate, the costs, the cells) and
+``advice.json`` (the answer's sentence first, then the decision, the direction's chance, the estimate, the costs,
+the cells) and
 ``advice.png`` (:mod:`crl.advise.figure`).
 """
 
