@@ -97,7 +97,10 @@ def test_predict_measure_and_score_end_to_end(config: Path, tmp_path: Path, one_
     document = json.loads((truth / "truth.json").read_text(encoding="utf-8"))
     assert set(document["truth"]) == {"128", "1024"} and document["seeds"] == [0, 1, 2]
     assert set(document["truth"]["1024"]["fixed"]) == {"0.01", "0.02", "0.05"}
-    assert set(document["slopes"]) == {"band", "1%", "2%", "5%"} and "slope of log m* on log n" in measured.output
+    assert (
+        set(document["slopes"]) == {"band", "1%", "2%", "5%"}
+        and "slope of log m* on log n" in measured.output
+    )
     assert _cells(truth) == 3 * (8 + 11)
     again = runner.invoke(
         app, ["advise", str(config), *ARGS, "--mstar-truth", "128,1024", "--out", str(truth)]
