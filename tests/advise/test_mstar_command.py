@@ -113,7 +113,10 @@ def test_predict_measure_and_score_end_to_end(config: Path, tmp_path: Path, one_
     assert scored.exit_code == 0, scored.output
     text = report.read_text(encoding="utf-8")
     assert "| SSCRL | 1,024 -> 1,024 | 32, 64, 128 |" in text and "**SSCRL** (1 points)" in text
+    assert "## m*(n) on toy" in text and "excess_risk, no rate of a score: no m_q table" in text
     twice = runner.invoke(
         app, ["advise-check", str(pilot), "--truth", str(truth), "--truth", str(truth), "--data", "toy"]
     )
     assert twice.exit_code == 2 and "a second truth folder of regime 'shared'" in twice.output
+    bare = runner.invoke(app, ["advise-check", str(pilot), "--data", "toy"])
+    assert bare.exit_code == 2 and "--truth: give the truth folder of each regime" in bare.output

@@ -4,13 +4,21 @@ and a committed prediction that is read back only as its store derives it."""
 import json
 import math
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from crl.advise.mstar import Interval
 from crl.advise.mstar_check import CheckPoint
-from crl.advise.mstar_score import interval_score, load_prediction, score_markdown, score_regime
+from crl.advise.mstar_score import (
+    interval_score,
+    load_prediction,
+    score_markdown,
+    score_regime,
+    truth_markdown,
+    truth_table,
+)
 
 COMMITTED = Path(__file__).parents[2] / "results" / "advisor_mstar" / "gcide_check2" / "scrl_8000"
 
@@ -81,3 +89,24 @@ def test_the_committed_prediction_reads_back_and_a_changed_one_is_refused(tmp_pa
         load_prediction(changed)
     with pytest.raises(ValueError, match=r"a prediction folder holds mstar\.json and advise\.sqlite"):
         load_prediction(tmp_path)
+
+
+def test_the_truth_tables_read_the_store_as_scores(tmp_path: Path) -> None:
+    """The m*(n) tables of a truth folder are the experiment's tables of its cells' scores (1 - the error): read
+    here from the sqlite file directly, a second reader."""
+    folder = tmp_path / "truth"
+    shutil.copytree(COMMITTED, folder)
+    truth = {"regime": "independent", "metric": "ndcg_error", "truth": {}}
+    (folder / "truth.json").write_text(json.dumps(truth), encoding="utf-8")
+    table, score = truth_table([folder])
+    assert score == "ndcg@10"
+    with sqlite3.connect(folder / "advise.sqlite") as connection:
+        rows = connection.execute("select cell, seed, result from cells").fetchall()
+    assert sum(len(seeds) for by_m in table.values() for seeds in by_m.values()) == len(rows)
+    for cell, seed, result in rows:
+        params = json.loads(cell)
+        stored = 1.0 - json.loads(result)["error"]
+        assert table[("in_sample", "independent", params["n"])][params["m"]][seed] == pytest.approx(stored)
+    text = truth_markdown([folder], "gcide")
+    assert "## m*(n) on gcide" in text and "| in_sample | SCRL | 1000 |" in text
+    assert "share of the plateau reached at m/n" in text

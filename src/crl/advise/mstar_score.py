@@ -30,6 +30,8 @@ from crl.advise.mstar import LEVEL, Interval, predict_mstar
 from crl.advise.mstar_check import INFORMATIVE_SLOPE, TARGET_SHARE, CheckPoint
 from crl.advise.mstar_session import seed_errors
 from crl.advise.pilot import PILOT_CLAIM
+from crl.experiments.mstar.passage import table_sections
+from crl.experiments.mstar.summary import Table
 from crl.sweep import SweepStore
 
 __all__ = [
@@ -41,9 +43,14 @@ __all__ = [
     "load_truth",
     "score_markdown",
     "score_points",
+    "truth_markdown",
+    "truth_table",
 ]
 
 ALPHA = 1.0 - LEVEL
+SCORES = {"ndcg_error": "ndcg@10", "recall_error": "recall@1", "knn_error": "knn_accuracy"}
+"""The score whose complement each rate metric is: the m*(n) tables read the score, as the experiment's do."""
+ARM = "in_sample"
 TOLERANCE = 1e-9
 """Relative agreement required between a stored prediction and the one derived again from its store."""
 
@@ -127,6 +134,47 @@ def load_prediction(folder: str | Path) -> Prediction:
         control,
         derived.pilots[-1].m_band,
     )
+
+
+def truth_table(folders: Sequence[str | Path]) -> tuple[Table, str | None]:
+    """The truth grids' cells as the m*(n) experiment's table, (``in_sample``, regime, n) -> m -> seed -> score
+    (1 - the held-out error), and the score's name (None for ``excess_risk``, which is no rate: no table).
+
+    Raises:
+        ValueError: naming the folders when their metrics differ, or two folders hold one regime.
+    """
+    table: Table = {}
+    metrics = set()
+    for folder in folders:
+        path = Path(folder)
+        regime, _ = load_truth(path)
+        metrics.add(json.loads((path / "truth.json").read_text(encoding="utf-8"))["metric"])
+        if any(key[1] == regime for key in table):
+            raise ValueError(
+                f"--truth {path}: a second truth folder of regime {regime!r}; give one per regime"
+            )
+        with SweepStore(path / "advise.sqlite") as store:
+            errors = seed_errors(store.records(PILOT_CLAIM))
+        for (n, m), seeds in errors.items():
+            by_m = table.setdefault((ARM, regime, n), {})
+            by_m[m] = {seed: 1.0 - error for seed, error in seeds.items()}
+    if len(metrics) != 1:
+        raise ValueError(f"--truth folders of metrics {sorted(metrics)}: give folders of one metric")
+    return table, SCORES.get(next(iter(metrics)))
+
+
+def truth_markdown(folders: Sequence[str | Path], data: str) -> str:
+    """m_q at q = 1%, 2%, 5% per truth n and regime, the slopes of log m_q on log n (SSCRL - SCRL beside), and
+    [A]'s shape, from the truth grids (the m*(n) experiment on ``data``; crl.experiments.mstar.passage)."""
+    table, score = truth_table(folders)
+    lines = [f"## m*(n) on {data}: m_q at fixed tolerances and [A]'s shape, from the truth grids", ""]
+    if score is None:
+        return "\n".join([*lines, "The metric is excess_risk, no rate of a score: no m_q table."]) + "\n"
+    lines += [
+        f"From {', '.join(map(str, folders))}: the score is 1 - the held-out error ({score}); intervals: "
+        "delete-one-seed jackknife Student-t 95%; an end printed inf or -inf is one that censoring leaves open.",
+    ]
+    return "\n".join(lines + table_sections(table, score)) + "\n"
 
 
 def load_truth(folder: str | Path) -> tuple[Regime, dict[int, Interval]]:

@@ -456,41 +456,49 @@ def _print_result(console: Console, result: AdviseResult) -> None:
 
 def advise_check(
     predictions: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(help="Prediction folders of crl advise --mstar (each: mstar.json and advise.sqlite)."),
-    ],
+    ] = None,
     truth: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option(help="Truth folders of crl advise --mstar-truth (each: truth.json), one per regime."),
-    ],
-    data: Annotated[str, typer.Option(help="The data set's name, for the table.")],
-    out: Annotated[Path, typer.Option(help="The Markdown file to write.")] = Path("advisor_check2.md"),
+    ] = None,
+    data: Annotated[str, typer.Option(help="The data set's name, for the tables.")] = "your data",
+    out: Annotated[Path, typer.Option(help="The Markdown file to write.")] = Path("advisor_check.md"),
 ) -> None:
-    """Score committed m* predictions against measured truth (docs/advisor_mstar.md, check 2)."""
-    raise typer.Exit(advise_check_command(predictions, truth, data=data, out=out))
+    """Score committed m* predictions against measured truth (docs/advisor_mstar.md, check 2), and tabulate the
+    truth grids as the m*(n) experiment (m_q at q = 1%, 2%, 5%, slopes, [A]'s shape)."""
+    raise typer.Exit(advise_check_command(predictions or [], truth or [], data=data, out=out))
 
 
 def advise_check_command(predictions: list[Path], truth: list[Path], *, data: str, out: Path) -> int:
-    """Write the check's Markdown to ``out`` and print it; 2 for bad input (a folder without its files, a
-    prediction that differs from its store, two truth folders of one regime)."""
+    """Write the check's Markdown to ``out`` and print it; 2 for bad input (no truth folder, a folder without its
+    files, a prediction that differs from its store, two truth folders of one regime)."""
 
     def body() -> int:
         # Deferred: it loads torch and faiss, which `crl --help` does not need.
-        from crl.advise.mstar_score import load_prediction, load_truth, score_markdown, score_points
-
-        truths = {}
-        for folder in truth:
-            regime, by_n = load_truth(folder)
-            if regime in truths:
-                raise ValueError(
-                    f"--truth {folder}: a second truth folder of regime {regime!r}; give one per regime"
-                )
-            truths[regime] = by_n
-        loaded = [load_prediction(folder) for folder in predictions]
-        sources = (
-            "Predictions " + ", ".join(str(p) for p in predictions) + "; truth " + ", ".join(map(str, truth))
+        from crl.advise.mstar_score import (
+            load_prediction,
+            load_truth,
+            score_markdown,
+            score_points,
+            truth_markdown,
         )
-        text = score_markdown(score_points(loaded, truths, data), sources=sources)
+
+        if not truth:
+            raise ValueError(
+                "--truth: give the truth folder of each regime (crl advise --mstar-truth --out DIR)"
+            )
+        table = truth_markdown(truth, data)
+        truths = dict(load_truth(folder) for folder in truth)
+        parts = [table]
+        if predictions:
+            loaded = [load_prediction(folder) for folder in predictions]
+            sources = (
+                "Predictions " + ", ".join(map(str, predictions)) + "; truth " + ", ".join(map(str, truth))
+            )
+            parts.insert(0, score_markdown(score_points(loaded, truths, data), sources=sources))
+        text = "\n".join(parts)
         out.write_text(text, encoding="utf-8")
         Console(soft_wrap=True, highlight=False).print(text, markup=False)
         return EXIT_OK

@@ -55,6 +55,7 @@ __all__ = [
     "passage_slopes_of",
     "render_passage_figure",
     "shapes",
+    "table_sections",
 ]
 
 LEVEL = 0.95
@@ -206,10 +207,17 @@ def passage_markdown(records: Sequence[CellRecord], data: DataName, grid: Grid, 
     ]
     for metric in METRICS[data]:
         table, _ = metric_table(records, data, grid, metric)
-        for q in TOLERANCES:
-            lines += _passage_section(table, metric, q)
-        lines += _shape_section(table, metric)
+        lines += table_sections(table, metric)
     return "\n".join(lines) + "\n"
+
+
+def table_sections(table: Table, metric: str) -> list[str]:
+    """The m_q table and slopes at every q of :data:`TOLERANCES`, then [A]'s shape, of one metric's table (Markdown
+    lines)."""
+    lines = []
+    for q in TOLERANCES:
+        lines += _passage_section(table, metric, q)
+    return lines + _shape_section(table, metric)
 
 
 def _passage_section(table: Table, metric: str, q: float) -> list[str]:
