@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 # SWORD bindings that read them, the GCIDE dictionary); install them where apt-get works (root), skip quietly
 # elsewhere. Then export the KJV <-> WEB verse table once through SWORD (system python3, crl.data.text.bible) into
 # $CRL_CACHE_DIR or ~/.cache/crl.
-DEBIAN_DATA := dataset-fashion-mnist wordnet-base sword-text-kjv sword-text-web python3-sword dict-gcide
+DEBIAN_DATA := dataset-fashion-mnist wordnet-base sword-text-kjv sword-text-web python3-sword dict-gcide unicode-data fonts-wqy-zenhei
 data:
 	@missing=""; for p in $(DEBIAN_DATA); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \

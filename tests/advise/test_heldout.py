@@ -12,11 +12,11 @@ from crl.train.config import parse_config
 from crl.train.locked_heldout import HeldOut, identity_scores
 
 
-def _locked(dataset: str, backbone: str, **data: object):
+def _locked(dataset: str, backbone: str, towers: str = "shared", **data: object):
     return parse_config(
         {
             "data": {"source": "locked", "dataset": dataset, "backbone": backbone, "n_train": 4000, **data},
-            "model": {"encoder": "mlp", "hidden": [], "embedding_dim": 16, "towers": "shared"},
+            "model": {"encoder": "mlp", "hidden": [], "embedding_dim": 16, "towers": towers},
             "loss": {"negatives": "fixed_pool", "n_negatives": 40, "form": "gcl"},
         }
     )
@@ -52,7 +52,8 @@ def test_the_whole_test_split_is_for_locked_features_only() -> None:
 
 def test_the_baseline_on_locked_features_is_the_identity_maps_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """On locked images the baseline is 1 - the identity map's two-view recall@1 on the cells' test split (what the
-    m*(n) experiment's backbone cell scores); elsewhere there is no identity map to score."""
+    m*(n) experiment's backbone cell scores); elsewhere, and between two backbones' features (cjk), there is no
+    identity map to score."""
     g = torch.Generator().manual_seed(1)
     x = torch.randn(30, 5, generator=g)
     heldout = HeldOut(x, x + 0.9 * torch.randn(30, 5, generator=g), labels=torch.arange(30) % 3)
@@ -69,3 +70,6 @@ def test_the_baseline_on_locked_features_is_the_identity_maps_error(monkeypatch:
     assert "zero-shot identity map" in baseline.label
     synthetic = parse_config({"data": {"source": "synthetic", "dim": 4, "n_train": 4096, "batch_size": 16}})
     assert identity_baseline(synthetic, "excess_risk", EvalSizes()) is None
+    glyphs = _locked("cjk", "efficientnet_minilm", towers="two")
+    assert default_metric(glyphs) == "ndcg_error"
+    assert identity_baseline(glyphs, "ndcg_error", EvalSizes()) is None and len(asked) == 1

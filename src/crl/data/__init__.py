@@ -2,7 +2,8 @@
 pair makers, torch-only augmentations, arrays, locked features and their disk cache.
 
 Nothing here downloads anything: Fashion-MNIST comes from the Debian package ``dataset-fashion-mnist`` and the
-digits ship inside scikit-learn.
+digits ship inside scikit-learn. :mod:`crl.data.cjk` (CJK glyph <-> English gloss pairs from Debian's
+``unicode-data`` and ``fonts-wqy-zenhei``) is imported by its own name, so that only its users load Pillow.
 """
 
 from crl.data.arrays import GenerateNegatives, PairedArrays, load_paired_npz, read_arrays

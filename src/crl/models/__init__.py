@@ -5,9 +5,12 @@
 - :mod:`crl.models.text`: :class:`TokenBag`, an encoder of token sequences (mapping batches);
 - :mod:`crl.models.minilm`: :class:`MiniLM`, pretrained all-MiniLM-L6-v2 loaded offline, :func:`embed_texts`
   (strings -> unit-norm vectors) and :func:`save_sentence_transformer`;
+- :mod:`crl.models.efficientnet`: :class:`EfficientNetLite0`, the ImageNet image backbone of locked glyph features
+  (the weights of the optional ``crl[cjk]``);
 - :mod:`crl.models.embed`: :func:`embed`, phi of N inputs in batches.
 """
 
+from crl.models.efficientnet import EfficientNetLite0, load_efficientnet_lite0, normalise_pixels
 from crl.models.embed import embed
 from crl.models.encoders import MLP, DualEncoder, Encoder, SmallCNN, init_parameters, project_to_sphere
 from crl.models.minilm import MiniLM, embed_texts, save_sentence_transformer
@@ -17,6 +20,7 @@ from crl.objectives import Temperature
 __all__ = [
     "MLP",
     "DualEncoder",
+    "EfficientNetLite0",
     "Encoder",
     "MiniLM",
     "SmallCNN",
@@ -25,6 +29,8 @@ __all__ = [
     "embed",
     "embed_texts",
     "init_parameters",
+    "load_efficientnet_lite0",
+    "normalise_pixels",
     "project_to_sphere",
     "save_sentence_transformer",
 ]

@@ -10,6 +10,13 @@ The backbones:
   definition; Bible: the KJV verse), y = its positive (the lemma list; the WEB verse). Keys: pairs linked by an
   identical query or positive text share one (:func:`crl.data.text.item_ids`), so many definitions that share a
   lemma list are never each other's negatives.
+- ``efficientnet_minilm`` (``dataset = "cjk"``, :mod:`crl.data.cjk`): x = EfficientNet-Lite0's 1,280 global-pooled
+  ImageNet features (:class:`crl.models.EfficientNetLite0`, the weights of ``crl[cjk]`` or the ``.pth`` file
+  ``backbone_path``) of the character's glyph, rendered black on white at 224x224, read as RGB and normalised as
+  the TensorFlow weights expect ((p - 127) / 128); y = the MiniLM embedding (as above) of its Unihan gloss. The
+  split's pairs are :meth:`crl.data.cjk.GlyphPair.text_pair` views (query = the glyph image's SHA-256, positive =
+  the gloss, group = the character), so keys join pairs sharing an image or a gloss, and the text metrics rank the
+  distinct glosses for each distinct glyph.
 - ``pixels`` and ``cnn`` (``dataset = "fashion_mnist"``): two fixed augmented views of each image (:data:`VIEWS`,
   the views of the fashion-mstar experiment: random resized crop of area 0.6-1, horizontal flip), drawn once from
   the generator of (``views_seed``, block of 64 images), then the view's raw pixels (784 numbers) or the
@@ -45,8 +52,10 @@ from crl.data import (
     cached_features,
     load_fashion_mnist,
 )
+from crl.data.cjk import cjk_data, glyph_images, split_glyph_pairs
 from crl.data.text import WORDNET_ROOT, Split, SplitFractions, TextPair, WordnetPairs, item_ids, load_split
-from crl.models import Encoder, MiniLM
+from crl.models import EfficientNetLite0, Encoder, MiniLM, load_efficientnet_lite0, normalise_pixels
+from crl.models.efficientnet import packaged_weights
 from crl.models.minilm import load_tokenizer, resolve_model_path, tokenize, weights_file
 from crl.train.checkpoint import load_train_state, resolve_checkpoint
 from crl.train.config import LockedData
@@ -180,7 +189,15 @@ def text_pairs(config: LockedData, split: str) -> list[TextPair]:
     once per process for each data set, split and split rule (a grid's cells at many n read the same split)."""
     fractions = SplitFractions(config.val_fraction, config.test_fraction, config.split_seed)
     split_name: Split = "test" if split == "test" else "train"
+    if config.dataset == "cjk":
+        return list(_glyph_split(split_name, fractions, config.root))
     return list(_split_pairs(config.dataset, split_name, fractions, config.root, config.wordnet_pairs))
+
+
+@functools.lru_cache(maxsize=4)
+def _glyph_split(split: Split, fractions: SplitFractions, root: str) -> tuple[TextPair, ...]:
+    """The text views of one split of the CJK glyph pairs (:mod:`crl.data.cjk`), kept for the process."""
+    return tuple(pair.text_pair() for pair in split_glyph_pairs(cjk_data(root).pairs, fractions)[split])
 
 
 @functools.lru_cache(maxsize=4)
@@ -215,27 +232,63 @@ def _text_items(config: LockedData, pairs: list[TextPair]) -> _Items:
     )
 
 
-def _minilm(config: LockedData, pairs: list[TextPair]) -> _Backbone:
-    """sentence-transformers' normalised MiniLM embedding of each query (x) and positive (y)."""
-    folder = resolve_model_path(config.backbone_path)
-    name = "all-MiniLM-L6-v2" if config.backbone_path in ("", "minilm") else folder.name
+@dataclass(frozen=True)
+class _TextEmbedder:
+    """A MiniLM text backbone: its name and weights' SHA-256, and ``embed(texts)`` (loads on first use)."""
+
+    name: str
+    weights_sha256: str
+    embed: Callable[[list[str]], Tensor]
+
+
+def _minilm_embedder(model_path: str, max_seq_length: int) -> _TextEmbedder:
+    """sentence-transformers' normalised MiniLM embedding of texts (the packaged all-MiniLM-L6-v2 for '')."""
+    folder = resolve_model_path(model_path)
+    name = "all-MiniLM-L6-v2" if model_path in ("", "minilm") else folder.name
 
     @functools.cache
     def loaded() -> tuple[nn.Module, object]:
         return Encoder(MiniLM(folder)).eval(), load_tokenizer(folder)
 
     @torch.no_grad()
-    def compute(start: int, stop: int) -> Features:
+    def embed(texts: list[str]) -> Tensor:
         encoder, tokenizer = loaded()
-        length = config.max_seq_length
+        return encoder(tokenize(tokenizer, texts, max_seq_length)).float()
 
-        def embed(texts: list[str]) -> Tensor:
-            return encoder(tokenize(tokenizer, texts, length)).float()
+    return _TextEmbedder(name, _sha256_of_file(weights_file(folder)), embed)
 
+
+def _minilm(config: LockedData, pairs: list[TextPair]) -> _Backbone:
+    """sentence-transformers' normalised MiniLM embedding of each query (x) and positive (y)."""
+    text = _minilm_embedder(config.backbone_path, config.max_seq_length)
+
+    def compute(start: int, stop: int) -> Features:
         chunk = pairs[start:stop]
-        return Features(embed([p.query for p in chunk]), embed([p.positive for p in chunk]))
+        return Features(text.embed([p.query for p in chunk]), text.embed([p.positive for p in chunk]))
 
-    return _Backbone(name, _sha256_of_file(weights_file(folder)), compute)
+    return _Backbone(text.name, text.weights_sha256, compute)
+
+
+def _efficientnet_minilm(config: LockedData, pairs: list[TextPair]) -> _Backbone:
+    """EfficientNet-Lite0's features of each pair's glyph (x; the character is the pair's group) and the MiniLM
+    embedding of its gloss (y)."""
+    weights = Path(config.backbone_path) if config.backbone_path else packaged_weights()
+    text = _minilm_embedder("", config.max_seq_length)
+    image_sha256 = _sha256_of_file(weights)
+
+    @functools.cache
+    def loaded() -> EfficientNetLite0:
+        return load_efficientnet_lite0(weights)
+
+    @torch.no_grad()
+    def compute(start: int, stop: int) -> Features:
+        chunk = pairs[start:stop]
+        pixels = glyph_images([p.group for p in chunk], config.root)
+        glyphs = loaded().features(normalise_pixels(pixels)).float()
+        return Features(glyphs, text.embed([p.positive for p in chunk]))
+
+    combined = hashlib.sha256(f"{image_sha256}+{text.weights_sha256}".encode()).hexdigest()
+    return _Backbone(f"efficientnet-lite0+{text.name}", combined, compute)
 
 
 def _image_keys(images: Tensor, count: int) -> Tensor:
@@ -321,7 +374,8 @@ def _split_source(config: LockedData, split: str) -> tuple[_Items, Callable[[], 
         maker = _pixels if config.backbone == "pixels" else _cnn
         return items, functools.partial(maker, config, images.images)
     pairs = text_pairs(config, split)
-    return _text_items(config, pairs), functools.partial(_minilm, config, pairs)
+    texts = _efficientnet_minilm if config.backbone == "efficientnet_minilm" else _minilm
+    return _text_items(config, pairs), functools.partial(texts, config, pairs)
 
 
 def _counts(config: LockedData, split: str, total: int) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from crl.train.config.base import FolderName, Section
 from crl.train.config.data import (
+    LOCKED_TWO_MODALITIES,
     ArraysData,
     BibleData,
     DataConfig,
@@ -60,6 +61,7 @@ from crl.train.config.sections import EvalConfig, OptimConfig, RunConfig
 
 __all__ = [
     "IMAGE_SOURCES",
+    "LOCKED_TWO_MODALITIES",
     "ArraysData",
     "BagModel",
     "BibleData",

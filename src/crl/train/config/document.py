@@ -15,7 +15,13 @@ from pydantic import (
 )
 
 from crl.train.config.base import Section
-from crl.train.config.data import FLAT_DATA_KINDS, DataConfig, FashionMnistData, LockedData
+from crl.train.config.data import (
+    FLAT_DATA_KINDS,
+    LOCKED_TWO_MODALITIES,
+    DataConfig,
+    FashionMnistData,
+    LockedData,
+)
 from crl.train.config.files import (
     KIND_FIELDS,
     ConfigError,
@@ -77,7 +83,8 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _a_head_on_locked_features(self) -> TrainConfig:
-        """``[data] source = "locked"`` trains a head per tower: an MLP with at most one hidden layer, onto S^{d-1}."""
+        """``[data] source = "locked"`` trains a head per tower: an MLP with at most one hidden layer, onto S^{d-1};
+        two towers where x and y come from two backbones (:data:`LOCKED_TWO_MODALITIES`)."""
         model = self.model
         if isinstance(self.data, LockedData) and not (
             isinstance(model, MlpModel) and len(model.hidden) <= 1 and model.normalize
@@ -90,6 +97,12 @@ class TrainConfig(Section):
             raise ValueError(
                 f"[data] source = 'locked' trains a head on the features: set [model] encoder = 'mlp' with "
                 f"hidden = [] (linear) or [width] (one hidden layer) and normalize = true; got {got}"
+            )
+        data = self.data
+        if isinstance(data, LockedData) and data.dataset in LOCKED_TWO_MODALITIES and model.towers != "two":
+            raise ValueError(
+                f"[data] dataset = '{data.dataset}' pairs features of two backbones (an image's and a text's, "
+                "of two widths), which one shared tower cannot read; set [model] towers = 'two'"
             )
         return self
 
