@@ -134,3 +134,25 @@ def test_a_local_ray_instance_dies_with_its_driver_killed_by_sigkill(tmp_path: P
     finally:
         kill_all(descendants | {driver.pid})
         driver.wait()
+
+
+def test_crl_advise_truth_cells_run_on_ray_as_in_process(tmp_path: Path, ray_session: None) -> None:
+    """`crl advise --mstar-truth --executor ray` stores what the cells give in process: the two truth.json agree."""
+    from typer.testing import CliRunner
+
+    from crl.commands import app
+    from tests.advise.test_mstar_command import ARGS, CONFIG
+
+    config = tmp_path / "tiny.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    documents = []
+    for executor in ("process", "ray"):
+        out = tmp_path / executor
+        result = CliRunner().invoke(
+            app,
+            ["advise", str(config), *ARGS, "--mstar-truth", "64", "--executor", executor, "--out", str(out)],
+        )
+        assert result.exit_code == 0, result.output
+        documents.append(json.loads((out / "truth.json").read_text(encoding="utf-8")))
+    assert documents[0] == documents[1]
+    assert ray.is_initialized(), "the caller's Ray session must stay open"
