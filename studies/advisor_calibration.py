@@ -38,6 +38,7 @@ from crl.advise.local import (
     truth_points,
 )
 from crl.experiments.mstar.summary import METRICS
+from studies.arguments import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS: dict[str, tuple[str, str]] = {
@@ -216,10 +217,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     lines, document = table(points)
     print("\n".join(lines))
     print(f"advisor's q (all grids, {COVERAGE:.0%} coverage): {document['q']:.3f}")
-    if args.out_md is not None:
-        args.out_md.write_text("\n".join([*HEADER, *lines, ""]), encoding="utf-8")
-    if args.out_json is not None:
-        args.out_json.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    write_outputs(args.out_md, args.out_json, HEADER, lines, document)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from scipy import optimize, special
 from crl.advise.answer import Q
 from crl.advise.reliability import C, p_right
 from crl.metrics.class_report import wilson_interval
+from studies.arguments import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION = "docs/advisor_calibration.json"
@@ -415,10 +416,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     lines, document = report(calibration_points(), validation_points())
     print("\n".join(lines))
-    if args.out_md is not None:
-        args.out_md.write_text("\n".join([*HEADER, *lines, ""]), encoding="utf-8")
-    if args.out_json is not None:
-        args.out_json.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    write_outputs(args.out_md, args.out_json, HEADER, lines, document)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,13 @@ def rows_of(
     for position, row in enumerate(rows):
         numbers_of(row, fields, f"{path} {key}[{position}]", made_by)
     return rows
+
+
+def write_outputs(
+    out_md: Path | None, out_json: Path | None, header: Sequence[str], lines: Sequence[str], document: Any
+) -> None:
+    """Write a study's Markdown (``header`` then ``lines``) and its JSON document where their paths are given."""
+    if out_md is not None:
+        out_md.write_text("\n".join([*header, *lines, ""]), encoding="utf-8")
+    if out_json is not None:
+        out_json.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")

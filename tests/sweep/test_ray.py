@@ -141,7 +141,8 @@ def test_crl_advise_truth_cells_run_on_ray_as_in_process(tmp_path: Path, ray_ses
     from typer.testing import CliRunner
 
     from crl.commands import app
-    from tests.advise.test_mstar_command import ARGS, CONFIG
+    from tests.advise.conftest import CONFIG
+    from tests.advise.test_mstar_command import ARGS
 
     config = tmp_path / "tiny.toml"
     config.write_text(CONFIG, encoding="utf-8")

@@ -26,6 +26,7 @@ from crl.commands._errors import EXIT_OK, run_reporting_errors
 if TYPE_CHECKING:
     from crl.advise.mstar_session import MstarPlan, MstarResult
     from crl.advise.mstar_truth import TruthPlan, TruthResult
+    from crl.advise.pilot import TimingProbe
     from crl.advise.session import AdviseOptions, AdviseResult, Plan
     from crl.sweep import Executor, ProgressHook
     from crl.train.config import TrainConfig
@@ -333,14 +334,29 @@ def _print_mstar_plan(console: Console, config: TrainConfig, plan: MstarPlan, wo
         markup=False,
     )
     if plan.probe is not None:
-        probe = plan.probe
-        pilot_s = probe.wall_seconds(config, plan.points, len(plan.seeds), plan.epochs, workers)
-        console.print(
-            f"timing probe: {probe.feature_seconds:.1f} s to make the data ready; about {_minutes(pilot_s)} for the "
-            f"pilot's cells with {workers} worker(s) on this machine, "
-            f"{_minutes(probe.feature_seconds + pilot_s)} in all with the data",
-            markup=False,
+        _print_probe(
+            console, config, plan.probe, plan.points, len(plan.seeds), plan.epochs, workers, "pilot's cells"
         )
+
+
+def _print_probe(
+    console: Console,
+    config: TrainConfig,
+    probe: TimingProbe,
+    points: tuple[tuple[int, int], ...],
+    seeds: int,
+    epochs: int,
+    workers: int,
+    what: str,
+) -> None:
+    """The probe's wall time of ``points`` x ``seeds`` cells on ``workers`` processes, with the data's own time."""
+    cells_s = probe.wall_seconds(config, points, seeds, epochs, workers)
+    console.print(
+        f"timing probe: {probe.feature_seconds:.1f} s to make the data ready; about {_minutes(cells_s)} for the "
+        f"{what} with {workers} worker(s) on this machine ({cells_s * workers / 3600:.2f} CPU-h), "
+        f"{_minutes(probe.feature_seconds + cells_s)} in all with the data",
+        markup=False,
+    )
 
 
 def _print_truth_plan(console: Console, config: TrainConfig, plan: TruthPlan, workers: int) -> None:
@@ -352,14 +368,7 @@ def _print_truth_plan(console: Console, config: TrainConfig, plan: TruthPlan, wo
         markup=False,
     )
     if plan.probe is not None:
-        probe = plan.probe
-        cells_s = probe.wall_seconds(config, plan.points, len(plan.seeds), plan.epochs, workers)
-        console.print(
-            f"timing probe: {probe.feature_seconds:.1f} s to make the data ready; about {_minutes(cells_s)} for the "
-            f"cells with {workers} worker(s) on this machine ({cells_s * workers / 3600:.2f} CPU-h), "
-            f"{_minutes(probe.feature_seconds + cells_s)} in all with the data",
-            markup=False,
-        )
+        _print_probe(console, config, plan.probe, plan.points, len(plan.seeds), plan.epochs, workers, "cells")
 
 
 def _print_truth_result(console: Console, result: TruthResult) -> None:
