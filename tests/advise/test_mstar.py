@@ -147,3 +147,13 @@ def test_an_undetermined_prediction_is_not_stated_as_a_number() -> None:
     wide = dataclasses.replace(prediction, at={N_FULL: mstar.Interval(300.0, 1.0, 5_000.0, "")})
     line = mstar.answer_lines(wide, shared=True, scope="a linear head")[0]
     assert "not determined by this pilot" in line and "300" not in line.split("(")[0]
+
+
+def test_the_plateau_is_the_seed_mean_at_the_two_largest_m() -> None:
+    errors = {
+        (64, 1): {0: 0.9, 1: 0.7},
+        (64, 32): {0: 0.5, 1: 0.3},
+        (64, 64): {0: 0.2, 1: 0.4},
+        (32, 32): {0: 9.0},
+    }
+    assert mstar.plateau_error(errors, 64) == pytest.approx((0.5 + 0.3 + 0.2 + 0.4) / 4)

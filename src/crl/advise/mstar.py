@@ -55,6 +55,7 @@ __all__ = [
     "mstar_ns",
     "passage_at",
     "pilot_points",
+    "plateau_error",
     "predict_mstar",
     "span",
 ]
@@ -226,6 +227,13 @@ def passage_at(errors: SeedErrors, n: int) -> PilotPassage:
     over the seeds that finished every m there."""
     grids, matrices, seeds = _matrices(errors, (n,))
     return _pilot_passages((n,), grids, matrices, jackknife_weights(seeds))[0]
+
+
+def plateau_error(errors: SeedErrors, n: int) -> float:
+    """P(n): the mean error over seeds at the two largest measured m of n, the plateau m_q is measured against."""
+    top = sorted(m for n_cell, m in errors if n_cell == n)[-2:]
+    values = [value for m in top for value in errors[(n, m)].values()]
+    return sum(values) / len(values)
 
 
 def band_at(errors: SeedErrors, n: int) -> Interval:

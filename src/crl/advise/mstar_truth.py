@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from crl.advise.heldout import Metric, check_metric, default_metric
-from crl.advise.mstar import FIXED_QS, Interval, PilotPassage, passage_at, pilot_points
+from crl.advise.mstar import FIXED_QS, Interval, PilotPassage, passage_at, pilot_points, plateau_error
 from crl.advise.mstar_session import finite_json, seed_errors
 from crl.advise.pilot import TimingProbe, cell_samples, pilot_cells, probe_timing, run_in_folder
 from crl.advise.session import AdviseOptions
@@ -126,7 +126,7 @@ def run_truth(
     records = run_in_folder(out, cells, workers=options.workers, executor=executor, progress=progress)
     errors = seed_errors(records)
     passages = {n: passage_at(errors, n) for n in plan.ns}
-    plateau = {n: _plateau(errors, n) for n in plan.ns}
+    plateau = {n: plateau_error(errors, n) for n in plan.ns}
     json_path = out / "truth.json"
     result = TruthResult(plan, passages, plateau, json_path)
     json_path.write_text(json.dumps(_document(config, result), indent=1), encoding="utf-8")
@@ -142,13 +142,6 @@ def _slope(points: list[tuple[int, Interval]]) -> float:
         return math.nan
     x, y = zip(*kept, strict=True)
     return float(np.polyfit(x, y, 1)[0])
-
-
-def _plateau(errors: dict[tuple[int, int], dict[int, float]], n: int) -> float:
-    """The mean error at the two largest m of n, over seeds."""
-    top = sorted(m for n_cell, m in errors if n_cell == n)[-2:]
-    values = [value for m in top for value in errors[(n, m)].values()]
-    return sum(values) / len(values)
 
 
 def _document(config: TrainConfig, result: TruthResult) -> dict[str, Any]:

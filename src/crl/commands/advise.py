@@ -385,14 +385,12 @@ def _print_truth_result(console: Console, result: TruthResult) -> None:
 
 
 def _plateaus(result: MstarResult) -> str:
-    """Each pilot n's mean error at its two largest m, the plateau m* is measured against."""
-    errors = result.errors
-    parts = []
-    for n in sorted({n for n, _ in errors}):
-        top = sorted(m for n_cell, m in errors if n_cell == n)[-2:]
-        values = [value for m in top for value in errors[(n, m)].values()]
-        parts.append(f"n = {n:,}: {sum(values) / len(values):.4f}")
-    return ", ".join(parts)
+    """Each pilot n's plateau error (:func:`crl.advise.mstar.plateau_error`)."""
+    # Deferred: it loads numpy and the saturation statistics, which `crl --help` does not need.
+    from crl.advise.mstar import plateau_error
+
+    ns = sorted({n for n, _ in result.errors})
+    return ", ".join(f"n = {n:,}: {plateau_error(result.errors, n):.4f}" for n in ns)
 
 
 def _cells(points: tuple[tuple[int, int], ...]) -> str:
