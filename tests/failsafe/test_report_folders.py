@@ -20,7 +20,8 @@ import crl.experiments.mstar.summary as mstar_summary
 from crl._lock import KIND_FILE, FolderLock, check_report_items
 from crl.commands import app
 from crl.sweep import SweepStore
-from tests.advise.test_command import ARGS, CONFIG
+from tests.advise.conftest import CONFIG
+from tests.advise.test_command import ARGS
 
 GOOD_REPORT = "# m*(n) fashion tiny\n\n40 cells\n"
 
