@@ -1,13 +1,15 @@
 """The advisor's studies: q is the calibration on the committed grids, the direction's chance is the reliability study,
-and the validation's registered design."""
+the look-ahead's tables, and the validation's registered design."""
 
 import json
 from pathlib import Path
 
+import pytest
+
 from crl.advise.answer import Q
 from crl.advise.local import pilot_points, truth_points
 from crl.advise.reliability import C
-from studies import advisor_calibration, advisor_reliability, advisor_validation
+from studies import advisor_calibration, advisor_lookahead, advisor_reliability, advisor_validation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,3 +72,35 @@ def test_the_directions_chance_is_the_committed_reliability_study() -> None:
     assert all(line in committed for line in lines)
     stored = json.loads((ROOT / "docs" / "advisor_reliability.json").read_text(encoding="utf-8"))
     assert stored["c_fit"] == document["c_fit"] and stored["c"] == C and abs(stored["c_fit"] - C) < 0.005
+
+
+def test_the_look_ahead_extrapolates_the_drift_and_its_committed_tables_are_this_runs() -> None:
+    """D_ahead = D_hat + lambda (D_hat - D_back) decides the sign; docs/advisor_lookahead.md is this run's."""
+    turning = advisor_lookahead.Point("g", 16000, 64, 0.01, 0.03, -0.01, True)
+    assert turning.ahead(1.0) == pytest.approx(-0.01) and not turning.right(0.0) and turning.right(1.0)
+    assert abs(turning.ahead(0.5)) < 1e-15 and not turning.right(0.5)
+    steady = advisor_lookahead.Point("h", 16000, 64, 0.02, 0.01, 0.03, False)
+    rows = advisor_lookahead.tallies([turning, steady])
+    assert [(r.group, r.points, r.decisive) for r in rows] == [("g", 1, 1), ("h", 1, 0), ("all", 2, 1)]
+    assert rows[0].right == {0.0: 0, 0.5: 0, 1.0: 1}
+    assert advisor_lookahead.losses(rows, advisor_lookahead.LAMBDAS) == {0.5: [], 1.0: []}
+    calibration, missing = advisor_lookahead.calibration_points()
+    assert len(calibration) + missing == 48 and missing > 0
+    lines, document = advisor_lookahead.report(calibration, missing, advisor_lookahead.validation_points())
+    committed = (ROOT / "docs" / "advisor_lookahead.md").read_text(encoding="utf-8")
+    assert all(line in committed for line in lines)
+    assert json.loads((ROOT / "docs" / "advisor_lookahead.json").read_text(encoding="utf-8")) == document
+
+
+def test_a_calibration_grid_whose_drift_is_not_its_d_back_is_refused(tmp_path: Path) -> None:
+    """D_back read from (N/2, M/2) must give the stored drift; a grid that is not the pilot's is named."""
+    cell = {"regime": "shared", "measured": 0.1, "measured_low": 0.0, "measured_high": 0.2}
+    cells = [
+        {**cell, "n": 2000, "m": 20, "d_hat": 0.01, "drift": 0.0},
+        {**cell, "n": 4000, "m": 40, "d_hat": 0.02, "drift": 0.5},
+    ]
+    grids = {grid: {"cells": cells} for grid in advisor_lookahead.GRIDS}
+    (tmp_path / "docs").mkdir()
+    (tmp_path / advisor_lookahead.CALIBRATION).write_text(json.dumps({"rows": grids}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"fashion pixels shared \(n 4000, m 40\).*stored drift 0.5"):
+        advisor_lookahead.calibration_points(tmp_path)
