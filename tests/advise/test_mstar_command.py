@@ -38,6 +38,8 @@ def test_the_truth_dry_run_states_its_grid_and_writes_nothing(config: Path, tmp_
         (["--mstar-truth", "64,64"], "give distinct n >= 32"),
         (["--mstar-truth", "64", "--seeds", "2"], "--seeds 2 must be >= 3 for --mstar-truth"),
         (["--mstar-truth", "64", "--executor", "spark"], "--executor 'spark' is not known"),
+        (["--mstar-truth", "64", "--mstar-scale", "loud"], "--mstar-scale 'loud': give one of error, score"),
+        (["--mstar", "--mstar-scale", "score"], "--mstar-scale score needs a rate metric"),
     ],
 )
 def test_bad_truth_input_is_one_line_naming_the_option(

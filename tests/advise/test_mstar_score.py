@@ -1,5 +1,6 @@
-"""Check 2's scoring (crl.advise.mstar_score): the interval score's closed form, the targets on constructed points,
-and a committed prediction that is read back only as its store derives it."""
+"""Checks 2 and 3's scoring (crl.advise.mstar_score): the interval score's closed form, the targets on constructed
+points, a committed prediction that is read back only as its store derives it, and the truth read on the scale each
+prediction records."""
 
 import json
 import math
@@ -9,16 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from crl.advise.mstar import Interval
+from crl.advise.mstar import Interval, Scale, band_at, predict_mstar
 from crl.advise.mstar_check import CheckPoint
 from crl.advise.mstar_score import (
     interval_score,
     load_prediction,
+    load_truth,
     score_markdown,
+    score_points,
     score_regime,
     truth_markdown,
     truth_table,
 )
+from crl.advise.mstar_session import finite_json, seed_errors
+from crl.advise.pilot import PILOT_CLAIM
+from crl.sweep import SweepStore
 
 COMMITTED = Path(__file__).parents[2] / "results" / "advisor_mstar" / "gcide_check2" / "scrl_8000"
 
@@ -98,7 +104,8 @@ def test_the_truth_tables_read_the_store_as_scores(tmp_path: Path) -> None:
     shutil.copytree(COMMITTED, folder)
     truth = {"regime": "independent", "metric": "ndcg_error", "truth": {}}
     (folder / "truth.json").write_text(json.dumps(truth), encoding="utf-8")
-    table, score = truth_table([folder])
+    loaded = [load_truth(folder)]
+    table, score = truth_table(loaded)
     assert score == "ndcg@10"
     with sqlite3.connect(folder / "advise.sqlite") as connection:
         rows = connection.execute("select cell, seed, result from cells").fetchall()
@@ -107,6 +114,84 @@ def test_the_truth_tables_read_the_store_as_scores(tmp_path: Path) -> None:
         params = json.loads(cell)
         stored = 1.0 - json.loads(result)["error"]
         assert table[("in_sample", "independent", params["n"])][params["m"]][seed] == pytest.approx(stored)
-    text = truth_markdown([folder], "gcide")
+    text = truth_markdown(loaded, "gcide")
     assert "## m*(n) on gcide" in text and "| in_sample | SCRL | 1000 |" in text
     assert "share of the plateau reached at m/n" in text
+
+
+def _errors(folder: Path) -> dict[tuple[int, int], dict[int, float]]:
+    with SweepStore(folder / "advise.sqlite") as store:
+        return seed_errors(store.records(PILOT_CLAIM))
+
+
+def _as_truth(folder: Path, scale: Scale | None, ns: tuple[int, ...]) -> None:
+    """Write a truth.json for ``folder``'s store at ``ns`` on ``scale`` (None: check 2's file, no scale)."""
+    errors = _errors(folder)
+    document: dict[str, object] = {
+        "regime": "independent",
+        "metric": "ndcg_error",
+        "truth": {str(n): {"m_band": finite_json(band_at(errors, n, scale or "error").__dict__)} for n in ns},
+    }
+    if scale is not None:
+        document["scale"] = scale
+    (folder / "truth.json").write_text(json.dumps(document), encoding="utf-8")
+
+
+def test_the_score_scale_reads_the_curves_as_one_minus_the_error(tmp_path: Path) -> None:
+    """m_band on the score's scale is m_band of the curves 1 - err, with the tolerance q times the score's plateau:
+    computed here by hand from the store and compared."""
+    errors = _errors(COMMITTED)
+    scores = {cell: {seed: 1.0 - e for seed, e in seeds.items()} for cell, seeds in errors.items()}
+    assert band_at(errors, 1_000, "score") == band_at(scores, 1_000, "error")
+    on_score = predict_mstar(errors, 8_000, ns=(250, 500, 1_000), scale="score")
+    assert on_score.scale == "score"
+    assert on_score.at == predict_mstar(scores, 8_000, ns=(250, 500, 1_000)).at
+    assert on_score.at != predict_mstar(errors, 8_000, ns=(250, 500, 1_000)).at, (
+        "the two scales must differ here"
+    )
+
+
+def test_a_score_scale_prediction_is_scored_against_the_truth_on_its_own_scale(tmp_path: Path) -> None:
+    """A prediction recording scale "score" reads back only at that scale, and its truth m_band is the store's on
+    the score's scale, whatever scale the truth.json records; two scales in one report are refused."""
+    pilot = tmp_path / "pilot"
+    shutil.copytree(COMMITTED, pilot)
+    document = json.loads((pilot / "mstar.json").read_text(encoding="utf-8"))
+    errors = _errors(pilot)
+    scored = predict_mstar(errors, 250, ns=(250, 500, 1_000), scale="score")
+    document["prediction"]["at"] = {str(n): finite_json(i.__dict__) for n, i in scored.at.items()}
+    document["n"], document["scale"] = 250, "score"
+    (pilot / "mstar.json").write_text(json.dumps(document), encoding="utf-8")
+    prediction = load_prediction(pilot)
+    assert prediction.scale == "score" and prediction.at[1_000].value == pytest.approx(scored.at[1_000].value)
+    truth_folder = tmp_path / "truth"
+    shutil.copytree(COMMITTED, truth_folder)
+    _as_truth(truth_folder, None, (1_000,))
+    truth = load_truth(truth_folder)
+    (only,) = score_points([prediction], [truth], "gcide")
+    assert only.n == 1_000 and only.truth == band_at(errors, 1_000, "score") != band_at(
+        errors, 1_000, "error"
+    )
+    with pytest.raises(ValueError, match="score each scale in its own crl advise-check"):
+        score_points([prediction, load_prediction(COMMITTED)], [truth], "gcide")
+    document["scale"] = "error"
+    (pilot / "mstar.json").write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match="differs from the one its store gives"):
+        load_prediction(pilot)
+
+
+def test_a_truth_file_that_its_store_does_not_give_back_is_refused(tmp_path: Path) -> None:
+    """truth.json's m_band must be its store's at the scale the file records (none recorded: the error's)."""
+    folder = tmp_path / "truth"
+    shutil.copytree(COMMITTED, folder)
+    _as_truth(folder, "score", (500, 1_000))
+    assert load_truth(folder).ns == (500, 1_000)
+    document = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
+    del document["scale"]
+    (folder / "truth.json").write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"m_band at n = \d+ .* differs from the one its store gives"):
+        load_truth(folder)
+    document["scale"] = "loudness"
+    (folder / "truth.json").write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match="--mstar-scale 'loudness': give one of error, score"):
+        load_truth(folder)

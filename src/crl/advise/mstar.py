@@ -7,7 +7,8 @@ of the powers of two below n and n itself (:func:`m_grid`), S seed runs per cell
 held-out error:
 
 - m_q(n): the first m at which err(n, .) comes within q |P| of its plateau P (the mean at the two largest m),
-  log-log interpolated (:func:`crl.stats.saturation.first_passage`);
+  log-log interpolated (:func:`crl.stats.saturation.first_passage`); on the score's scale (:data:`SCALES`) the
+  curve is the score s = 1 - err and the tolerance q P_s, P_s = 1 - P;
 - m_band(n): log m_q averaged over log q uniform on :data:`BAND` (:func:`crl.stats.saturation.band_passage`), the
   judged form; the fixed :data:`FIXED_QS` beside it;
 - the slope b of log m_band on log n, and the least-squares line read at N, 2N and 4N
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -44,15 +46,19 @@ __all__ = [
     "COST_SHARE_LIMIT",
     "FIXED_QS",
     "LEVEL",
+    "SCALES",
     "Interval",
     "MstarPrediction",
     "PilotPassage",
+    "Scale",
     "SeedErrors",
     "band_at",
+    "check_scale",
     "choose_pilot",
     "determined",
     "m_grid",
     "mstar_ns",
+    "on_scale",
     "passage_at",
     "pilot_points",
     "plateau_error",
@@ -79,6 +85,37 @@ says the pilot did not pin m* down, with the interval."""
 
 SeedErrors = Mapping[tuple[int, int], Mapping[int, float]]
 """(n, m) -> seed -> held-out error of that seed's run."""
+
+Scale = Literal["error", "score"]
+SCALES: tuple[Scale, ...] = ("error", "score")
+"""The scale m_q's tolerance is read on: ``error``, q |P| of the error's plateau (check 2 of
+docs/advisor_mstar.md, the default); ``score``, q P_s of the score's plateau, s = 1 - err, for rate metrics
+(check 3)."""
+
+
+def check_scale(scale: str, metric: str) -> Scale:
+    """``scale`` as a :data:`Scale`, the score's only for a rate metric (its score 1 - err is a rate too).
+
+    Raises:
+        ValueError: naming ``--mstar-scale`` for a scale not in :data:`SCALES`, or ``score`` with ``excess_risk``.
+    """
+    if scale == "error":
+        return "error"
+    if scale != "score":
+        raise ValueError(f"--mstar-scale {scale!r}: give one of {', '.join(SCALES)}")
+    if metric == "excess_risk":
+        raise ValueError(
+            "--mstar-scale score needs a rate metric (1 - excess_risk is no score): use --mstar-scale error or "
+            "--metric with a rate (recall_error, ndcg_error, knn_error)"
+        )
+    return "score"
+
+
+def on_scale(errors: SeedErrors, scale: Scale) -> SeedErrors:
+    """The curves m_q is read from: the errors themselves, or the scores 1 - err."""
+    if scale == "error":
+        return errors
+    return {cell: {seed: 1.0 - value for seed, value in seeds.items()} for cell, seeds in errors.items()}
 
 
 def mstar_ns(n_full: int, lower: int = 0) -> tuple[int, ...]:
@@ -176,6 +213,7 @@ class MstarPrediction:
     pilots: tuple[PilotPassage, ...]
     slope: Interval
     at: dict[int, Interval]
+    scale: Scale = "error"
 
     def growth_per_doubling(self) -> Interval:
         """2^slope: the factor one doubling of the data multiplies m* by."""
@@ -222,10 +260,10 @@ def _pilot_passages(
     )
 
 
-def passage_at(errors: SeedErrors, n: int) -> PilotPassage:
-    """m_band and the fixed-q m_q measured at one n (a truth point of the checks), with their jackknife intervals
-    over the seeds that finished every m there."""
-    grids, matrices, seeds = _matrices(errors, (n,))
+def passage_at(errors: SeedErrors, n: int, scale: Scale = "error") -> PilotPassage:
+    """m_band and the fixed-q m_q measured at one n (a truth point of the checks) on ``scale``, with their jackknife
+    intervals over the seeds that finished every m there."""
+    grids, matrices, seeds = _matrices(on_scale(errors, scale), (n,))
     return _pilot_passages((n,), grids, matrices, jackknife_weights(seeds))[0]
 
 
@@ -236,13 +274,18 @@ def plateau_error(errors: SeedErrors, n: int) -> float:
     return sum(values) / len(values)
 
 
-def band_at(errors: SeedErrors, n: int) -> Interval:
-    """m_band measured at one n (:func:`passage_at`)."""
-    return passage_at(errors, n).m_band
+def band_at(errors: SeedErrors, n: int, scale: Scale = "error") -> Interval:
+    """m_band measured at one n on ``scale`` (:func:`passage_at`)."""
+    return passage_at(errors, n, scale).m_band
 
 
 def predict_mstar(
-    errors: SeedErrors, n_full: int, *, ns: Sequence[int] | None = None, reverse_growth: bool = False
+    errors: SeedErrors,
+    n_full: int,
+    *,
+    ns: Sequence[int] | None = None,
+    reverse_growth: bool = False,
+    scale: Scale = "error",
 ) -> MstarPrediction:
     """m_band at each pilot n, its slope on log n, and m_band predicted at N, 2N and 4N (module docstring).
 
@@ -252,6 +295,7 @@ def predict_mstar(
         ns: the pilot n (default :func:`mstar_ns` of N, the pilot at no cost cap).
         reverse_growth: the registered negative control: each pilot n's curve is paired with the pilot n in
             reverse order, so the fitted slope is -b.
+        scale: the scale of the tolerance (:data:`SCALES`).
 
     Raises:
         ValueError: on fewer than 2 pilot n, a pilot n with fewer than 3 m, or fewer than 3 complete seeds.
@@ -259,7 +303,7 @@ def predict_mstar(
     pilot_ns = tuple(ns) if ns is not None else mstar_ns(n_full)
     if len(pilot_ns) < 2:
         raise ValueError(f"{len(pilot_ns)} pilot n; a growth in n needs at least 2.")
-    grids, matrices, seeds = _matrices(errors, pilot_ns)
+    grids, matrices, seeds = _matrices(on_scale(errors, scale), pilot_ns)
     rows = jackknife_weights(seeds)
     band = passages_by_n(grids, matrices, rows, BAND)
     paired = pilot_ns[::-1] if reverse_growth else pilot_ns
@@ -277,6 +321,7 @@ def predict_mstar(
         _pilot_passages(pilot_ns, grids, matrices, rows),
         Interval(slope.point, slope.ci_low, slope.ci_high),
         at,
+        scale,
     )
 
 
@@ -349,8 +394,9 @@ def answer_lines(prediction: MstarPrediction, *, shared: bool, scope: str) -> li
     for q in FIXED_QS:
         fixed = ", ".join(f"{p.fixed[q].text()}" for p in prediction.pilots)
         lines.append(f"  fixed q = {q:.0%} (descriptive): {fixed}")
+    curve = "error" if prediction.scale == "error" else "score (1 - error)"
     lines.append(
-        f"m* is the first m whose error comes within q of its plateau, log-averaged over q in [{BAND.low:.1%}, "
+        f"m* is the first m whose {curve} comes within q of its plateau, log-averaged over q in [{BAND.low:.1%}, "
         f"{BAND.high:.0%}]. Scope: {scope}."
     )
     return lines

@@ -13,6 +13,10 @@ reads the committed prediction and not a later one. Per regime, at every truth n
 
 and the control: the growth-reversed prediction (:func:`predict_mstar` with ``reverse_growth``) must miss (1) at
 every point whose pilot |b| > 0.25.
+
+m_band is read on the scale each prediction records (``mstar.json``'s ``scale``: the error's plateau, check 2, or the
+score's, check 3; a file without it is check 2's), the truth's on the same scale from the truth store; the truth
+store must give its own ``truth.json`` back at the scale that file records.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from crl._vocab import REGIME_LABELS, Regime
-from crl.advise.mstar import LEVEL, Interval, predict_mstar
+from crl.advise.mstar import LEVEL, Interval, Scale, SeedErrors, band_at, check_scale, predict_mstar
 from crl.advise.mstar_check import INFORMATIVE_SLOPE, TARGET_SHARE, CheckPoint
 from crl.advise.mstar_session import seed_errors
 from crl.advise.pilot import PILOT_CLAIM
@@ -38,6 +42,7 @@ __all__ = [
     "ALPHA",
     "Prediction",
     "ScoreReport",
+    "Truth",
     "interval_score",
     "load_prediction",
     "load_truth",
@@ -67,6 +72,7 @@ class Prediction:
     at: dict[int, Interval]
     control: dict[int, Interval]
     no_growth: Interval
+    scale: Scale = "error"
 
 
 def _interval(document: dict[str, Any]) -> Interval:
@@ -112,10 +118,11 @@ def load_prediction(folder: str | Path) -> Prediction:
     document = json.loads(document_path.read_text(encoding="utf-8"))
     stored = document["prediction"]
     pilot_ns = tuple(int(p["n"]) for p in stored["pilots"])
+    scale = _scale(document, document_path)
     with SweepStore(store_path) as store:
         errors = seed_errors(store.records(PILOT_CLAIM))
     n_full = int(document["n"])
-    derived = predict_mstar(errors, n_full, ns=pilot_ns)
+    derived = predict_mstar(errors, n_full, ns=pilot_ns, scale=scale)
     at = {int(n): _interval(value) for n, value in stored["at"].items()}
     for n, interval in at.items():
         if not _same(interval, derived.at[n]):
@@ -123,7 +130,7 @@ def load_prediction(folder: str | Path) -> Prediction:
                 f"{document_path}: the stored prediction at n = {n} ({interval.text()}) differs from the one its "
                 f"store gives ({derived.at[n].text()}); score the committed folder as it is"
             )
-    control = predict_mstar(errors, n_full, ns=pilot_ns, reverse_growth=True).at
+    control = predict_mstar(errors, n_full, ns=pilot_ns, reverse_growth=True, scale=scale).at
     return Prediction(
         path,
         _regime(document["regime"], document_path),
@@ -133,10 +140,19 @@ def load_prediction(folder: str | Path) -> Prediction:
         at,
         control,
         derived.pilots[-1].m_band,
+        scale,
     )
 
 
-def truth_table(folders: Sequence[str | Path]) -> tuple[Table, str | None]:
+def _scale(document: dict[str, Any], path: Path) -> Scale:
+    """The tolerance's scale a file records (check 2's files record none: the error's)."""
+    try:
+        return check_scale(str(document.get("scale", "error")), str(document["metric"]))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def truth_table(truths: Sequence[Truth]) -> tuple[Table, str | None]:
     """The truth grids' cells as the m*(n) experiment's table, (``in_sample``, regime, n) -> m -> seed -> score
     (1 - the held-out error), and the score's name (None for ``excess_risk``, which is no rate: no table).
 
@@ -144,63 +160,107 @@ def truth_table(folders: Sequence[str | Path]) -> tuple[Table, str | None]:
         ValueError: naming the folders when their metrics differ, or two folders hold one regime.
     """
     table: Table = {}
-    metrics = set()
-    for folder in folders:
-        path = Path(folder)
-        regime, _ = load_truth(path)
-        metrics.add(json.loads((path / "truth.json").read_text(encoding="utf-8"))["metric"])
-        if any(key[1] == regime for key in table):
+    for truth in truths:
+        if any(key[1] == truth.regime for key in table):
             raise ValueError(
-                f"--truth {path}: a second truth folder of regime {regime!r}; give one per regime"
+                f"--truth {truth.folder}: a second truth folder of regime {truth.regime!r}; give one per regime"
             )
-        with SweepStore(path / "advise.sqlite") as store:
-            errors = seed_errors(store.records(PILOT_CLAIM))
-        for (n, m), seeds in errors.items():
-            by_m = table.setdefault((ARM, regime, n), {})
+        for (n, m), seeds in truth.errors.items():
+            by_m = table.setdefault((ARM, truth.regime, n), {})
             by_m[m] = {seed: 1.0 - error for seed, error in seeds.items()}
+    metrics = sorted({truth.metric for truth in truths})
     if len(metrics) != 1:
-        raise ValueError(f"--truth folders of metrics {sorted(metrics)}: give folders of one metric")
-    return table, SCORES.get(next(iter(metrics)))
+        raise ValueError(f"--truth folders of metrics {metrics}: give folders of one metric")
+    return table, SCORES.get(metrics[0])
 
 
-def truth_markdown(folders: Sequence[str | Path], data: str) -> str:
+def truth_markdown(truths: Sequence[Truth], data: str) -> str:
     """m_q at q = 1%, 2%, 5% per truth n and regime, the slopes of log m_q on log n (SSCRL - SCRL beside), and
     [A]'s shape, from the truth grids (the m*(n) experiment on ``data``; crl.experiments.mstar.passage)."""
-    table, score = truth_table(folders)
+    table, score = truth_table(truths)
     lines = [f"## m*(n) on {data}: m_q at fixed tolerances and [A]'s shape, from the truth grids", ""]
     if score is None:
         return "\n".join([*lines, "The metric is excess_risk, no rate of a score: no m_q table."]) + "\n"
+    folders = ", ".join(str(truth.folder) for truth in truths)
     lines += [
-        f"From {', '.join(map(str, folders))}: the score is 1 - the held-out error ({score}); intervals: "
+        f"From {folders}: the score is 1 - the held-out error ({score}); intervals: "
         "delete-one-seed jackknife Student-t 95%; an end printed inf or -inf is one that censoring leaves open.",
     ]
     return "\n".join(lines + table_sections(table, score)) + "\n"
 
 
-def load_truth(folder: str | Path) -> tuple[Regime, dict[int, Interval]]:
-    """The regime and m_band per n of a truth folder's ``truth.json`` (``crl advise --mstar-truth``).
+@dataclass(frozen=True)
+class Truth:
+    """One truth folder: its regime, metric, truth n and the seed errors of its store."""
+
+    folder: Path
+    regime: Regime
+    metric: str
+    ns: tuple[int, ...]
+    errors: SeedErrors
+
+    def band(self, n: int, scale: Scale) -> Interval:
+        """m_band measured at truth n on ``scale``."""
+        return band_at(self.errors, n, scale)
+
+
+def load_truth(folder: str | Path) -> Truth:
+    """A truth folder's ``truth.json`` (``crl advise --mstar-truth``) and store, checked against each other.
 
     Raises:
-        ValueError: naming the folder when ``truth.json`` is missing.
+        ValueError: naming the folder when ``truth.json`` or the store is missing, or the store does not give the
+            file's m_band back at the scale it records.
     """
     path = Path(folder) / "truth.json"
-    if not path.is_file():
-        raise ValueError(f"{path} is missing: run crl advise CONFIG --mstar-truth N1,N2,... --out {folder}")
+    store_path = Path(folder) / "advise.sqlite"
+    if not path.is_file() or not store_path.is_file():
+        raise ValueError(
+            f"{folder}: a truth folder holds truth.json and advise.sqlite; run crl advise CONFIG --mstar-truth "
+            f"N1,N2,... --out {folder}"
+        )
     document = json.loads(path.read_text(encoding="utf-8"))
-    return _regime(document["regime"], path), {
-        int(n): _interval(v["m_band"]) for n, v in document["truth"].items()
-    }
+    with SweepStore(store_path) as store:
+        errors = seed_errors(store.records(PILOT_CLAIM))
+    truth = Truth(
+        Path(folder),
+        _regime(document["regime"], path),
+        str(document["metric"]),
+        tuple(map(int, document["truth"])),
+        errors,
+    )
+    scale = _scale(document, path)
+    for n, value in document["truth"].items():
+        stored, derived = _interval(value["m_band"]), truth.band(int(n), scale)
+        if not _same(stored, derived):
+            raise ValueError(
+                f"{path}: m_band at n = {n} ({stored.text()}) differs from the one its store gives "
+                f"({derived.text()}); score the truth folder as its command left it"
+            )
+    return truth
 
 
-def score_points(
-    predictions: Sequence[Prediction], truths: dict[Regime, dict[int, Interval]], data: str
-) -> list[CheckPoint]:
-    """Every (prediction, truth n) pair of one regime's truth that the prediction covers."""
+def score_points(predictions: Sequence[Prediction], truths: Sequence[Truth], data: str) -> list[CheckPoint]:
+    """Every (prediction, truth n) pair of one regime's truth that the prediction covers, the truth's m_band on the
+    prediction's scale.
+
+    Raises:
+        ValueError: naming the folders when the predictions' scales differ (one report reads one scale).
+    """
+    scales = {prediction.scale for prediction in predictions}
+    if len(scales) > 1:
+        raise ValueError(
+            "predictions of scales "
+            + ", ".join(f"{p.folder} ({p.scale})" for p in predictions)
+            + ": score each scale in its own crl advise-check"
+        )
+    by_regime = {truth.regime: truth for truth in truths}
     points = []
     for prediction in predictions:
-        truth = truths.get(prediction.regime, {})
+        truth = by_regime.get(prediction.regime)
+        if truth is None:
+            continue
         for n, predicted in sorted(prediction.at.items()):
-            if n not in truth:
+            if n not in truth.ns:
                 continue
             points.append(
                 CheckPoint(
@@ -211,7 +271,7 @@ def score_points(
                     prediction.pilot_ns,
                     prediction.slope,
                     predicted,
-                    truth[n],
+                    truth.band(n, prediction.scale),
                     prediction.no_growth,
                     prediction.control[n],
                 )
@@ -298,12 +358,13 @@ def _finite(point: CheckPoint) -> bool:
     return point.predicted.value > 0 and point.truth.value > 0 and math.isfinite(point.predicted.value)
 
 
-def score_markdown(points: Sequence[CheckPoint], *, sources: str) -> str:
-    """The points and the registered targets per regime as Markdown."""
+def score_markdown(points: Sequence[CheckPoint], *, sources: str, scale: Scale = "error") -> str:
+    """The points and the registered targets per regime as Markdown, m_band read on ``scale``."""
+    plateau = "the held-out error" if scale == "error" else "the score (1 - the held-out error)"
     lines = [
-        "## crl advise --mstar scored on unseen data (check 2)",
+        "## crl advise --mstar scored on unseen data",
         "",
-        f"{sources}. m_band: log m_q averaged over q in [2.5%, 10%] of the plateau of the held-out error; "
+        f"{sources}. m_band: log m_q averaged over q in [2.5%, 10%] of the plateau of {plateau}; "
         "intervals: delete-one-seed jackknife Student-t 95%; interval scores on the log scale (alpha 0.05).",
         "",
         "| regime | N -> n | pilot n | slope b | predicted | truth | ratio | within 2x | covered | IS | "

@@ -17,8 +17,10 @@ from typing import Any
 from crl.advise.heldout import Baseline, Metric, check_metric, default_metric
 from crl.advise.mstar import (
     MstarPrediction,
+    Scale,
     SeedErrors,
     answer_lines,
+    check_scale,
     choose_pilot,
     m_grid,
     pilot_points,
@@ -48,6 +50,7 @@ class MstarPlan:
     full_samples: int
     share: float
     probe: TimingProbe | None
+    scale: Scale = "error"
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ def plan_mstar(config: TrainConfig, options: AdviseOptions, *, probe: bool = Tru
 
     Raises:
         ValueError: naming the option or config field to change: ``--seeds`` below 3, ``--epochs`` below 1, an N
-            too small for N/16, a pilot dearer than 10% of the grid at N.
+            too small for N/16, a pilot dearer than 10% of the grid at N, a bad ``--mstar-scale``.
     """
     if options.seeds < 3:
         raise ValueError(
@@ -76,6 +79,7 @@ def plan_mstar(config: TrainConfig, options: AdviseOptions, *, probe: bool = Tru
     if options.epochs < 1:
         raise ValueError(f"--epochs {options.epochs} must be >= 1")
     metric = check_metric(config, options.metric) if options.metric else default_metric(config)
+    scale = check_scale(options.mstar_scale, metric)
     n_full = full_n(config)
     seeds = tuple(range(options.first_seed, options.first_seed + options.seeds))
 
@@ -86,7 +90,9 @@ def plan_mstar(config: TrainConfig, options: AdviseOptions, *, probe: bool = Tru
     ns, share = choose_pilot(n_full, lambda candidate: samples(pilot_points(candidate)) / full)
     points = pilot_points(ns)
     timing = probe_timing(config, points, metric, options.sizes, largest_n=max(ns)) if probe else None
-    return MstarPlan(n_full, ns, points, seeds, options.epochs, metric, samples(points), full, share, timing)
+    return MstarPlan(
+        n_full, ns, points, seeds, options.epochs, metric, samples(points), full, share, timing, scale
+    )
 
 
 def seed_errors(records: list[CellRecord]) -> dict[tuple[int, int], dict[int, float]]:
@@ -113,7 +119,7 @@ def run_mstar(
     cells = pilot_cells(config, plan.points, plan.seeds, plan.epochs, plan.metric, options.sizes)
     records = run_in_folder(out, cells, workers=options.workers, executor=executor, progress=progress)
     errors = seed_errors(records)
-    prediction = predict_mstar(errors, plan.n_full, ns=plan.ns)
+    prediction = predict_mstar(errors, plan.n_full, ns=plan.ns, scale=plan.scale)
     shared = not NEGATIVES_FACTS[config.loss.negatives].per_anchor
     lines = answer_lines(prediction, shared=shared, scope=model_covered(config).covers)
     baseline = baseline_at(config, plan.metric, options.sizes, plan.points[0], plan.epochs, plan.seeds[0])
@@ -130,6 +136,7 @@ def _document(
     return {
         "answer": lines,
         "metric": plan.metric,
+        "scale": plan.scale,
         "regime": config.loss.regime,
         "negatives": config.loss.negatives,
         "n": plan.n_full,

@@ -5,9 +5,10 @@ At each truth n the cells are (n, m) for every power of two m below n and m = n 
 trained by the advisor's recipe map and scored by the held-out error, S seed runs each
 (:func:`crl.advise.pilot.pilot_cells`); a cell's record does not depend on the config's own N, so a truth cell and a
 pilot cell at the same (n, m, seed) are one cell. m_band(n) is :func:`crl.advise.mstar.passage_at`: the band-averaged
-first passage within q |P| of the plateau P, with its delete-one-seed jackknife interval, and the fixed q = 1%, 2%, 5%
-beside it. Over three or more n the same grid is the m*(n) experiment on the user's data: the slope of log m_q on
-log n is printed per q (descriptive; the least-squares line through the measured points).
+first passage within q |P| of the plateau P (of the error or of the score 1 - err, by ``--mstar-scale``), with its
+delete-one-seed jackknife interval, and the fixed q = 1%, 2%, 5% beside it. Over three or more n the same grid is the
+m*(n) experiment on the user's data: the slope of log m_q on log n is printed per q (descriptive; the least-squares
+line through the measured points).
 
 Files in the output folder: ``advise.sqlite`` (the sweep store; a rerun resumes) and ``truth.json``.
 """
@@ -24,7 +25,16 @@ from typing import Any
 import numpy as np
 
 from crl.advise.heldout import Metric, check_metric, default_metric
-from crl.advise.mstar import FIXED_QS, Interval, PilotPassage, passage_at, pilot_points, plateau_error
+from crl.advise.mstar import (
+    FIXED_QS,
+    Interval,
+    PilotPassage,
+    Scale,
+    check_scale,
+    passage_at,
+    pilot_points,
+    plateau_error,
+)
 from crl.advise.mstar_session import finite_json, seed_errors
 from crl.advise.pilot import TimingProbe, cell_samples, pilot_cells, probe_timing, run_in_folder
 from crl.advise.session import AdviseOptions
@@ -47,6 +57,7 @@ class TruthPlan:
     metric: Metric
     samples: int
     probe: TimingProbe | None
+    scale: Scale = "error"
 
 
 @dataclass(frozen=True)
@@ -97,18 +108,19 @@ def plan_truth(
     """The truth grid at ``ns`` with its processed samples and a timing probe.
 
     Raises:
-        ValueError: ``--seeds`` below 3 (the jackknife interval), ``--epochs`` below 1.
+        ValueError: ``--seeds`` below 3 (the jackknife interval), ``--epochs`` below 1, a bad ``--mstar-scale``.
     """
     if options.seeds < 3:
         raise ValueError(f"--seeds {options.seeds} must be >= 3 for --mstar-truth (jackknife intervals)")
     if options.epochs < 1:
         raise ValueError(f"--epochs {options.epochs} must be >= 1")
     metric = check_metric(config, options.metric) if options.metric else default_metric(config)
+    scale = check_scale(options.mstar_scale, metric)
     seeds = tuple(range(options.first_seed, options.first_seed + options.seeds))
     points = pilot_points(ns)
     samples = len(seeds) * sum(cell_samples(config, n, m, options.epochs) for n, m in points)
     timing = probe_timing(config, points, metric, options.sizes, largest_n=max(ns)) if probe else None
-    return TruthPlan(tuple(ns), points, seeds, options.epochs, metric, samples, timing)
+    return TruthPlan(tuple(ns), points, seeds, options.epochs, metric, samples, timing, scale)
 
 
 def run_truth(
@@ -125,7 +137,7 @@ def run_truth(
     cells = pilot_cells(config, plan.points, plan.seeds, plan.epochs, plan.metric, options.sizes)
     records = run_in_folder(out, cells, workers=options.workers, executor=executor, progress=progress)
     errors = seed_errors(records)
-    passages = {n: passage_at(errors, n) for n in plan.ns}
+    passages = {n: passage_at(errors, n, plan.scale) for n in plan.ns}
     plateau = {n: plateau_error(errors, n) for n in plan.ns}
     json_path = out / "truth.json"
     result = TruthResult(plan, passages, plateau, json_path)
@@ -148,6 +160,7 @@ def _document(config: TrainConfig, result: TruthResult) -> dict[str, Any]:
     plan = result.plan
     return {
         "metric": plan.metric,
+        "scale": plan.scale,
         "regime": config.loss.regime,
         "negatives": config.loss.negatives,
         "seeds": list(plan.seeds),

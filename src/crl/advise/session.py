@@ -78,6 +78,7 @@ class AdviseOptions:
     sizes: EvalSizes = field(default_factory=EvalSizes)
     executor: str = "process"
     address: str | None = None
+    mstar_scale: str = "error"
 
 
 @dataclass(frozen=True)

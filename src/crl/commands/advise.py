@@ -86,6 +86,13 @@ def advise(
             "these comma-separated n, e.g. 8000,16000,32000 (the truth of docs/advisor_mstar.md's checks)."
         ),
     ] = None,
+    mstar_scale: Annotated[
+        str,
+        typer.Option(
+            help="Where --mstar / --mstar-truth read m*'s tolerance: error (q of the error's plateau) or score "
+            "(q of the score's plateau, 1 - error; for rate metrics near chance; docs/advisor_mstar.md, check 3)."
+        ),
+    ] = "error",
     executor: Annotated[
         str,
         typer.Option(
@@ -127,6 +134,7 @@ def advise(
         sizes=EvalSizes(queries=eval_queries),
         executor=executor,
         address=address,
+        mstar_scale=mstar_scale,
     )
     raise typer.Exit(
         advise_command(
@@ -496,15 +504,15 @@ def advise_check_command(predictions: list[Path], truth: list[Path], *, data: st
             raise ValueError(
                 "--truth: give the truth folder of each regime (crl advise --mstar-truth --out DIR)"
             )
-        table = truth_markdown(truth, data)
-        truths = dict(load_truth(folder) for folder in truth)
-        parts = [table]
+        truths = [load_truth(folder) for folder in truth]
+        parts = [truth_markdown(truths, data)]
         if predictions:
             loaded = [load_prediction(folder) for folder in predictions]
             sources = (
                 "Predictions " + ", ".join(map(str, predictions)) + "; truth " + ", ".join(map(str, truth))
             )
-            parts.insert(0, score_markdown(score_points(loaded, truths, data), sources=sources))
+            points = score_points(loaded, truths, data)
+            parts.insert(0, score_markdown(points, sources=sources, scale=loaded[0].scale))
         text = "\n".join(parts)
         out.write_text(text, encoding="utf-8")
         Console(soft_wrap=True, highlight=False).print(text, markup=False)
