@@ -30,6 +30,27 @@ def test_the_truth_dry_run_states_its_grid_and_writes_nothing(config: Path, tmp_
     assert "CPU-h" in text and not out.exists()
 
 
+def test_a_resumed_grid_is_estimated_for_the_runs_it_still_lacks(
+    config: Path, tmp_path: Path, one_thread: None
+) -> None:
+    """The plan's wall time counts only the cell runs OUT's store lacks, and says how many it holds."""
+    out = tmp_path / "truth"
+    first = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--mstar-truth", "32", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    assert _cells(out) == 3 * 6
+    resumed = CliRunner().invoke(
+        app, ["advise", str(config), *ARGS, "--mstar-truth", "32,64", "--out", str(out), "--dry-run"]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    text = resumed.output.replace("\n", " ")
+    assert "(a resume: 18 of 39 cell runs are in" in text and "the estimate is for the 21 left)" in text
+    fresh = CliRunner().invoke(
+        app,
+        ["advise", str(config), *ARGS, "--mstar-truth", "32,64", "--out", str(tmp_path / "new"), "--dry-run"],
+    )
+    assert fresh.exit_code == 0 and "a resume" not in fresh.output
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -76,6 +97,7 @@ def test_predict_measure_and_score_end_to_end(config: Path, tmp_path: Path, one_
         app, ["advise", str(config), *ARGS, "--mstar-truth", "128,1024", "--out", str(truth)]
     )
     assert again.exit_code == 0 and _cells(truth) == 3 * (8 + 11), "a rerun must recompute nothing"
+    assert "(a resume: 57 of 57 cell runs are in" in again.output.replace("\n", " ")
     assert json.loads((truth / "truth.json").read_text(encoding="utf-8")) == document
     scored = runner.invoke(
         app, ["advise-check", str(pilot), "--truth", str(truth), "--data", "toy", "--out", str(report)]

@@ -40,6 +40,7 @@ __all__ = [
     "cell_document",
     "cell_samples",
     "full_n",
+    "missing_runs",
     "pilot_cell",
     "pilot_cells",
     "pilot_config",
@@ -185,6 +186,18 @@ def run_in_folder(
     out.mkdir(parents=True, exist_ok=True)
     with SweepStore(out / "advise.sqlite") as store:
         return run_pilot(store, cells, workers=workers, executor=executor, progress=progress)
+
+
+def missing_runs(out_dir: str | Path, cells: Sequence[Cell]) -> list[Point]:
+    """The (n, m) of each of ``cells`` (one entry per seed run) that the output folder's store lacks: what a run
+    into that folder still trains (all of them when the folder has no store)."""
+    path = Path(out_dir) / "advise.sqlite"
+    runs = [(int(cell.params["n"]), int(cell.params["m"])) for cell in cells]
+    if not path.is_file():
+        return runs
+    with SweepStore(path) as store:
+        stored = store.stored_keys(PILOT_CLAIM)
+    return [run for run, cell in zip(runs, cells, strict=True) if (cell.key, cell.seed) not in stored]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from crl._lock import FolderLock, claim_folder
 from crl.commands._errors import EXIT_OK, run_reporting_errors
 
 if TYPE_CHECKING:
+    from crl.advise.heldout import EvalSizes, Metric
     from crl.advise.mstar_session import MstarPlan, MstarResult
     from crl.advise.mstar_truth import TruthPlan, TruthResult
     from crl.advise.pilot import TimingProbe
@@ -169,7 +170,7 @@ def advise_command(
             dry_run,
             overrides,
             partial(_plan_truth, options, mstar_truth),
-            _print_truth_plan,
+            partial(_print_truth_plan, out=out, sizes=options.sizes),
             partial(_run_truth, options, out),
             _print_truth_result,
         )
@@ -181,7 +182,7 @@ def advise_command(
             dry_run,
             overrides,
             partial(_plan_mstar, options),
-            _print_mstar_plan,
+            partial(_print_mstar_plan, out=out, sizes=options.sizes),
             partial(_run_mstar, options, out),
             _print_mstar_result,
         )
@@ -331,7 +332,9 @@ def _with_progress(console: Console, work: Callable[[ProgressHook], T]) -> T:
     return work(line)
 
 
-def _print_mstar_plan(console: Console, config: TrainConfig, plan: MstarPlan, workers: int) -> None:
+def _print_mstar_plan(
+    console: Console, config: TrainConfig, plan: MstarPlan, workers: int, *, out: Path, sizes: EvalSizes
+) -> None:
     ns = sorted({n for n, _ in plan.points})
     console.print(
         f"your n = {plan.n_full:,}, {config.loss.regime} negatives ({config.loss.negatives}), metric {plan.metric}; "
@@ -342,32 +345,58 @@ def _print_mstar_plan(console: Console, config: TrainConfig, plan: MstarPlan, wo
         markup=False,
     )
     if plan.probe is not None:
-        _print_probe(
-            console, config, plan.probe, plan.points, len(plan.seeds), plan.epochs, workers, "pilot's cells"
-        )
+        runs = _missing(out, config, plan.points, plan.seeds, plan.epochs, plan.metric, sizes)
+        _print_probe(console, config, plan.probe, runs, plan.epochs, workers, "pilot's cells", out)
+
+
+def _missing(
+    out: Path,
+    config: TrainConfig,
+    points: tuple[tuple[int, int], ...],
+    seeds: tuple[int, ...],
+    epochs: int,
+    metric: Metric,
+    sizes: EvalSizes,
+) -> tuple[int, list[tuple[int, int]]]:
+    """(all cell runs, the (n, m) of each run OUT's store lacks): :func:`crl.advise.pilot.missing_runs`."""
+    # Deferred: it loads torch and faiss, which `crl --help` does not need.
+    from crl.advise.pilot import missing_runs, pilot_cells
+
+    cells = pilot_cells(config, points, seeds, epochs, metric, sizes)
+    return len(cells), missing_runs(out, cells)
 
 
 def _print_probe(
     console: Console,
     config: TrainConfig,
     probe: TimingProbe,
-    points: tuple[tuple[int, int], ...],
-    seeds: int,
+    runs: tuple[int, list[tuple[int, int]]],
     epochs: int,
     workers: int,
     what: str,
+    out: Path,
 ) -> None:
-    """The probe's wall time of ``points`` x ``seeds`` cells on ``workers`` processes, with the data's own time."""
-    cells_s = probe.wall_seconds(config, points, seeds, epochs, workers)
+    """The probe's wall time of the cell runs still to train on ``workers`` processes, with the data's own time;
+    on a resume, how many runs OUT's store holds already."""
+    total, missing = runs
+    cells_s = probe.wall_seconds(config, missing, 1, epochs, workers)
+    resume = (
+        f" (a resume: {total - len(missing)} of {total} cell runs are in {out / 'advise.sqlite'} already; the "
+        f"estimate is for the {len(missing)} left)"
+        if len(missing) < total
+        else ""
+    )
     console.print(
         f"timing probe: {probe.feature_seconds:.1f} s to make the data ready; about {_minutes(cells_s)} for the "
         f"{what} with {workers} worker(s) on this machine ({cells_s * workers / 3600:.2f} CPU-h), "
-        f"{_minutes(probe.feature_seconds + cells_s)} in all with the data",
+        f"{_minutes(probe.feature_seconds + cells_s)} in all with the data{resume}",
         markup=False,
     )
 
 
-def _print_truth_plan(console: Console, config: TrainConfig, plan: TruthPlan, workers: int) -> None:
+def _print_truth_plan(
+    console: Console, config: TrainConfig, plan: TruthPlan, workers: int, *, out: Path, sizes: EvalSizes
+) -> None:
     console.print(
         f"m* truth grid, {config.loss.regime} negatives ({config.loss.negatives}), metric {plan.metric}: at n = "
         f"{', '.join(f'{n:,}' for n in plan.ns)}, every power-of-two m below n and m = n: {len(plan.points)} cells "
@@ -376,7 +405,8 @@ def _print_truth_plan(console: Console, config: TrainConfig, plan: TruthPlan, wo
         markup=False,
     )
     if plan.probe is not None:
-        _print_probe(console, config, plan.probe, plan.points, len(plan.seeds), plan.epochs, workers, "cells")
+        runs = _missing(out, config, plan.points, plan.seeds, plan.epochs, plan.metric, sizes)
+        _print_probe(console, config, plan.probe, runs, plan.epochs, workers, "cells", out)
 
 
 def _print_truth_result(console: Console, result: TruthResult) -> None:
