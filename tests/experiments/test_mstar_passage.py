@@ -65,6 +65,18 @@ def test_slopes_separate_a_regime_that_scales_with_n_from_one_that_does_not() ->
     assert slopes["SSCRL - SCRL"].ci_low > 0.0
 
 
+def test_a_regime_missing_an_n_keeps_the_others_slope_and_drops_the_difference() -> None:
+    """If this fails, a grid still running in one regime (SCRL without its largest n) hides the complete regime's
+    slope, or a difference is taken over two different ranges of n."""
+    table = _table(1.0)
+    full = {s.regime: s.statistic for s in passage_slopes_of(table, "recall@1", 0.05)}
+    del table[("in_sample", "independent", 4000)]
+    partial = {s.regime: s.statistic for s in passage_slopes_of(table, "recall@1", 0.05)}
+    assert set(partial) == {"SSCRL", "SCRL"}
+    assert partial["SSCRL"] == full["SSCRL"]
+    assert partial["SCRL"].point == pytest.approx(0.25, abs=0.15)
+
+
 def test_shares_are_the_means_over_the_plateau_at_the_grid_fractions() -> None:
     """If this fails, [A]'s shape is not mean(m)/P at m/n = 1, 10, 40, 70, 100%, or the steep-then-flat reading
     (share at 40% >= 95%, at 10% <= 80%) changed."""

@@ -139,36 +139,52 @@ def passage_points(table: Table, metric: str, q: float) -> list[PassagePoint]:
 
 
 def passage_slopes_of(table: Table, metric: str, q: float) -> list[PassageSlope]:
-    """Per arm, each regime's slope of log m_q on log n and their difference, on the seeds finished at every
-    cell of the arm (arms with fewer than 2 n or 3 common seeds are left out)."""
+    """Per arm, each regime's slope of log m_q on log n over the n it holds, and the regimes' difference where both
+    hold the same n, each on the seeds finished at every cell it reads (a slope with fewer than 2 n or 3 common
+    seeds is left out)."""
     found = []
     for arm in sorted({key[0] for key in table}):
         regimes = sorted({key[1] for key in table if key[0] == arm}, reverse=True)
-        ns = sorted({key[2] for key in table if key[0] == arm})
-        keys = [(arm, regime, n) for regime in regimes for n in ns]
-        if len(ns) < 2 or any(key not in table or len(table[key]) < 3 for key in keys):
-            continue
-        common = sorted(set.intersection(*(set(complete_seeds(table[key])) for key in keys)))
-        if len(common) < 3:
-            continue
-        rows = jackknife_weights(len(common))
-        log_n = np.log(np.asarray(ns, dtype=np.float64))
-        slopes: dict[str, SlopeBounds] = {}
+        held = {regime: sorted(key[2] for key in table if key[:2] == (arm, regime)) for regime in regimes}
+        slopes: dict[Regime, tuple[SlopeBounds, int]] = {}
         for regime in regimes:
-            matrices = [seed_matrix(table[(arm, regime, n)], common) for n in ns]
-            passages = passages_by_n([ms for ms, _ in matrices], [v for _, v in matrices], rows, q)
-            slopes[regime] = passage_slopes(log_n, passages)
-            censored = int(np.count_nonzero(passages.censor[0]))
-            found.append(
-                PassageSlope(
-                    arm, REGIME_LABELS[regime], metric, q, jackknife_bounds(slopes[regime], LEVEL), censored
+            fitted = _regime_slopes(table, arm, [regime], held[regime], q)
+            if fitted is not None:
+                slopes[regime] = fitted[regime]
+                bounds, censored = fitted[regime]
+                found.append(
+                    PassageSlope(
+                        arm, REGIME_LABELS[regime], metric, q, jackknife_bounds(bounds, LEVEL), censored
+                    )
                 )
-            )
-        if {"shared", "independent"} <= set(slopes):
-            difference = combine_slopes([(1.0, slopes["shared"]), (-1.0, slopes["independent"])])
-            found.append(
-                PassageSlope(arm, "SSCRL - SCRL", metric, q, jackknife_bounds(difference, LEVEL), -1)
-            )
+        if {"shared", "independent"} <= set(slopes) and held["shared"] == held["independent"]:
+            paired = _regime_slopes(table, arm, ["shared", "independent"], held["shared"], q)
+            if paired is not None:
+                difference = combine_slopes([(1.0, paired["shared"][0]), (-1.0, paired["independent"][0])])
+                found.append(
+                    PassageSlope(arm, "SSCRL - SCRL", metric, q, jackknife_bounds(difference, LEVEL), -1)
+                )
+    return found
+
+
+def _regime_slopes(
+    table: Table, arm: str, regimes: Sequence[Regime], ns: Sequence[int], q: float
+) -> dict[Regime, tuple[SlopeBounds, int]] | None:
+    """Each of ``regimes``' slope of log m_q on log ``ns`` with its censored-n count, on the seeds finished at every
+    one of their cells (None with fewer than 2 n, a cell of fewer than 3 seeds, or fewer than 3 common seeds)."""
+    keys = [(arm, regime, n) for regime in regimes for n in ns]
+    if len(ns) < 2 or any(key not in table or len(table[key]) < 3 for key in keys):
+        return None
+    common = sorted(set.intersection(*(set(complete_seeds(table[key])) for key in keys)))
+    if len(common) < 3:
+        return None
+    rows = jackknife_weights(len(common))
+    log_n = np.log(np.asarray(ns, dtype=np.float64))
+    found = {}
+    for regime in regimes:
+        matrices = [seed_matrix(table[(arm, regime, n)], common) for n in ns]
+        passages = passages_by_n([ms for ms, _ in matrices], [v for _, v in matrices], rows, q)
+        found[regime] = (passage_slopes(log_n, passages), int(np.count_nonzero(passages.censor[0])))
     return found
 
 
