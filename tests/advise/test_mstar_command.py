@@ -2,6 +2,7 @@
 plan stated first, the truth grid by the pilot's own cells, resumed without recomputing, the check's Markdown, bad
 input as one line."""
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -38,9 +39,15 @@ def test_a_resumed_grid_is_estimated_for_the_runs_it_still_lacks(
     first = CliRunner().invoke(app, ["advise", str(config), *ARGS, "--mstar-truth", "32", "--out", str(out)])
     assert first.exit_code == 0, first.output
     assert _cells(out) == 3 * 6
+
+    def files() -> dict[str, str]:
+        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(out.iterdir())}
+
+    before = files()
     resumed = CliRunner().invoke(
         app, ["advise", str(config), *ARGS, "--mstar-truth", "32,64", "--out", str(out), "--dry-run"]
     )
+    assert files() == before, "a dry run must not write to the folder it prices"
     assert resumed.exit_code == 0, resumed.output
     text = resumed.output.replace("\n", " ")
     assert "(a resume: 18 of 39 cell runs are in" in text and "the estimate is for the 21 left)" in text
@@ -61,6 +68,7 @@ def test_a_resumed_grid_is_estimated_for_the_runs_it_still_lacks(
         (["--mstar-truth", "64", "--executor", "spark"], "--executor 'spark' is not known"),
         (["--mstar-truth", "64", "--mstar-scale", "loud"], "--mstar-scale 'loud': give one of error, score"),
         (["--mstar", "--mstar-scale", "score"], "--mstar-scale score needs a rate metric"),
+        (["--mstar-scale", "score"], "--mstar-scale applies to --mstar and --mstar-truth"),
     ],
 )
 def test_bad_truth_input_is_one_line_naming_the_option(

@@ -4,6 +4,7 @@ prediction records."""
 
 import json
 import math
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -102,8 +103,7 @@ def test_the_truth_tables_read_the_store_as_scores(tmp_path: Path) -> None:
     here from the sqlite file directly, a second reader."""
     folder = tmp_path / "truth"
     shutil.copytree(COMMITTED, folder)
-    truth = {"regime": "independent", "metric": "ndcg_error", "truth": {}}
-    (folder / "truth.json").write_text(json.dumps(truth), encoding="utf-8")
+    _as_truth(folder, None, (250, 500, 1_000))
     loaded = [load_truth(folder)]
     table, score = truth_table(loaded)
     assert score == "ndcg@10"
@@ -193,5 +193,25 @@ def test_a_truth_file_that_its_store_does_not_give_back_is_refused(tmp_path: Pat
         load_truth(folder)
     document["scale"] = "loudness"
     (folder / "truth.json").write_text(json.dumps(document), encoding="utf-8")
-    with pytest.raises(ValueError, match="--mstar-scale 'loudness': give one of error, score"):
+    with pytest.raises(ValueError, match="field 'scale' is 'loudness' with metric 'ndcg_error'"):
+        load_truth(folder)
+
+
+def test_a_truth_of_another_metric_or_without_its_n_is_refused_naming_the_folder(tmp_path: Path) -> None:
+    """A prediction of nDCG's error is not scored against a recall truth, and a truth.json listing an n its store
+    lacks names the folder; the truth tables read only the n truth.json lists."""
+    folder = tmp_path / "truth"
+    shutil.copytree(COMMITTED, folder)
+    _as_truth(folder, None, (500, 1_000))
+    truth = load_truth(folder)
+    table, _ = truth_table([truth])
+    assert sorted(key[2] for key in table) == [500, 1_000], "n = 250 is in the store but not in truth.json"
+    prediction = load_prediction(COMMITTED)
+    other = type(truth)(truth.folder, truth.regime, "recall_error", truth.ns, truth.errors)
+    with pytest.raises(ValueError, match=r"predicts m\* of ndcg_error, but --truth .* measured recall_error"):
+        score_points([prediction], [other], "gcide")
+    document = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
+    document["truth"]["64000"] = document["truth"]["500"]
+    (folder / "truth.json").write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{re.escape(str(folder))}: .*n = 64000 has 0 m measured"):
         load_truth(folder)

@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from crl._vocab import REGIME_LABELS, Regime
 from crl.advise.mstar import LEVEL, Interval, Scale, SeedErrors, band_at, check_scale, predict_mstar
@@ -56,6 +57,7 @@ ALPHA = 1.0 - LEVEL
 SCORES = {"ndcg_error": "ndcg@10", "recall_error": "recall@1", "knn_error": "knn_accuracy"}
 """The score whose complement each rate metric is: the m*(n) tables read the score, as the experiment's do."""
 ARM = "in_sample"
+T = TypeVar("T")
 TOLERANCE = 1e-9
 """Relative agreement required between a stored prediction and the one derived again from its store."""
 
@@ -72,6 +74,7 @@ class Prediction:
     at: dict[int, Interval]
     control: dict[int, Interval]
     no_growth: Interval
+    metric: str
     scale: Scale = "error"
 
 
@@ -122,7 +125,7 @@ def load_prediction(folder: str | Path) -> Prediction:
     with SweepStore(store_path) as store:
         errors = seed_errors(store.records(PILOT_CLAIM))
     n_full = int(document["n"])
-    derived = predict_mstar(errors, n_full, ns=pilot_ns, scale=scale)
+    derived = _from_store(path, lambda: predict_mstar(errors, n_full, ns=pilot_ns, scale=scale))
     at = {int(n): _interval(value) for n, value in stored["at"].items()}
     for n, interval in at.items():
         if not _same(interval, derived.at[n]):
@@ -130,7 +133,9 @@ def load_prediction(folder: str | Path) -> Prediction:
                 f"{document_path}: the stored prediction at n = {n} ({interval.text()}) differs from the one its "
                 f"store gives ({derived.at[n].text()}); score the committed folder as it is"
             )
-    control = predict_mstar(errors, n_full, ns=pilot_ns, reverse_growth=True, scale=scale).at
+    control = _from_store(
+        path, lambda: predict_mstar(errors, n_full, ns=pilot_ns, reverse_growth=True, scale=scale)
+    ).at
     return Prediction(
         path,
         _regime(document["regime"], document_path),
@@ -140,20 +145,38 @@ def load_prediction(folder: str | Path) -> Prediction:
         at,
         control,
         derived.pilots[-1].m_band,
+        str(document["metric"]),
         scale,
     )
 
 
 def _scale(document: dict[str, Any], path: Path) -> Scale:
-    """The tolerance's scale a file records (check 2's files record none: the error's)."""
+    """The tolerance's scale a file records (check 2's files record none: the error's).
+
+    Raises:
+        ValueError: naming the file's field when it is not a scale, or the score's with a metric that has none.
+    """
+    value, metric = str(document.get("scale", "error")), str(document["metric"])
     try:
-        return check_scale(str(document.get("scale", "error")), str(document["metric"]))
+        return check_scale(value, metric)
+    except ValueError:
+        raise ValueError(
+            f"{path}: field 'scale' is {value!r} with metric {metric!r}; a file of crl advise records 'error', or "
+            "'score' for a rate metric: score the folder its command wrote"
+        ) from None
+
+
+def _from_store(path: Path, derive: Callable[[], T]) -> T:
+    """``derive()``, its error prefixed with the folder whose store it reads."""
+    try:
+        return derive()
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
 
 
 def truth_table(truths: Sequence[Truth]) -> tuple[Table, str | None]:
-    """The truth grids' cells as the m*(n) experiment's table, (``in_sample``, regime, n) -> m -> seed -> score
+    """The truth grids' cells at the n their ``truth.json`` lists (a store may hold part of a larger n still
+    running) as the m*(n) experiment's table, (``in_sample``, regime, n) -> m -> seed -> score
     (1 - the held-out error), and the score's name (None for ``excess_risk``, which is no rate: no table).
 
     Raises:
@@ -166,6 +189,8 @@ def truth_table(truths: Sequence[Truth]) -> tuple[Table, str | None]:
                 f"--truth {truth.folder}: a second truth folder of regime {truth.regime!r}; give one per regime"
             )
         for (n, m), seeds in truth.errors.items():
+            if n not in truth.ns:
+                continue
             by_m = table.setdefault((ARM, truth.regime, n), {})
             by_m[m] = {seed: 1.0 - error for seed, error in seeds.items()}
     metrics = sorted({truth.metric for truth in truths})
@@ -230,7 +255,8 @@ def load_truth(folder: str | Path) -> Truth:
     )
     scale = _scale(document, path)
     for n, value in document["truth"].items():
-        stored, derived = _interval(value["m_band"]), truth.band(int(n), scale)
+        stored = _interval(value["m_band"])
+        derived = _from_store(Path(folder), partial(truth.band, int(n), scale))
         if not _same(stored, derived):
             raise ValueError(
                 f"{path}: m_band at n = {n} ({stored.text()}) differs from the one its store gives "
@@ -244,7 +270,8 @@ def score_points(predictions: Sequence[Prediction], truths: Sequence[Truth], dat
     prediction's scale.
 
     Raises:
-        ValueError: naming the folders when the predictions' scales differ (one report reads one scale).
+        ValueError: naming the folders when the predictions' scales differ (one report reads one scale), or a
+            prediction's metric is not a truth's.
     """
     scales = {prediction.scale for prediction in predictions}
     if len(scales) > 1:
@@ -253,6 +280,12 @@ def score_points(predictions: Sequence[Prediction], truths: Sequence[Truth], dat
             + ", ".join(f"{p.folder} ({p.scale})" for p in predictions)
             + ": score each scale in its own crl advise-check"
         )
+    for prediction, other in ((p, t) for p in predictions for t in truths):
+        if other.metric != prediction.metric:
+            raise ValueError(
+                f"{prediction.folder} predicts m* of {prediction.metric}, but --truth {other.folder} measured "
+                f"{other.metric}: give a truth grid of the same metric (crl advise --metric)"
+            )
     by_regime = {truth.regime: truth for truth in truths}
     points = []
     for prediction in predictions:

@@ -17,8 +17,10 @@ pool) or 0 (queue: stored embeddings).
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,13 +192,22 @@ def run_in_folder(
 
 def missing_runs(out_dir: str | Path, cells: Sequence[Cell]) -> list[Point]:
     """The (n, m) of each of ``cells`` (one entry per seed run) that the output folder's store lacks: what a run
-    into that folder still trains (all of them when the folder has no store)."""
+    into that folder still trains (all of them when the folder has no store, or none that reads as one).
+
+    The store is opened read-only and left as it is (an estimate must not write to a folder it only prices); a row
+    counts as stored by its cell and seed, its checksum unread (the run itself checks it)."""
     path = Path(out_dir) / "advise.sqlite"
     runs = [(int(cell.params["n"]), int(cell.params["m"])) for cell in cells]
     if not path.is_file():
         return runs
-    with SweepStore(path) as store:
-        stored = store.stored_keys(PILOT_CLAIM)
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            rows = connection.execute(
+                "SELECT cell, seed FROM cells WHERE claim = ?", (PILOT_CLAIM,)
+            ).fetchall()
+    except sqlite3.DatabaseError:
+        return runs
+    stored = {(str(key), int(seed)) for key, seed in rows}
     return [run for run, cell in zip(runs, cells, strict=True) if (cell.key, cell.seed) not in stored]
 
 

@@ -186,6 +186,8 @@ def advise_command(
             partial(_run_mstar, options, out),
             _print_mstar_result,
         )
+    if options.mstar_scale != "error":
+        return run_reporting_errors(_refuse_scale)
     return _advise_flow(
         config_path,
         options,
@@ -196,6 +198,13 @@ def advise_command(
         _print_plan,
         partial(_run_doubling, options, out),
         _print_result,
+    )
+
+
+def _refuse_scale() -> int:
+    raise ValueError(
+        "--mstar-scale applies to --mstar and --mstar-truth (m*'s tolerance); the doubling pilot has no m*: "
+        "leave it out, or add --mstar"
     )
 
 

@@ -139,13 +139,17 @@ def passage_points(table: Table, metric: str, q: float) -> list[PassagePoint]:
 
 
 def passage_slopes_of(table: Table, metric: str, q: float) -> list[PassageSlope]:
-    """Per arm, each regime's slope of log m_q on log n over the n it holds, and the regimes' difference where both
-    hold the same n, each on the seeds finished at every cell it reads (a slope with fewer than 2 n or 3 common
-    seeds is left out)."""
+    """Per arm, each regime's slope of log m_q on log n over the n it holds with at least 3 m, and the regimes'
+    difference where both hold the same n, each on the seeds finished at every cell it reads (a regime's own seeds
+    for its slope, the seeds both finished for the difference; a slope with fewer than 2 n or 3 common seeds is left
+    out)."""
     found = []
     for arm in sorted({key[0] for key in table}):
         regimes = sorted({key[1] for key in table if key[0] == arm}, reverse=True)
-        held = {regime: sorted(key[2] for key in table if key[:2] == (arm, regime)) for regime in regimes}
+        held = {
+            regime: sorted(key[2] for key in table if key[:2] == (arm, regime) and len(table[key]) >= 3)
+            for regime in regimes
+        }
         slopes: dict[Regime, tuple[SlopeBounds, int]] = {}
         for regime in regimes:
             fitted = _regime_slopes(table, arm, [regime], held[regime], q)
