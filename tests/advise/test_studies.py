@@ -9,7 +9,13 @@ import pytest
 from crl.advise.answer import Q
 from crl.advise.local import pilot_points, truth_points
 from crl.advise.reliability import C
-from studies import advisor_calibration, advisor_lookahead, advisor_reliability, advisor_validation
+from studies import (
+    advisor_calibration,
+    advisor_check4,
+    advisor_lookahead,
+    advisor_reliability,
+    advisor_validation,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,3 +110,45 @@ def test_a_calibration_grid_whose_drift_is_not_its_d_back_is_refused(tmp_path: P
     (tmp_path / advisor_lookahead.CALIBRATION).write_text(json.dumps({"rows": grids}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"fashion pixels shared \(n 4000, m 40\).*stored drift 0.5"):
         advisor_lookahead.calibration_points(tmp_path)
+
+
+def _gcide_as_check4(folder: Path) -> None:
+    """Check 2's and check 3's committed GCIDE SSCRL folders laid out as one set of check 4 (links, read-only)."""
+    base = ROOT / "results" / "advisor_mstar"
+    target = folder / "gcide"
+    target.mkdir()
+    for n in advisor_check4.NS:
+        (target / f"error_{n}").symlink_to(base / "gcide_check2" / f"sscrl_{n}")
+        (target / f"score_{n}").symlink_to(base / "gcide_check3" / f"sscrl_{n}")
+    (target / "truth_sscrl").symlink_to(base / "gcide_check2" / "truth_sscrl")
+
+
+def test_check4_scores_each_scale_as_advise_check_did(tmp_path: Path) -> None:
+    """On GCIDE's committed SSCRL folders the study gives the figures docs/advisor_mstar.md reports for checks 2 and
+    3 (1/5 within 2x, 5.68 vs 1.51; 0/5, 0.576 vs 1.434), and a set without its truth is listed as not measured."""
+    _gcide_as_check4(tmp_path)
+    (tmp_path / "bible").mkdir()
+    scores = [
+        advisor_check4.set_score(tmp_path, d, s) for s in ("error", "score") for d in ("gcide", "bible")
+    ]
+    lines, document = advisor_check4.report(scores)
+    error, score = document["error"], document["score"]
+    assert (error["targets"]["gcide"]["points"], error["targets"]["gcide"]["within"]) == (5, 1)
+    assert round(error["targets"]["gcide"]["median_log_ratio"], 2) == 5.68
+    assert round(error["targets"]["gcide"]["median_no_growth"], 2) == 1.51
+    assert score["targets"]["gcide"]["within"] == 0
+    assert round(score["targets"]["gcide"]["median_log_ratio"], 3) == 0.576
+    assert round(score["targets"]["gcide"]["median_no_growth"], 3) == 1.434
+    assert score["targets"]["all"] == score["targets"]["gcide"]
+    assert error["not_measured"] == score["not_measured"] == ["bible"]
+    assert sum(line.startswith("| gcide | ") for line in lines) == 2 * (5 + 1)
+
+
+def test_check4_refuses_a_folder_that_is_not_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing --folder is one line naming the argument, exit status 2."""
+    with pytest.raises(SystemExit) as raised:
+        advisor_check4.main(["--folder", str(tmp_path / "nowhere")])
+    assert raised.value.code == 2
+    assert "--folder" in capsys.readouterr().err
