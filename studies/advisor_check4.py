@@ -10,10 +10,12 @@ Each set's folder ``results/advisor_mstar/fresh_check4/<set>/`` holds the predic
 seeds 200-203) and the truth grid of ``crl advise --mstar-truth 8000,16000`` (``truth_sscrl``, seeds 300-303).
 Every prediction is derived again from its store and must equal its ``mstar.json``
 (:func:`crl.advise.mstar_score.load_prediction`); the truth's m_band is read at each prediction's scale. The
-targets are check 2's (:func:`crl.advise.mstar_score.score_regime`): within 2x at >= 80% of points, the median
-|log ratio| below the no-growth answer's, coverage judged only where the interval score beats the no-growth
-answer's at the same width, the growth-reversed control missing where the pilot's |b| > 0.25. A set whose truth
-grid has not finished is listed as not measured; it is not replaced. Computes no cell.
+targets are check 2's (:func:`crl.advise.mstar_score.score_regime`) with check 4's stricter target (1): within 2x
+at >= 80% of points, where a prediction whose 95% interval has an open end counts as a miss as a censored one does
+(:func:`hit`; check 2 counted such a prediction by its value), the median |log ratio| below the no-growth
+answer's, coverage judged only where the interval score beats the no-growth answer's at the same width, the
+growth-reversed control missing where the pilot's |b| > 0.25. A set whose truth grid has not finished is listed
+as not measured; it is not replaced. Computes no cell.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crl.advise.mstar import SCALES, Scale
+from crl.advise.mstar import SCALES, Interval, Scale
 from crl.advise.mstar_check import TARGET_SHARE, CheckPoint
 from crl.advise.mstar_score import ScoreReport, load_prediction, load_truth, score_points, score_regime
 from studies.arguments import OneLineParser, write_outputs
@@ -62,6 +64,34 @@ def set_score(folder: Path, data: str, scale: Scale) -> SetScore:
     return SetScore(data, scale, tuple(score_points(predictions, [load_truth(truth_folder)], data)))
 
 
+def closed(interval: Interval) -> bool:
+    """Both ends of the 95% interval finite and the low end above 0 (the log scale closed on both sides)."""
+    return interval.low > 0 and math.isfinite(interval.high)
+
+
+def hit(point: CheckPoint) -> bool:
+    """Check 4's target (1) at one point: within 2x, neither side censored, the prediction's interval closed."""
+    return point.within and closed(point.predicted)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Check 2's targets of a group of points (:class:`ScoreReport`) and check 4's target (1), :func:`hit`."""
+
+    report: ScoreReport
+    hits: int
+
+    @property
+    def hits_met(self) -> bool:
+        return self.hits >= TARGET_SHARE * self.report.points
+
+
+def targets_of(points: Sequence[CheckPoint]) -> Targets | None:
+    """The targets of ``points`` (None when there are none)."""
+    found = score_regime(points, REGIME)
+    return None if found is None else Targets(found, sum(hit(p) for p in points))
+
+
 def _ratio(point: CheckPoint) -> str:
     finite = point.predicted.value > 0 and math.isfinite(point.predicted.value) and point.truth.value > 0
     return f"{math.exp(point.log_ratio):.2f}" if finite else "-"
@@ -71,13 +101,14 @@ def _point_row(point: CheckPoint) -> str:
     return (
         f"| {point.data} | {point.n_full:,} -> {point.n:,} | {', '.join(f'{n:,}' for n in point.pilot_ns)} | "
         f"{point.slope.text()} | {point.predicted.text()} | {point.truth.text()} | {_ratio(point)} | "
-        f"{'yes' if point.within else 'no'} | {'yes' if point.covered else 'no'} | {point.no_growth.text()} | "
+        f"{'yes' if hit(point) else 'no'} | {'yes' if point.covered else 'no'} | {point.no_growth.text()} | "
         f"{point.control.text()} |"
     )
 
 
-def _target_row(label: str, report: ScoreReport) -> str:
-    within = "met" if report.within_met else "FAILED"
+def _target_row(label: str, found: Targets) -> str:
+    report = found.report
+    within = "met" if found.hits_met else "FAILED"
     ratio = "met" if report.ratio_met else "FAILED"
     coverage = "judged" if report.coverage_judged else "not judged"
     misses = "misses" if report.control_within == 0 else "does NOT miss"
@@ -87,7 +118,7 @@ def _target_row(label: str, report: ScoreReport) -> str:
         else "not informative"
     )
     return (
-        f"| {label} | {report.points} | {report.within}/{report.points} {within} | {report.median_log_ratio:.3f} vs "
+        f"| {label} | {report.points} | {found.hits}/{report.points} {within} | {report.median_log_ratio:.3f} vs "
         f"{report.median_no_growth:.3f} {ratio} | {report.covered}/{report.points} {coverage} "
         f"({report.interval_score:.2f} vs {report.no_growth_score:.2f}) | {control} |"
     )
@@ -96,7 +127,8 @@ def _target_row(label: str, report: ScoreReport) -> str:
 def report(scores: Sequence[SetScore]) -> tuple[list[str], dict[str, Any]]:
     """Markdown lines and a JSON document: per scale, every point, each set's targets and the pooled targets."""
     lines = [
-        "Pilots at seeds 200-203, truth at 300-303, SSCRL (a fixed pool); m_band: log m_q averaged over q in "
+        "Pilots at seeds 200-203, truth at 300-303, SSCRL (a fixed pool); 'within 2x' counts a prediction whose "
+        "interval has an open end as a miss (check 4's registration); m_band: log m_q averaged over q in "
         "[2.5%, 10%] of the plateau on each prediction's scale; intervals: delete-one-seed jackknife Student-t 95%. "
         f"Targets per set and over all points: within 2x at >= {TARGET_SHARE:.0%}, median |log ratio| below the "
         "no-growth answer's, coverage judged only where its interval score beats the no-growth answer's at the same "
@@ -124,11 +156,11 @@ def report(scores: Sequence[SetScore]) -> tuple[list[str], dict[str, Any]]:
         ]
         targets: dict[str, Any] = {}
         for s in measured:
-            found = score_regime(s.points or (), REGIME)
+            found = targets_of(s.points or ())
             if found is not None:
                 lines.append(_target_row(s.data, found))
                 targets[s.data] = _target_json(found)
-        pooled = score_regime([p for s in measured for p in s.points or ()], REGIME)
+        pooled = targets_of([p for s in measured for p in s.points or ()])
         if pooled is not None:
             lines.append(_target_row("**all sets**", pooled))
             targets["all"] = _target_json(pooled)
@@ -138,11 +170,13 @@ def report(scores: Sequence[SetScore]) -> tuple[list[str], dict[str, Any]]:
     return lines, document
 
 
-def _target_json(found: ScoreReport) -> dict[str, Any]:
+def _target_json(targets: Targets) -> dict[str, Any]:
+    found = targets.report
     return {
         "points": found.points,
-        "within": found.within,
-        "within_met": found.within_met,
+        "within": targets.hits,
+        "within_met": targets.hits_met,
+        "within_by_value": found.within,
         "median_log_ratio": found.median_log_ratio,
         "median_no_growth": found.median_no_growth,
         "ratio_met": found.ratio_met,
