@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crl._vocab import Regime
 from crl.advise.mstar import SCALES, Interval, Scale
 from crl.advise.mstar_check import TARGET_SHARE, CheckPoint
 from crl.advise.mstar_score import ScoreReport, load_prediction, load_truth, score_points, score_regime
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = Path("results/advisor_mstar/fresh_check4")
 SETS = ("wordnet", "bible", "fashion", "cnn")
 NS = (8000, 16000)
-REGIME = "shared"
+REGIME: Regime = "shared"
 HEADER = (
     "# Check 4 of docs/advisor_mstar.md, scored",
     "",

@@ -113,6 +113,33 @@ def test_the_line_equals_a_float64_least_squares_fit(values: list[float], log_x:
     )
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=6),
+    st.floats(0.0, 12.0),
+    st.sampled_from([0.0, 0.5, 1.0, 0.3]),
+    st.booleans(),
+)
+def test_a_share_of_the_line_is_the_weighted_log_mean_of_the_line_and_the_largest_ns_point(
+    values: list[float], log_x: float, reach: float, reverse: bool
+) -> None:
+    """If this fails, check 5's predictor (reach 1/2) is not the geometric mean of check 2's line and the no-growth
+    answer at the largest log n, in either pairing of the n (the control reverses it)."""
+    log_n = np.log(1000.0 * 2.0 ** np.arange(len(values)))[:: -1 if reverse else 1]
+    log_m = np.asarray(values)[None, :]
+    passages = passages_by_n(
+        [[1.0, 2.0, 4.0]] * len(values), [np.ones((3, 3))] * len(values), np.full((1, 3), 1 / 3), 0.05
+    )
+    found = line_prediction(
+        log_n, type(passages)(log_m, np.zeros_like(passages.censor), passages.plateau), log_x, reach
+    )
+    slope, intercept = np.polyfit(log_n, values, 1)
+    anchor = values[int(np.argmax(log_n))]
+    assert found.point[0] == pytest.approx(
+        (1 - reach) * anchor + reach * (intercept + slope * log_x), abs=1e-9
+    )
+
+
 def test_the_pilot_moves_down_a_doubling_until_it_costs_at_most_10_percent() -> None:
     """If this fails, a pilot dearer than 10% of the grid at N runs, or a cheap enough one is refused."""
     shares = {(1000, 2000, 4000): 0.153, (500, 1000, 2000): 0.04}

@@ -2,6 +2,7 @@
 the look-ahead's tables, and the validation's registered design."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from crl.advise.reliability import C
 from studies import (
     advisor_calibration,
     advisor_check4,
+    advisor_check5,
     advisor_lookahead,
     advisor_reliability,
     advisor_validation,
@@ -154,3 +156,22 @@ def test_check4_refuses_a_folder_that_is_not_there(
         advisor_check4.main(["--folder", str(tmp_path / "nowhere")])
     assert raised.value.code == 2
     assert "--folder" in capsys.readouterr().err
+
+
+def test_check5_is_the_geometric_mean_of_the_line_and_the_no_growth_answer(tmp_path: Path) -> None:
+    """On GCIDE's committed SSCRL folders, v3's value at every closed point is sqrt(line x no-growth), the line's
+    points are check 2's, and the targets compare v3's median |log ratio| with both answers it averages."""
+    _gcide_as_check4(tmp_path)
+    pairs = advisor_check5.set_pairs(tmp_path, "gcide", "error")
+    assert pairs is not None and len(pairs) == 5
+    for pair in pairs:
+        if pair.line.predicted.censoring == "" and pair.half.predicted.censoring == "":
+            expected = math.sqrt(pair.line.predicted.value * pair.line.no_growth.value)
+            assert pair.half.predicted.value == pytest.approx(expected, rel=1e-9)
+    assert [round(p.line.predicted.value) for p in pairs if p.line.n_full == 16000] == [1841, 2983]
+    verdicts = advisor_check5.group_verdicts(pairs)
+    assert verdicts is not None
+    assert verdicts["ratio_met"] == (
+        verdicts["median_log_ratio"] < min(verdicts["median_no_growth"], verdicts["median_line"])
+    )
+    assert round(verdicts["median_no_growth"], 2) == 1.51

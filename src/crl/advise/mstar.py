@@ -286,6 +286,7 @@ def predict_mstar(
     ns: Sequence[int] | None = None,
     reverse_growth: bool = False,
     scale: Scale = "error",
+    reach: float = 1.0,
 ) -> MstarPrediction:
     """m_band at each pilot n, its slope on log n, and m_band predicted at N, 2N and 4N (module docstring).
 
@@ -296,6 +297,9 @@ def predict_mstar(
         reverse_growth: the registered negative control: each pilot n's curve is paired with the pilot n in
             reverse order, so the fitted slope is -b.
         scale: the scale of the tolerance (:data:`SCALES`).
+        reach: the share of the line's growth past the largest pilot n that the prediction carries
+            (:func:`crl.stats.saturation.line_prediction`): 1 is check 2's line (the advisor's answer), 1/2 check 5's
+            half-slope predictor (docs/advisor_mstar.md), 0 the no-growth answer.
 
     Raises:
         ValueError: on fewer than 2 pilot n, a pilot n with fewer than 3 m, or fewer than 3 complete seeds.
@@ -311,7 +315,7 @@ def predict_mstar(
     slope = jackknife_bounds(passage_slopes(log_n, band), LEVEL)
     at = {
         growth * n_full: Interval.of_log(
-            jackknife_bounds(line_prediction(log_n, band, math.log(growth * n_full)), LEVEL)
+            jackknife_bounds(line_prediction(log_n, band, math.log(growth * n_full), reach), LEVEL)
         )
         for growth in GROWTHS
     }

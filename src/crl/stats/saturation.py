@@ -378,16 +378,21 @@ def passage_slopes(log_n: FloatArray, passages: Passages) -> SlopeBounds:
     return censored_slope(log_n, passages.log_m, passages.censor)
 
 
-def line_prediction(log_n: FloatArray, passages: Passages, log_x: float) -> SlopeBounds:
-    """The least-squares line of log m_q on log n, read at log x, per row:
+def line_prediction(log_n: FloatArray, passages: Passages, log_x: float, reach: float = 1.0) -> SlopeBounds:
+    """The least-squares line of log m_q on log n, read at log x, per row, carried a share ``reach`` of the way from
+    the measured point at the largest log n (u_max):
 
-        log m_hat(x) = mean(log m_q) + b (log x - mean u) = sum_i (1/k + w_i (log x - mean u)) log m_q(n_i),
+        l(x) = mean(log m_q) + b (log x - mean u) = sum_i (1/k + w_i (log x - mean u)) log m_q(n_i),
+        log m_hat(x) = (1 - reach) log m_q(u_max) + reach l(x),
 
-    with b and w_i of :func:`censored_slope` (k pilot n): linear in the log m_q, so censored points enter as
-    half-lines (:func:`censored_linear`), and a delete-one-seed jackknife of it is an interval
-    (:func:`jackknife_bounds`)."""
+    with b and w_i of :func:`censored_slope` (k pilot n). reach = 1 is the line, 0 the no-growth answer (m_q at the
+    largest n), 1/2 their geometric mean. Linear in the log m_q, so censored points enter as half-lines
+    (:func:`censored_linear`), and a delete-one-seed jackknife of it is an interval (:func:`jackknife_bounds`)."""
     centred = log_n - log_n.mean()
-    coefficients = 1.0 / log_n.size + centred / np.sum(centred**2) * (log_x - log_n.mean())
+    line = 1.0 / log_n.size + centred / np.sum(centred**2) * (log_x - log_n.mean())
+    anchor = np.zeros_like(log_n)
+    anchor[int(np.argmax(log_n))] = 1.0
+    coefficients = reach * line + (1.0 - reach) * anchor
     return censored_linear(coefficients, passages.log_m, passages.censor)
 
 
