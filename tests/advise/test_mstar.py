@@ -159,6 +159,8 @@ def test_the_answer_states_the_batch_for_shared_and_the_count_per_anchor_otherwi
     assert "batch" in shared[0] and "16,000" in shared[0]
     assert "per anchor" in per_anchor[0]
     assert any("multiplies m* by 1.62" in line for line in shared)
+    trust = next(line for line in shared if line.startswith("How far to trust it"))
+    assert "seed noise" in trust and f"--mstar-truth {N_FULL}" in trust
 
 
 def test_an_undetermined_prediction_is_not_stated_as_a_number() -> None:

@@ -391,6 +391,13 @@ def answer_lines(prediction: MstarPrediction, *, shared: bool, scope: str) -> li
         f"Each doubling of the data multiplies m* by {growth.value:.2f} [{growth.low:.2f}, {growth.high:.2f}] "
         f"(slope of log m* on log n {prediction.slope.text()}); past m* only more data lowers the error."
     )
+    lines.append(
+        "How far to trust it: the intervals hold the pilot's seed noise, not the error of carrying its line past the "
+        "pilot's n. In its registered checks it failed: the line missed the measured m* by more than 2x at a third "
+        "or more of the points of every check, overshooting where m* grows more slowly past the pilot and "
+        "undershooting where it grows faster (docs/advisor_mstar.md, checks 2-5). Measure m* at your n before "
+        f"relying on it: crl advise CONFIG --mstar-truth {prediction.n_full}."
+    )
     pilots = ", ".join(f"n = {p.n:,}: {p.m_band.text()}" for p in prediction.pilots)
     lines.append(
         f"Measured m* at the pilot's n ({prediction.seeds} seeds; 95% delete-one-seed jackknife intervals): {pilots}."
