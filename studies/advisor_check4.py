@@ -188,14 +188,21 @@ def _target_json(targets: Targets) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = OneLineParser(prog="python -m studies.advisor_check4", description=__doc__.splitlines()[0])
+def check4_arguments(prog: str, description: str, argv: Sequence[str] | None) -> tuple[OneLineParser, Any]:
+    """The parser and the arguments shared by the studies that read check 4's folder: ``--folder`` (checked to be
+    a folder), ``--out-md`` and ``--out-json``."""
+    parser = OneLineParser(prog=prog, description=description)
     parser.add_argument("--folder", type=Path, default=ROOT / FOLDER, help="check 4's results folder")
     parser.add_argument("--out-md", type=Path, help="write the tables here")
     parser.add_argument("--out-json", type=Path, help="write the targets here")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         parser.error(f"--folder {args.folder} is not a folder; give check 4's results folder ({FOLDER})")
+    return parser, args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, args = check4_arguments("python -m studies.advisor_check4", __doc__.splitlines()[0], argv)
     try:
         scores = [set_score(args.folder, data, scale) for scale in SCALES for data in SETS]
     except ValueError as error:

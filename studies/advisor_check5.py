@@ -29,8 +29,8 @@ from crl.advise.mstar_score import Prediction, ScoreReport, Truth, load_predicti
 from crl.advise.mstar_session import seed_errors
 from crl.advise.pilot import PILOT_CLAIM
 from crl.sweep import SweepStore
-from studies.advisor_check4 import FOLDER, NS, REGIME, ROOT, Targets, closed, targets_of
-from studies.arguments import OneLineParser, write_outputs
+from studies.advisor_check4 import NS, REGIME, Targets, check4_arguments, closed, targets_of
+from studies.arguments import write_outputs
 
 JUDGED = ("bible", "fashion", "cnn")
 SEEN = ("wordnet",)
@@ -199,13 +199,7 @@ def report(by_set: dict[tuple[str, Scale], list[Pair] | None]) -> tuple[list[str
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = OneLineParser(prog="python -m studies.advisor_check5", description=__doc__.splitlines()[0])
-    parser.add_argument("--folder", type=Path, default=ROOT / FOLDER, help="check 4's results folder")
-    parser.add_argument("--out-md", type=Path, help="write the tables here")
-    parser.add_argument("--out-json", type=Path, help="write the targets here")
-    args = parser.parse_args(argv)
-    if not args.folder.is_dir():
-        parser.error(f"--folder {args.folder} is not a folder; give check 4's results folder ({FOLDER})")
+    parser, args = check4_arguments("python -m studies.advisor_check5", __doc__.splitlines()[0], argv)
     try:
         by_set = {
             (data, scale): set_pairs(args.folder, data, scale)
