@@ -29,7 +29,7 @@ from crl.advise.mstar_score import Prediction, ScoreReport, Truth, load_predicti
 from crl.advise.mstar_session import seed_errors
 from crl.advise.pilot import PILOT_CLAIM
 from crl.sweep import SweepStore
-from studies.advisor_check4 import NS, REGIME, Targets, check4_arguments, closed, targets_of
+from studies.advisor_check4 import NS, REGIME, Targets, check4_arguments, closed, hit, targets_of
 from studies.arguments import write_outputs
 
 JUDGED = ("bible", "fashion", "cnn")
@@ -108,7 +108,7 @@ def _row(pair: Pair) -> str:
     return (
         f"| {half.data} | {half.n_full:,} -> {half.n:,} | {half.predicted.text()} | {line.predicted.text()} | "
         f"{half.no_growth.text()} | {half.truth.text()} | {_ratio(half)} | {_ratio(line)} | "
-        f"{'yes' if half.within and closed(half.predicted) else 'no'} | {'yes' if half.covered else 'no'} | "
+        f"{'yes' if hit(half) else 'no'} | {'yes' if half.covered else 'no'} | "
         f"{half.control.text()} |"
     )
 

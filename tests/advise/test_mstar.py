@@ -140,6 +140,23 @@ def test_a_share_of_the_line_is_the_weighted_log_mean_of_the_line_and_the_larges
     )
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3), min_size=4, max_size=6))
+def test_half_the_slope_moves_no_more_under_deleting_a_seed_than_the_line_or_the_anchor(
+    rows: list[list[float]],
+) -> None:
+    """If this fails, check 5's predictor (reach 1/2) has a larger delete-one-seed move than both answers it averages:
+    rows are jackknife rows (row 0 the data), and its move is bounded by the larger of theirs."""
+    log_n = np.log(np.array([500.0, 1000.0, 2000.0]))
+    log_m = np.asarray(rows)
+    passages = passages_by_n([[1.0, 2.0, 4.0]] * 3, [np.ones((3, 3))] * 3, np.full((1, 3), 1 / 3), 0.05)
+    rowed = type(passages)(log_m, np.zeros(log_m.shape, dtype=np.int64), np.zeros(log_m.shape))
+    x = math.log(16_000.0)
+    half, line, flat = (line_prediction(log_n, rowed, x, reach).point for reach in (0.5, 1.0, 0.0))
+    moves = [np.max(np.abs(p[1:] - p[0])) for p in (half, line, flat)]
+    assert moves[0] <= max(moves[1], moves[2]) + 1e-9
+
+
 def test_the_pilot_moves_down_a_doubling_until_it_costs_at_most_10_percent() -> None:
     """If this fails, a pilot dearer than 10% of the grid at N runs, or a cheap enough one is refused."""
     shares = {(1000, 2000, 4000): 0.153, (500, 1000, 2000): 0.04}
