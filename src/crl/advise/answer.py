@@ -35,7 +35,17 @@ from crl.advise.heldout import Baseline
 from crl.advise.local import LocalEstimate, MeasuredDifference
 from crl.advise.reliability import chance_words, p_right, strength
 
-__all__ = ["Q_SEEDS", "Answer", "OptionCost", "Q", "Scope", "answer_of", "error_change"]
+__all__ = [
+    "Q_SEEDS",
+    "Answer",
+    "OptionCost",
+    "Q",
+    "Recommendation",
+    "Scope",
+    "answer_of",
+    "error_change",
+    "recommendation_of",
+]
 
 Q = 6.81
 """The interval's multiplier: the smallest q holding 90% of the measured D on the three committed grids (48 points,
@@ -46,6 +56,14 @@ Q_SEEDS = 4
 
 Recommendation = Literal["m", "n", "neither"]
 """What the answer recommends: double m, double n, or neither."""
+
+
+def recommendation_of(estimate: LocalEstimate) -> Recommendation:
+    """``"neither"`` when both gains at the base are <= 0 (gain_m <= 0 and gain_n <= 0: neither doubling lowered
+    the error), else the sign of D_hat = gain_m - gain_n: ``"m"`` when D_hat > 0, ``"n"`` otherwise."""
+    if estimate.gain_m <= 0 and estimate.gain_n <= 0:
+        return "neither"
+    return "m" if estimate.d_hat > 0 else "n"
 
 
 @dataclass(frozen=True)
@@ -151,11 +169,8 @@ class Answer:
 
     @property
     def recommendation(self) -> Recommendation:
-        """``"neither"`` when both gains are <= 0 (neither doubling lowered the error), else :attr:`double`."""
-        e = self.estimate
-        if e.gain_m <= 0 and e.gain_n <= 0:
-            return "neither"
-        return "m" if self.double == "m" else "n"
+        """:func:`recommendation_of` the estimate: "neither", else :attr:`double`."""
+        return recommendation_of(self.estimate)
 
     @property
     def strength(self) -> float:
