@@ -5,6 +5,7 @@ The cells are constructed so that the truth is known: the base (N/2, M/2) has er
 (N/2, M) and (N, M/2) are set above or below it, so each gain's sign and size are known before the answer is read.
 """
 
+import dataclasses
 import json
 import math
 import sqlite3
@@ -173,7 +174,19 @@ def test_option_costs_read_per_unit_of_compute() -> None:
     assert m.gain_per_million == pytest.approx(0.1 / 100e-6) and n.gain_per_million == pytest.approx(
         0.05 / 1e-3
     )
-    assert math.isnan(OptionCost("m", 10, 10, 0.1).gain_per_million)
+    assert m.per_million_words == f"{-0.1 / 100e-6:+.3g} per million extra samples"
+
+
+def test_a_doubling_that_costs_nothing_extra_says_so_and_writes_no_nan() -> None:
+    """Fixed per-anchor sets spanning every candidate: doubling m embeds no more rows. The words say so and the
+    JSON holds null, never NaN."""
+    free = OptionCost("m", 10, 10, 0.1)
+    assert free.gain_per_million is None
+    assert free.per_million_words == "no extra processed samples"
+    answer = _answer(0.40, 0.45)
+    answer = dataclasses.replace(answer, costs=(free, answer.costs[1]))
+    document = json.loads(json.dumps(answer.as_dict(), allow_nan=False))
+    assert document["costs"][0]["gain_per_million_samples"] is None
 
 
 def test_q_must_be_positive() -> None:

@@ -128,10 +128,19 @@ class OptionCost:
         return self.samples / self.base_samples
 
     @property
-    def gain_per_million(self) -> float:
-        """gain per million extra processed samples (NaN when the doubling costs nothing extra)."""
+    def gain_per_million(self) -> float | None:
+        """gain per million extra processed samples; None when the doubling costs nothing extra (fixed per-anchor
+        sets whose union already spans every candidate embed no more rows when m doubles)."""
         extra = self.samples - self.base_samples
-        return self.gain / (extra / 1e6) if extra > 0 else float("nan")
+        return self.gain / (extra / 1e6) if extra > 0 else None
+
+    @property
+    def per_million_words(self) -> str:
+        """The error change per million extra processed samples in words (< 0 lowers the error), or that the
+        doubling costs no extra processed samples."""
+        if self.gain_per_million is None:
+            return "no extra processed samples"
+        return f"{-self.gain_per_million:+.3g} per million extra samples"
 
 
 @dataclass(frozen=True)

@@ -495,7 +495,7 @@ def _print_result(console: Console, result: AdviseResult) -> None:
     for cost in answer.costs:
         console.print(
             f"doubling {cost.option} at the base: {cost.ratio:.2f}x the base's processed samples, error change "
-            f"{-cost.gain:+.4f} ({-cost.gain_per_million:+.3g} per million extra samples; < 0 lowers the error)",
+            f"{-cost.gain:+.4f} ({cost.per_million_words}; < 0 lowers the error)",
             markup=False,
         )
     if answer.check is not None:
