@@ -259,6 +259,11 @@ class Score:
         return not self.brier_flipped < min(self.brier_always_m, self.brier_always_n)
 
     @property
+    def constant_perfect(self) -> bool:
+        """One constant answer is right at every decisive point: its Brier score is 0, and nothing is below it."""
+        return self.decisive > 0 and min(self.brier_always_m, self.brier_always_n) == 0.0
+
+    @property
     def direction_judged(self) -> bool:
         """Target 2 is judged from :data:`MIN_DIRECTION_POINTS` decisive points."""
         return self.decisive >= MIN_DIRECTION_POINTS
@@ -335,7 +340,10 @@ def _brier_verdict(score: Score) -> str:
         return "inconclusive"
     if not score.control_fails:
         return "not informative (the flipped answer passes too)"
-    return _verdict(True, score.brier_met)
+    verdict = _verdict(True, score.brier_met)
+    if not score.brier_met and score.constant_perfect:
+        return f"{verdict} (a constant is right at every decisive point: its Brier is 0)"
+    return verdict
 
 
 def group_lines(group: Group, rows: Sequence[Row], score: Score) -> list[str]:
@@ -384,10 +392,10 @@ def report(root: Path = ROOT) -> tuple[list[str], dict[str, Any]]:
         score = score_group(rows, len(missing), share_m, share_right)
         low, high = score.difference_interval
         summary.append(
-            f"| {group.name} | {score.points} | {score.decisive} | {score.brier_stated:.4f} vs "
-            f"{score.brier_always_m:.4f}, {score.brier_always_n:.4f} | {score.brier_flipped:.4f} | "
-            f"{_brier_verdict(score)} | {score.brier_stated - min(score.brier_always_m, score.brier_always_n):+.4f} "
-            f"[{low:+.4f}, {high:+.4f}] | {score.right}/{score.decisive} vs {score.better_constant} | "
+            f"| {group.name} | {score.points} | {score.decisive} | {score.brier_stated:.4g} vs "
+            f"{score.brier_always_m:.4g}, {score.brier_always_n:.4g} | {score.brier_flipped:.4g} | "
+            f"{_brier_verdict(score)} | {score.brier_stated - min(score.brier_always_m, score.brier_always_n):+.4g} "
+            f"[{low:+.4g}, {high:+.4g}] | {score.right}/{score.decisive} vs {score.better_constant} | "
             f"{_verdict(score.direction_judged, score.direction_met)} | {score.covered}/{score.points} | "
             f"{_verdict(score.points > 0, score.coverage_met)} |"
         )

@@ -182,3 +182,13 @@ def test_the_groups_are_the_registered_96_points() -> None:
     """GCIDE: N = 8,000 and 16,000 (21 per regime); CJK: 2,000, 4,000, 8,000 (27 per regime)."""
     counts = [sum(len(check6.point_ms(n)) for n in group.ns) for group in check6.GROUPS]
     assert counts == [21, 21, 27, 27]
+
+
+def test_a_perfect_constant_fails_target_1_by_rule_and_says_why() -> None:
+    """Every decisive point favours n: always n scores 0, so even an answer right everywhere fails target 1 (the
+    registered strict comparison); the verdict names that cause."""
+    rows = [_row(-0.02, -0.03, 0.999) for _ in range(12)]
+    score = check6.score_group(rows, 0, 0.216, 0.973)
+    assert score.right == 12 and score.brier_always_n == 0.0 and score.constant_perfect
+    assert not score.brier_met
+    assert check6._brier_verdict(score).startswith("**FAILED** (a constant is right at every decisive point")
