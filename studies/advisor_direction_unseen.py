@@ -41,7 +41,7 @@ from crl.advise.mstar_score import load_truth
 from crl.advise.reliability import p_right, strength
 from studies.advisor_reliability import Point, brier, reliability
 from studies.advisor_reliability import _bin_lines as bin_lines
-from studies.arguments import OneLineParser, json_object, write_outputs
+from studies.arguments import json_object, report_main
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = (100, 101, 102, 103)
@@ -431,18 +431,7 @@ def report(root: Path = ROOT) -> tuple[list[str], dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the tables; write them where asked."""
-    parser = OneLineParser(
-        prog="python -m studies.advisor_direction_unseen", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--out-md", type=Path, default=None, help="write the Markdown here")
-    parser.add_argument("--out-json", type=Path, default=None, help="write the JSON document here")
-    args = parser.parse_args(argv)
-    try:
-        lines, document = report()
-    except ValueError as error:
-        parser.error(str(error))
-    print("\n".join(lines))
-    write_outputs(args.out_md, args.out_json, HEADER, lines, document)
+    report_main("python -m studies.advisor_direction_unseen", __doc__.split("\n")[0], HEADER, report, argv)
 
 
 if __name__ == "__main__":

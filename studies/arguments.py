@@ -106,3 +106,25 @@ def write_outputs(
         out_md.write_text("\n".join([*header, *lines, ""]), encoding="utf-8")
     if out_json is not None:
         out_json.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+def report_main(
+    prog: str,
+    description: str,
+    header: Sequence[str],
+    report: Callable[[], tuple[list[str], Any]],
+    argv: Sequence[str] | None = None,
+) -> None:
+    """The command line of a study that reads committed folders into one report: print ``report()``'s Markdown lines
+    and write them (after ``header``) and its JSON document where ``--out-md`` and ``--out-json`` say; a ValueError
+    of ``report`` ends as the parser's one-line error."""
+    parser = OneLineParser(prog=prog, description=description)
+    parser.add_argument("--out-md", type=Path, default=None, help="write the Markdown here")
+    parser.add_argument("--out-json", type=Path, default=None, help="write the JSON document here")
+    args = parser.parse_args(argv)
+    try:
+        lines, document = report()
+    except ValueError as error:
+        parser.error(str(error))
+    print("\n".join(lines))
+    write_outputs(args.out_md, args.out_json, header, lines, document)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from crl.advise.mstar_score import load_truth
-from studies.arguments import OneLineParser, write_outputs
+from studies.arguments import report_main
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = Path("results/mstar_real/cliff")
@@ -141,17 +141,8 @@ def report(root: Path = ROOT, widths: Sequence[int] = WIDTHS) -> tuple[list[str]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Print the table; write it where asked."""
-    parser = OneLineParser(prog="python -m studies.fixed_pool_cliff", description=__doc__.split("\n")[0])
-    parser.add_argument("--out-md", type=Path, default=None, help="write the Markdown here")
-    parser.add_argument("--out-json", type=Path, default=None, help="write the JSON document here")
-    args = parser.parse_args(argv)
-    try:
-        lines, document = report()
-    except ValueError as error:
-        parser.error(str(error))
-    print("\n".join(lines))
-    write_outputs(args.out_md, args.out_json, HEADER, lines, document)
+    """Print the tables; write them where asked."""
+    report_main("python -m studies.fixed_pool_cliff", __doc__.split("\n")[0], HEADER, report, argv)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from studies import advisor_direction_unseen as check6
 from studies import advisor_validation, advisor_validation_figure, text_retrieval
 
 
@@ -109,3 +110,13 @@ def test_text_retrieval_refuses_numbers_out_of_range_naming_the_argument(
 def test_text_retrieval_reads_queries_0_as_all_of_the_split() -> None:
     """--queries 0 is documented as the whole test split (as crl eval scores it), so it stays allowed."""
     assert text_retrieval.parse_args(["configs/wordnet_minilm.toml", "--queries", "0"]).queries == 0
+
+
+def test_check6_names_a_missing_truth_folder_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truth folder that is not there ends as one line naming it and the command that writes it."""
+    missing = check6.Group("gcide", "shared", (str(tmp_path / "nowhere"),), (8000,))
+    monkeypatch.setattr(check6, "GROUPS", (missing,))
+    line = _one_line_error(capsys, lambda: check6.main([]))
+    assert "nowhere" in line and "--mstar-truth" in line
