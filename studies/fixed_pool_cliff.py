@@ -9,6 +9,8 @@ Reads the truth folders ``results/mstar_real/cliff/d_D`` of ``crl advise --mstar
 the seed-mean error e(m) over the grid's m; m_cliff is the right end of the largest drop e(m_i) - e(m_{i+1})
 between consecutive grid m. The three registered predictions: (1) 2d <= m_cliff <= 8d at every d; (2)
 m_cliff(d_max) / m_cliff(d_min) >= 4; (3) at every d but the largest, e(the grid m just below m_cliff) > e(1).
+The batch follow-up (``results/mstar_real/cliff/b_B``, ``data.batch_size = B``): (4) b <= m_cliff <= 4b at each b
+measured, b = 256 read from the d = 128 folder; (5) m_cliff(128) < 512.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ FOLDER = Path("results/mstar_real/cliff")
 WIDTHS = (32, 64, 128, 256)
 N = 4000
 GROWTH = 4.0
+BATCHES = (128, 64)
+"""The batch follow-up's b (``--set data.batch_size=B``, head width the config's 128), in the order they run."""
+CONFIG_BATCH = 256
+"""The configs' batch, which the width grid trained at n = 4,000 (its d = 128 folder is the batch grid's b = 256)."""
+MOVED_BELOW = 512
 HEADER = (
     "# The fixed pool's cliff against the head's width, scored",
     "",
@@ -109,6 +116,56 @@ def _met(value: bool) -> str:
     return "met" if value else "**FAILED**"
 
 
+def in_batch_band(cliff: Cliff, batch: int) -> bool:
+    """Prediction 4 at batch b: b <= m_cliff <= 4b."""
+    return batch <= cliff.m_cliff <= 4 * batch
+
+
+def batch_cliffs(root: Path = ROOT) -> dict[int, Cliff | None]:
+    """b -> the cliff of the batch grid at b (None: its folder has no truth yet), b = 256 from the width grid."""
+    found: dict[int, Cliff | None] = {}
+    for batch in BATCHES:
+        folder = root / FOLDER / f"b_{batch}"
+        found[batch] = cliff_of(batch, curve_at(folder)) if (folder / "truth.json").is_file() else None
+    found[CONFIG_BATCH] = cliff_of(CONFIG_BATCH, curve_at(root / FOLDER / "d_128"))
+    return found
+
+
+def batch_lines(cliffs: dict[int, Cliff | None], ms: Sequence[int]) -> tuple[list[str], dict[str, Any]]:
+    """The batch follow-up's table and predictions 4 and 5 (docs/mstar_real.md)."""
+    lines = [
+        "",
+        f"The batch follow-up: d = 128, n = {N:,}, 3 seeds, per batch b and m (b = {CONFIG_BATCH}: the d = 128 row):",
+        "",
+        "| b | " + " | ".join(f"{m:,}" for m in ms) + " | m_cliff | depth | b-4b |",
+        "|---:|" + "---:|" * len(ms) + "---:|---:|---|",
+    ]
+    for batch, cliff in sorted(cliffs.items()):
+        if cliff is None:
+            lines.append(f"| {batch} | " + " | ".join("-" for _ in ms) + " | not measured | - | - |")
+            continue
+        cells = " | ".join(f"{cliff.curve[m]:.3f}" if m in cliff.curve else "-" for m in ms)
+        band = "yes" if in_batch_band(cliff, batch) else "no"
+        lines.append(
+            f"| {batch} | {cells} | {cliff.m_cliff:,} | {cliff.depth:.3f} | {batch:,}-{4 * batch:,} {band} |"
+        )
+    measured = {b: c for b, c in cliffs.items() if c is not None}
+    band_met = all(in_batch_band(c, b) for b, c in measured.items())
+    moved = cliffs.get(BATCHES[0])
+    lines += [
+        "",
+        f"4. m_cliff in [b, 4b] at each b measured ({', '.join(map(str, sorted(measured)))}): {_met(band_met)}.",
+        f"5. m_cliff({BATCHES[0]}) < {MOVED_BELOW}: "
+        + ("not measured." if moved is None else f"{moved.m_cliff:,}, {_met(moved.m_cliff < MOVED_BELOW)}."),
+    ]
+    document = {
+        "batches": {str(b): None if c is None else asdict(c) for b, c in cliffs.items()},
+        "band_met": band_met,
+        "moved": None if moved is None else moved.m_cliff < MOVED_BELOW,
+    }
+    return lines, document
+
+
 def report(root: Path = ROOT, widths: Sequence[int] = WIDTHS) -> tuple[list[str], dict[str, Any]]:
     """The Markdown lines and the JSON document."""
     cliffs = [cliff_of(d, curve_at(root / FOLDER / f"d_{d}")) for d in widths]
@@ -132,12 +189,14 @@ def report(root: Path = ROOT, widths: Sequence[int] = WIDTHS) -> tuple[list[str]
         f"2. m_cliff({widths[-1]}) / m_cliff({widths[0]}) = {v.growth:g} (>= {GROWTH:g}): {_met(v.growth_met)}.",
         f"3. the error just below the cliff above the error at m = 1 at d < {widths[-1]}: {_met(v.rise)}.",
     ]
+    more, batch_document = batch_lines(batch_cliffs(root), ms)
     document = {
         "n": N,
         "cliffs": [asdict(c) | {"in_band": c.in_band, "rises": c.rises} for c in cliffs],
         "verdicts": asdict(v) | {"growth_met": v.growth_met},
+        "batch": batch_document,
     }
-    return lines, document
+    return [*lines, *more], document
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -55,3 +55,21 @@ def test_a_curve_without_a_rise_fails_prediction_3() -> None:
 def test_a_curve_of_one_m_is_refused_by_width() -> None:
     with pytest.raises(ValueError, match="d = 32"):
         cliff.cliff_of(32, {1: 0.5})
+
+
+def test_the_batch_predictions_read_a_cliff_at_2b_as_moved_and_one_at_512_as_not() -> None:
+    """A cliff at 2b meets 4 and 5; the alternative (the cliff at 512 whatever b) fails 5 and, at b = 64, 4."""
+    ms = sorted(_curve(128))
+    moved = {b: cliff.cliff_of(b, _curve(b)) for b in (64, 128, 256)}
+    lines, document = cliff.batch_lines(moved, ms)
+    assert document["band_met"] and document["moved"]
+    stuck = {b: cliff.cliff_of(b, _curve(256)) for b in (64, 128, 256)}
+    lines, document = cliff.batch_lines(stuck, ms)
+    assert not document["band_met"] and document["moved"] is False
+    assert "5. m_cliff(128) < 512: 512, **FAILED**." in lines
+
+
+def test_a_batch_not_yet_run_is_not_measured() -> None:
+    ms = sorted(_curve(128))
+    lines, document = cliff.batch_lines({128: None, 64: None, 256: cliff.cliff_of(256, _curve(256))}, ms)
+    assert document["moved"] is None and "5. m_cliff(128) < 512: not measured." in lines
