@@ -122,7 +122,7 @@ def test_a_confident_right_answer_passes_and_its_flipped_control_fails() -> None
 
 
 def test_a_confident_wrong_answer_fails_target_1() -> None:
-    """Right at 6 of 12 with chances near 1, against a constant right at 8 of 12: FAILED."""
+    """Right at 6 of 12 with chances near 1, against always m right at 10 of 12: FAILED."""
     rows = [_row(0.02, 0.03, 0.99) for _ in range(6)] + [_row(0.02, -0.03, 0.99) for _ in range(2)]
     rows += [_row(-0.02, 0.03, 0.99) for _ in range(4)]
     score = check6.score_group(rows, 0, 0.216, 0.973)
@@ -142,11 +142,49 @@ def test_an_answer_that_says_neither_everywhere_is_not_informative() -> None:
     assert check6._brier_verdict(score).startswith("not informative")
 
 
-def test_fewer_than_ten_decisive_points_are_inconclusive() -> None:
-    """Target 1 is judged from 10 decisive points, target 2 from 15."""
-    score = check6.score_group([_row(0.02, 0.03, 0.99) for _ in range(9)], 0, 0.216, 0.973)
-    assert not score.brier_judged and check6._brier_verdict(score) == "inconclusive"
-    assert not score.direction_judged
+@pytest.mark.parametrize(
+    ("decisive", "brier_judged", "direction_judged"),
+    [(9, False, False), (10, True, False), (14, True, False), (15, True, True)],
+)
+def test_target_1_is_judged_from_10_decisive_points_and_target_2_from_15(
+    decisive: int, brier_judged: bool, direction_judged: bool
+) -> None:
+    """The thresholds at their edges; an undecided point (its interval holds 0) does not count."""
+    rows = [_row(0.02, 0.03, 0.99) for _ in range(decisive)] + [_row(0.02, 0.0, 0.99, width=0.01)]
+    score = check6.score_group(rows, 0, 0.216, 0.973)
+    assert score.decisive == decisive and score.points == decisive + 1
+    assert score.brier_judged is brier_judged and score.direction_judged is direction_judged
+    assert (check6._brier_verdict(score) == "inconclusive") is not brier_judged
+
+
+def test_target_2_needs_80_percent_and_strictly_more_than_the_better_constant() -> None:
+    """12 right of 15 (80%) against a constant right at 11 meets it; a tie with the constant, or 11 of 15, does not."""
+    right = [_row(0.02, 0.03, 0.99) for _ in range(8)] + [_row(-0.02, -0.03, 0.99) for _ in range(4)]
+    wrong = [_row(-0.02, 0.03, 0.99) for _ in range(3)]
+    score = check6.score_group(right + wrong, 0, 0.216, 0.973)
+    assert (score.right, score.decisive, score.always_m_right, score.better_constant) == (12, 15, 11, 11)
+    assert score.direction_met
+    tie = check6.score_group([_row(-0.02, -0.03, 0.99) for _ in range(15)], 0, 0.216, 0.973)
+    assert tie.right == tie.better_constant == 15 and not tie.direction_met
+    short = check6.score_group(right[:-1] + wrong + [_row(0.02, -0.03, 0.99)], 0, 0.216, 0.973)
+    assert short.right == 11 and not short.direction_met
+
+
+def test_target_3_counts_every_point_not_only_the_decisive() -> None:
+    """Coverage: the measured D inside [low, high] at >= 80% of all points (4 of 5 meets, 3 of 5 fails)."""
+    inside = [_row(0.02, 0.03, 0.99) for _ in range(3)] + [_row(0.02, 0.0, 0.99, width=0.01)]
+    outside = _row(0.02, 0.5, 0.99)
+    assert check6.score_group([*inside, outside], 0, 0.216, 0.973).coverage_met
+    assert not check6.score_group([*inside[1:], outside, outside], 0, 0.216, 0.973).coverage_met
+
+
+def test_the_bootstrap_interval_is_paired_with_the_better_constant() -> None:
+    """The interval is of the per-point differences (p - y)^2 - (c - y)^2 with c the better constant, so an answer that
+    equals that constant at every point gives [0, 0]."""
+    rows = [_row(-0.02, -0.03, 1.0) for _ in range(8)] + [_row(-0.02, 0.03, 1.0) for _ in range(3)]
+    score = check6.score_group(rows, 0, 0.216, 0.973)
+    assert score.brier_stated == pytest.approx(score.brier_always_n)
+    assert score.difference_interval == pytest.approx((0.0, 0.0))
 
 
 def test_bootstrap_interval_is_seeded_and_exact_for_a_constant() -> None:
