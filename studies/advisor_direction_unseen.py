@@ -39,8 +39,7 @@ from crl.advise.answer import Q, recommendation_of
 from crl.advise.local import local_estimate, measured_difference, pilot_points, truth_points
 from crl.advise.mstar_score import load_truth
 from crl.advise.reliability import p_right, strength
-from studies.advisor_reliability import Point, brier, reliability
-from studies.advisor_reliability import _bin_lines as bin_lines
+from studies.advisor_reliability import Point, bin_lines, brier, p_m, reliability
 from studies.arguments import json_object, report_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +136,6 @@ class Row:
     recommendation: str
     z: float
     p_right: float
-    p_m: float
     measured: float
     measured_low: float
     measured_high: float
@@ -153,19 +151,15 @@ class Row:
         """The measured D lies in the answer's interval."""
         return self.low <= self.measured <= self.high
 
+    @property
+    def p_m(self) -> float:
+        """The stated probability that m is better: 1/2 after "neither" (no direction stated), else the leaning's
+        (:func:`studies.advisor_reliability.p_m`: p_right when D_hat > 0, else 1 - p_right)."""
+        return 0.5 if self.recommendation == "neither" else p_m(self.as_point(""), self.p_right)
+
     def as_point(self, group: str) -> Point:
         """The row as :class:`studies.advisor_reliability.Point` (right: sign(D_hat) = sign(D))."""
         return Point(group, self.n, self.m, self.z, self.d_hat > 0, self.measured, self.decisive)
-
-
-def leaning_p_m(d_hat: float, chance: float) -> float:
-    """The leaning's probability that m is better: p_right when D_hat > 0, else 1 - p_right."""
-    return chance if d_hat > 0 else 1.0 - chance
-
-
-def stated_p_m(recommendation: str, d_hat: float, chance: float) -> float:
-    """p_m: 1/2 after "neither" (no direction stated), else :func:`leaning_p_m`."""
-    return 0.5 if recommendation == "neither" else leaning_p_m(d_hat, chance)
 
 
 def row_at(errors: Errors, n: int, m: int) -> Row | None:
@@ -175,9 +169,7 @@ def row_at(errors: Errors, n: int, m: int) -> Row | None:
         return None
     estimate = local_estimate(errors, n, m)
     low, high = estimate.interval(Q)
-    recommendation = recommendation_of(estimate)
     z = strength(estimate)
-    chance = p_right(z)
     truth = measured_difference(errors, n, m)
     base = float(np.mean(errors[(n, m)]))
     more_data, more_negatives = (float(np.mean(errors[cell])) for cell in truth_points(n, m))
@@ -187,10 +179,9 @@ def row_at(errors: Errors, n: int, m: int) -> Row | None:
         estimate.d_hat,
         low,
         high,
-        recommendation,
+        recommendation_of(estimate),
         z,
-        chance,
-        stated_p_m(recommendation, estimate.d_hat, chance),
+        p_right(z),
         truth.value,
         truth.low,
         truth.high,
@@ -284,18 +275,23 @@ class Score:
         return self.covered >= TARGET * self.points
 
 
+def _brier(points: Sequence[Point], p_of_m: Sequence[float]) -> float:
+    """:func:`studies.advisor_reliability.brier`, NaN on no points."""
+    return brier(points, p_of_m) if points else math.nan
+
+
 def score_group(rows: Sequence[Row], not_measured: int, share_m: float, share_right: float) -> Score:
     """The group's :class:`Score`; ``share_m`` and ``share_right`` are the calibration's climatological share of m
     and its share right (the constant-p answer)."""
     decisive = [row for row in rows if row.decisive]
     points = [row.as_point("") for row in decisive]
     stated = [row.p_m for row in decisive]
-    m_better = [float(row.measured > 0) for row in decisive]
-    always_m = brier(points, [1.0] * len(points)) if points else math.nan
-    always_n = brier(points, [0.0] * len(points)) if points else math.nan
-    best = [1.0] * len(points) if always_m <= always_n else [0.0] * len(points)
+    m_better = [float(point.m_better) for point in points]
+    always_m = _brier(points, [1.0] * len(points))
+    always_n = _brier(points, [0.0] * len(points))
+    best = 1.0 if always_m <= always_n else 0.0
     neither = [row for row in rows if row.recommendation == "neither"]
-    differences = [(p - y) ** 2 - (c - y) ** 2 for p, c, y in zip(stated, best, m_better, strict=True)]
+    differences = [(p - y) ** 2 - (best - y) ** 2 for p, y in zip(stated, m_better, strict=True)]
     return Score(
         points=len(rows),
         not_measured=not_measured,
@@ -305,17 +301,15 @@ def score_group(rows: Sequence[Row], not_measured: int, share_m: float, share_ri
         covered=sum(row.covered for row in rows),
         neither=len(neither),
         neither_both_raised=sum(row.both_raised for row in neither),
-        brier_stated=brier(points, stated) if points else math.nan,
+        brier_stated=_brier(points, stated),
         brier_always_m=always_m,
         brier_always_n=always_n,
-        brier_flipped=brier(points, [1.0 - p for p in stated]) if points else math.nan,
-        brier_climatological=brier(points, [share_m] * len(points)) if points else math.nan,
-        brier_constant_p=brier(points, [share_right if r.d_hat > 0 else 1 - share_right for r in decisive])
-        if points
-        else math.nan,
-        brier_leaning=brier(points, [leaning_p_m(r.d_hat, r.p_right) for r in decisive])
-        if points
-        else math.nan,
+        brier_flipped=_brier(points, [1.0 - p for p in stated]),
+        brier_climatological=_brier(points, [share_m] * len(points)),
+        brier_constant_p=_brier(points, [p_m(point, share_right) for point in points]),
+        brier_leaning=_brier(
+            points, [p_m(point, row.p_right) for point, row in zip(points, decisive, strict=True)]
+        ),
         difference_interval=bootstrap_interval(differences) if differences else (math.nan, math.nan),
     )
 
@@ -417,7 +411,10 @@ def report(root: Path = ROOT) -> tuple[list[str], dict[str, Any]]:
                 "direction_met": score.direction_met,
                 "coverage_met": score.coverage_met,
             },
-            "rows": [{**asdict(row), "decisive": row.decisive, "covered": row.covered} for row in rows],
+            "rows": [
+                {**asdict(row), "p_m": row.p_m, "decisive": row.decisive, "covered": row.covered}
+                for row in rows
+            ],
         }
     reliability_lines = [
         "## Reliability, the four groups' decisive points pooled (stated chance of the answer's direction; 1/2 after "

@@ -243,7 +243,7 @@ def _share(count: int, total: int) -> str:
     return f"{count}/{total} = {100 * count / total:.0f}%" if total else "-"
 
 
-def _bin_lines(bins: Sequence[Bin]) -> list[str]:
+def bin_lines(bins: Sequence[Bin]) -> list[str]:
     lines = [
         "| stated p | points | mean stated p | right | Wilson 95% |",
         "|---|---:|---:|---:|---:|",
@@ -304,7 +304,7 @@ def report(calibration: Sequence[Point], validation: Sequence[Point]) -> tuple[l
         "",
         "In sample (the fitted points at C):",
         "",
-        *_bin_lines(reliability(fitted, [p_right(p.z) for p in fitted])),
+        *bin_lines(reliability(fitted, [p_right(p.z) for p in fitted])),
         "",
         "## Leave one calibration grid out",
         "",
@@ -330,7 +330,7 @@ def report(calibration: Sequence[Point], validation: Sequence[Point]) -> tuple[l
         held_rows[grid] = {"c": c_grid, **vars(scores)}
         pooled += [(p, p_right(p.z, c_grid)) for p in test]
     pooled_bins = reliability([p for p, _ in pooled], [s for _, s in pooled])
-    lines += ["", "The three held-out grids pooled, each at its own c:", "", *_bin_lines(pooled_bins), ""]
+    lines += ["", "The three held-out grids pooled, each at its own c:", "", *bin_lines(pooled_bins), ""]
     penalty = _penalty_lines(fitted)
     lines += penalty[0]
     document["leave_one_grid_out"] = {
@@ -345,7 +345,7 @@ def report(calibration: Sequence[Point], validation: Sequence[Point]) -> tuple[l
     lines += [
         "## Validation (117 points, exploratory), at C",
         "",
-        *_bin_lines(bins),
+        *bin_lines(bins),
         "",
         "Brier score of the stated probability that m is better; constants from the calibration's decisive points.",
         "",

@@ -116,6 +116,20 @@ def _met(value: bool) -> str:
     return "met" if value else "**FAILED**"
 
 
+def _table_head(varied: str, ms: Sequence[int], band: str) -> list[str]:
+    """The header of a curve table: the varied value, one column per grid m, m_cliff, depth and the band."""
+    return [
+        f"| {varied} | " + " | ".join(f"{m:,}" for m in ms) + f" | m_cliff | depth | {band} |",
+        "|---:|" + "---:|" * len(ms) + "---:|---:|---|",
+    ]
+
+
+def _table_row(value: int, cliff: Cliff, ms: Sequence[int], band: str) -> str:
+    """One curve's row: its seed-mean error at each grid m ("-" where not run), m_cliff, depth and ``band``."""
+    cells = " | ".join(f"{cliff.curve[m]:.3f}" if m in cliff.curve else "-" for m in ms)
+    return f"| {value} | {cells} | {cliff.m_cliff:,} | {cliff.depth:.3f} | {band} |"
+
+
 def in_batch_band(cliff: Cliff, batch: int) -> bool:
     """Prediction 4 at batch b: b <= m_cliff <= 4b."""
     return batch <= cliff.m_cliff <= 4 * batch
@@ -137,18 +151,14 @@ def batch_lines(cliffs: dict[int, Cliff | None], ms: Sequence[int]) -> tuple[lis
         "",
         f"The batch follow-up: d = 128, n = {N:,}, 3 seeds, per batch b and m (b = {CONFIG_BATCH}: the d = 128 row):",
         "",
-        "| b | " + " | ".join(f"{m:,}" for m in ms) + " | m_cliff | depth | b-4b |",
-        "|---:|" + "---:|" * len(ms) + "---:|---:|---|",
+        *_table_head("b", ms, "b-4b"),
     ]
     for batch, cliff in sorted(cliffs.items()):
         if cliff is None:
             lines.append(f"| {batch} | " + " | ".join("-" for _ in ms) + " | not measured | - | - |")
             continue
-        cells = " | ".join(f"{cliff.curve[m]:.3f}" if m in cliff.curve else "-" for m in ms)
         band = "yes" if in_batch_band(cliff, batch) else "no"
-        lines.append(
-            f"| {batch} | {cells} | {cliff.m_cliff:,} | {cliff.depth:.3f} | {batch:,}-{4 * batch:,} {band} |"
-        )
+        lines.append(_table_row(batch, cliff, ms, f"{batch:,}-{4 * batch:,} {band}"))
     measured = {b: c for b, c in cliffs.items() if c is not None}
     band_met = all(in_batch_band(c, b) for b, c in measured.items())
     moved = cliffs.get(BATCHES[0])
@@ -173,15 +183,11 @@ def report(root: Path = ROOT, widths: Sequence[int] = WIDTHS) -> tuple[list[str]
     lines = [
         f"Seed-mean held-out error (1 - nDCG@10) at n = {N:,}, 3 seeds, per head width d and m:",
         "",
-        "| d | " + " | ".join(f"{m:,}" for m in ms) + " | m_cliff | depth | 2d-8d |",
-        "|---:|" + "---:|" * len(ms) + "---:|---:|---|",
+        *_table_head("d", ms, "2d-8d"),
     ]
     for c in cliffs:
-        cells = " | ".join(f"{c.curve[m]:.3f}" if m in c.curve else "-" for m in ms)
-        lines.append(
-            f"| {c.width} | {cells} | {c.m_cliff:,} | {c.depth:.3f} | "
-            f"{2 * c.width:,}-{8 * c.width:,} {'yes' if c.in_band else 'no'} |"
-        )
+        band = f"{2 * c.width:,}-{8 * c.width:,} {'yes' if c.in_band else 'no'}"
+        lines.append(_table_row(c.width, c, ms, band))
     v = verdicts(cliffs)
     lines += [
         "",

@@ -83,7 +83,6 @@ def _row(
         recommendation,
         1.0,
         chance,
-        check6.stated_p_m(recommendation, d_hat, chance),
         measured,
         measured - width,
         measured + width,

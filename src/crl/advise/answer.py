@@ -43,6 +43,7 @@ __all__ = [
     "Recommendation",
     "Scope",
     "answer_of",
+    "double_of",
     "error_change",
     "recommendation_of",
 ]
@@ -58,12 +59,18 @@ Recommendation = Literal["m", "n", "neither"]
 """What the answer recommends: double m, double n, or neither."""
 
 
+def double_of(estimate: LocalEstimate) -> Literal["m", "n"]:
+    """The doubling that gained more by the sign of D_hat = gain_m - gain_n: ``"m"`` when D_hat > 0, else ``"n"``
+    (m at a tie of exactly 0 would be arbitrary: n)."""
+    return "m" if estimate.d_hat > 0 else "n"
+
+
 def recommendation_of(estimate: LocalEstimate) -> Recommendation:
     """``"neither"`` when both gains at the base are <= 0 (gain_m <= 0 and gain_n <= 0: neither doubling lowered
-    the error), else the sign of D_hat = gain_m - gain_n: ``"m"`` when D_hat > 0, ``"n"`` otherwise."""
+    the error), else :func:`double_of`."""
     if estimate.gain_m <= 0 and estimate.gain_n <= 0:
         return "neither"
-    return "m" if estimate.d_hat > 0 else "n"
+    return double_of(estimate)
 
 
 @dataclass(frozen=True)
@@ -173,8 +180,8 @@ class Answer:
 
     @property
     def double(self) -> str:
-        """``"m"`` or ``"n"``: the doubling that gained more (m at a tie of exactly 0 would be arbitrary: n)."""
-        return "m" if self.estimate.d_hat > 0 else "n"
+        """:func:`double_of` the estimate: ``"m"`` or ``"n"``."""
+        return double_of(self.estimate)
 
     @property
     def recommendation(self) -> Recommendation:
